@@ -1,0 +1,200 @@
+"""The exception tree of the export center.
+
+::
+
+    ExportCenterError
+    ├── RequestError                (the caller's fault: mapped to HTTP 4xx once, in api.app)
+    │   ├── ValidationFailed        422, with a field path
+    │   ├── NotFound                404 (also for tasks of other users: no existence oracle)
+    │   ├── Conflict                409
+    │   ├── TooManyActiveTasks      429
+    │   ├── Unauthorized            401
+    │   └── Forbidden               403
+    ├── ExportFailure               (one execution attempt ended; carries phase and code)
+    │   ├── PermanentExportError    task -> FAILED at once (seed 002 §9.1)
+    │   │   ├── ProviderRejected    provider 4xx, 410 snapshot expired
+    │   │   ├── SchemaChanged       schemaHash changed between batches
+    │   │   ├── RowLimitExceeded    more rows than max_rows
+    │   │   └── FileTooLarge        file size cap hit while writing
+    │   └── TransientExportError    task -> PENDING with version + 1 and backoff (002 §9.2)
+    │       ├── ProviderUnavailable provider 5xx, timeouts, connection errors
+    │       ├── CursorStalled       hasMore with a cursor that did not advance
+    │       ├── StorageError        the file could not be written or moved
+    │       └── DeadlinePassed      execution_deadline_at reached
+    └── LeaseLost                   this attempt no longer owns the task: stop, delete, write nothing
+
+Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Conflict",
+    "CursorStalled",
+    "DeadlinePassed",
+    "ExportCancelled",
+    "ExportCenterError",
+    "ExportFailure",
+    "FileTooLarge",
+    "Forbidden",
+    "LeaseLost",
+    "NotFound",
+    "PermanentExportError",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "RequestError",
+    "RowLimitExceeded",
+    "SchemaChanged",
+    "StorageError",
+    "TooManyActiveTasks",
+    "TransientExportError",
+    "Unauthorized",
+    "ValidationFailed",
+]
+
+
+class ExportCenterError(Exception):
+    """Root of every error the export center raises on purpose."""
+
+
+class RequestError(ExportCenterError):
+    """A request the caller can fix; answered with ``status`` and a JSON body."""
+
+    status = 400
+    code = "BAD_REQUEST"
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.field = field
+
+
+class ValidationFailed(RequestError):
+    """422: a field is missing, malformed or out of range."""
+
+    status = 422
+    code = "VALIDATION_FAILED"
+
+
+class NotFound(RequestError):
+    """404: no such task for this caller (other users' tasks look the same)."""
+
+    status = 404
+    code = "NOT_FOUND"
+
+
+class Conflict(RequestError):
+    """409: the task is not in a state that allows the action."""
+
+    status = 409
+    code = "CONFLICT"
+
+
+class TooManyActiveTasks(RequestError):
+    """429: the per-user or per-type active-task limit is reached."""
+
+    status = 429
+    code = "TOO_MANY_ACTIVE_TASKS"
+
+
+class Unauthorized(RequestError):
+    """401: no valid bearer token."""
+
+    status = 401
+    code = "UNAUTHORIZED"
+
+
+class Forbidden(RequestError):
+    """403: authenticated, but not allowed (or a bad or expired download link)."""
+
+    status = 403
+    code = "FORBIDDEN"
+
+
+class ExportFailure(ExportCenterError):
+    """An execution attempt ended with an error.
+
+    Args:
+        message: the cause, in a sentence.
+        code: machine-readable failure code stored in ``failure_code``.
+    """
+
+    code = "EXPORT_FAILED"
+    permanent = True
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+
+
+class PermanentExportError(ExportFailure):
+    """Retrying cannot help: the task goes to FAILED at once."""
+
+    permanent = True
+
+
+class ProviderRejected(PermanentExportError):
+    """The provider answered 4xx (410: the snapshot token expired)."""
+
+    code = "PROVIDER_REJECTED"
+
+
+class SchemaChanged(PermanentExportError):
+    """The provider's ``schemaHash`` changed between batches."""
+
+    code = "SCHEMA_CHANGED"
+
+
+class RowLimitExceeded(PermanentExportError):
+    """The export has more rows than the type's ``max_rows``."""
+
+    code = "ROW_LIMIT_EXCEEDED"
+
+
+class FileTooLarge(PermanentExportError):
+    """The file grew past the size cap while being written."""
+
+    code = "FILE_TOO_LARGE"
+
+
+class TransientExportError(ExportFailure):
+    """Worth retrying: the task goes back to PENDING with a backoff."""
+
+    code = "TRANSIENT"
+    permanent = False
+
+
+class ProviderUnavailable(TransientExportError):
+    """Provider 5xx, timeout or connection error."""
+
+    code = "PROVIDER_UNAVAILABLE"
+
+
+class CursorStalled(TransientExportError):
+    """``hasMore`` was true but the cursor did not advance."""
+
+    code = "CURSOR_STALLED"
+
+
+class StorageError(TransientExportError):
+    """The file could not be written, moved or deleted."""
+
+    code = "STORAGE_ERROR"
+
+
+class DeadlinePassed(TransientExportError):
+    """The attempt ran past ``execution_deadline_at``."""
+
+    code = "DEADLINE_PASSED"
+
+
+class LeaseLost(ExportCenterError):
+    """This attempt lost its lease (or was aborted): delete the partial file, write nothing."""
+
+
+class ExportCancelled(ExportCenterError):
+    """The user asked to cancel; the worker stops, deletes its file, ends CANCELLED."""

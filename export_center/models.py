@@ -1,0 +1,142 @@
+"""SQLAlchemy models of the export center's own tables.
+
+Columns follow DESIGN.md "Tables" and seed 002 §7.2-§7.3, §8.3.1. The reference MySQL
+DDL is ``sql/mysql/schema.sql``; a migration test keeps it equal to the Alembic head.
+Times are ``DATETIME(3)`` on MySQL (UTC, written by the database clock).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["Base", "ExportOutbox", "ExportTask", "ExportTaskGuard", "GUARD_ROW_ID"]
+
+#: Primary key of the single row of ``export_task_guard`` (seed 002 §7.2).
+GUARD_ROW_ID = "GLOBAL_CREATE"
+
+# BIGINT on MySQL, INTEGER on SQLite (so SQLite's rowid autoincrement applies).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+# DATETIME(3) on MySQL; SQLAlchemy's text format on SQLite.
+Ts = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
+LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+
+_NOW_DEFAULT = text("CURRENT_TIMESTAMP(3)")
+
+naming = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a stable constraint naming convention."""
+
+    metadata = MetaData(naming_convention=naming)
+
+
+class ExportTask(Base):
+    """One export a user asked for; the download center's source of truth."""
+
+    __tablename__ = "export_task"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    task_no: Mapped[str] = mapped_column(String(32), nullable=False, unique=True)
+    export_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    format: Mapped[str] = mapped_column(String(8), nullable=False)
+    task_name: Mapped[str] = mapped_column(String(200), nullable=False)
+    parameters_json: Mapped[str] = mapped_column(Text, nullable=False)
+    parameters_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    tenant_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    app_code: Mapped[str] = mapped_column(String(32), nullable=False)
+    requested_by: Mapped[str] = mapped_column(String(128), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    phase: Mapped[str] = mapped_column(String(16), nullable=False)
+    processed_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    total_rows: Mapped[int | None] = mapped_column(BigInteger)
+    dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=3)
+    next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(Ts)
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(Ts)
+    execution_deadline_at: Mapped[datetime | None] = mapped_column(Ts)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    failure_code: Mapped[str | None] = mapped_column(String(64))
+    failure_message: Mapped[str | None] = mapped_column(String(1000))
+    object_key: Mapped[str | None] = mapped_column(String(512))
+    file_name: Mapped[str | None] = mapped_column(String(255))
+    content_type: Mapped[str | None] = mapped_column(String(128))
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    row_count: Mapped[int | None] = mapped_column(BigInteger)
+    trace_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    requested_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(Ts)
+    completed_at: Mapped[datetime | None] = mapped_column(Ts)
+    expires_at: Mapped[datetime | None] = mapped_column(Ts)
+    updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "requested_by", "request_id"),
+        Index("ix_export_task_dispatch", "status", "next_retry_at", "id"),
+        Index("ix_export_task_lease", "status", "lease_until"),
+        Index("ix_export_task_owner", "tenant_id", "requested_by", "id"),
+        Index("ix_export_task_type_status", "export_type", "status"),
+        Index("ix_export_task_expiry", "status", "expires_at"),
+    )
+
+
+class ExportOutbox(Base):
+    """A command to send, written in the transaction that changed the task (002 §7.2)."""
+
+    __tablename__ = "export_outbox"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    task_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    topic: Mapped[str] = mapped_column(String(128), nullable=False)
+    tag: Mapped[str] = mapped_column(String(64), nullable=False)
+    message_key: Mapped[str] = mapped_column(String(64), nullable=False)
+    payload_json: Mapped[str] = mapped_column(Text, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(Ts)
+    sent_at: Mapped[datetime | None] = mapped_column(Ts)
+    last_error: Mapped[str | None] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+
+    __table_args__ = (
+        UniqueConstraint("task_id", "dispatch_version"),
+        Index("ix_export_outbox_publish", "status", "next_retry_at", "id"),
+        Index("ix_export_outbox_task", "task_id", "dispatch_version", "status", "sent_at"),
+    )
+
+
+class ExportTaskGuard(Base):
+    """The single row that task creation locks (``SELECT ... FOR UPDATE``, 002 §7.2)."""
+
+    __tablename__ = "export_task_guard"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)

@@ -1,0 +1,83 @@
+"""States of tasks and outbox rows, and the one table of allowed task transitions.
+
+Source: DESIGN.md "Task states" and seed 002 §5, §7.4. States are stored as short
+upper-case strings; the API shows tasks in lower case (``queued`` for PENDING).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ALLOWED_TRANSITIONS", "OutboxStatus", "Phase", "TaskStatus", "api_state"]
+
+
+class TaskStatus(StrEnum):
+    """Status of an ``export_task`` row."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for states no command can move forward (manual retry aside)."""
+        return self in (
+            TaskStatus.SUCCEEDED,
+            TaskStatus.FAILED,
+            TaskStatus.CANCELLED,
+            TaskStatus.EXPIRED,
+        )
+
+    @property
+    def is_active(self) -> bool:
+        """True while the task counts against the creation limits (PENDING, RUNNING)."""
+        return self in (TaskStatus.PENDING, TaskStatus.RUNNING)
+
+
+class OutboxStatus(StrEnum):
+    """Status of an ``export_outbox`` row; QUARANTINED is its only end state (002 §7.4)."""
+
+    PENDING = "PENDING"
+    CLAIMED = "CLAIMED"
+    SENT = "SENT"
+    QUARANTINED = "QUARANTINED"
+
+
+class Phase(StrEnum):
+    """Where a task is: ``queued`` before a claim, then ``fetch``, ``render``, ``store``."""
+
+    QUEUED = "queued"
+    FETCH = "fetch"
+    RENDER = "render"
+    STORE = "store"
+
+
+#: Allowed task transitions (DESIGN.md state diagram). Every UPDATE in
+#: ``repository`` names its source state, so a row can only move along these edges.
+ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.PENDING: frozenset({TaskStatus.RUNNING, TaskStatus.CANCELLED, TaskStatus.FAILED}),
+    TaskStatus.RUNNING: frozenset(
+        {TaskStatus.SUCCEEDED, TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELLED}
+    ),
+    TaskStatus.SUCCEEDED: frozenset({TaskStatus.EXPIRED}),
+    TaskStatus.FAILED: frozenset({TaskStatus.PENDING}),
+    TaskStatus.CANCELLED: frozenset(),
+    TaskStatus.EXPIRED: frozenset(),
+}
+
+_API_STATE = {
+    TaskStatus.PENDING: "queued",
+    TaskStatus.RUNNING: "running",
+    TaskStatus.SUCCEEDED: "succeeded",
+    TaskStatus.FAILED: "failed",
+    TaskStatus.CANCELLED: "cancelled",
+    TaskStatus.EXPIRED: "expired",
+}
+
+
+def api_state(status: str) -> str:
+    """Map a stored status to the lower-case state the API shows (PENDING -> queued)."""
+    return _API_STATE[TaskStatus(status)]
