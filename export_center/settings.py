@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = [
     "ApiSettings",
     "ConsumerSettings",
+    "LimitSettings",
     "LoopSettings",
     "ProviderSettings",
     "PublisherSettings",
@@ -93,6 +94,14 @@ class ProviderSettings(BaseModel):
     snapshot_ttl_seconds: int = 24 * 3600
 
 
+class LimitSettings(BaseModel):
+    """Creation guard (seed 002 §14): duplicate window and active-task limits."""
+
+    duplicate_window_seconds: float = 60.0
+    max_active_per_user: int = 3
+    max_active_per_type: int = 5
+
+
 class ApiSettings(BaseModel):
     """HTTP API: bind address, JWT and download-link signing."""
 
@@ -125,6 +134,9 @@ class Settings(BaseSettings):
     mount_sample_providers: bool = True
     load_sample_data: bool = True
     sample_scale: float = 0.27
+    export_types_file: Path | None = None
+    provider_allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
+    topic_prefix: str = ""
 
     api: ApiSettings = Field(default_factory=ApiSettings)
     publisher: PublisherSettings = Field(default_factory=PublisherSettings)
@@ -132,6 +144,12 @@ class Settings(BaseSettings):
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     task: TaskSettings = Field(default_factory=TaskSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+
+    @property
+    def command_topic(self) -> str:
+        """Command topic name with the environment prefix (seed 002 §6.2)."""
+        return f"{self.topic_prefix}export-center-command-v1"
 
     @property
     def resolved_database_url(self) -> str:

@@ -1,0 +1,124 @@
+"""``create_app(settings)``: the FastAPI application and its one error mapping.
+
+Every :class:`~export_center.errors.RequestError` and every request-validation error
+becomes a 4xx JSON body ``{code, message, field}``; nothing the caller sends can make
+a 500 (CONVENTIONS: exceptions mapped to HTTP in exactly one place).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from export_center.api.routes import exports, system
+from export_center.errors import RequestError
+from export_center.runtime import Runtime
+from export_center.settings import Settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+_CODES = {
+    "missing": "MISSING_FIELD",
+    "extra_forbidden": "UNKNOWN_FIELD",
+    "json_invalid": "MALFORMED_JSON",
+    "string_too_long": "TOO_LONG",
+    "string_too_short": "TOO_SHORT",
+    "model_attributes_type": "INVALID_BODY",
+    "dict_type": "INVALID_TYPE",
+    "string_type": "INVALID_TYPE",
+}
+
+
+def _field(loc: tuple[Any, ...]) -> str | None:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or None
+
+
+def _validation_body(exc: RequestValidationError) -> tuple[int, dict[str, Any]]:
+    errors = exc.errors()
+    first = errors[0] if errors else {"type": "invalid", "loc": (), "msg": "invalid request"}
+    kind = str(first.get("type", "invalid"))
+    code = _CODES.get(kind, "INVALID_VALUE")
+    status = 400 if kind == "json_invalid" else 422
+    field = _field(tuple(first.get("loc", ())))
+    if kind == "json_invalid":
+        message = "the request body is not valid JSON"
+        field = None
+    elif kind == "missing":
+        message = f"{field} is required"
+    elif kind == "extra_forbidden":
+        message = f"{field} is not a known field"
+    else:
+        message = f"{field}: {first.get('msg', 'invalid')}" if field else str(first.get("msg"))
+    return status, {"code": code, "message": message, "field": field}
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    runtime_factory: Callable[[Settings], Runtime] | None = None,
+    start_loops: bool = True,
+    mount: Callable[[FastAPI, Runtime], None] | None = None,
+) -> FastAPI:
+    """Build the API.
+
+    Args:
+        settings: process settings (default: from the environment).
+        runtime_factory: builds the runtime inside the lifespan (default: ``Runtime``).
+        start_loops: start publisher and consumer with the app.
+        mount: called with the app and runtime to mount extra routers (sample providers).
+    """
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = (runtime_factory or Runtime)(settings)
+        app.state.runtime = runtime
+        if mount is not None:
+            mount(app, runtime)
+        if start_loops:
+            runtime.start()
+        try:
+            yield
+        finally:
+            runtime.stop()
+
+    app = FastAPI(
+        title="Export Center",
+        version="0.1.0",
+        description="Background data exports with signed, expiring download links.",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse(
+            {"code": exc.code, "message": exc.message, "field": exc.field}, status_code=exc.status
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        status, body = _validation_body(exc)
+        return JSONResponse(body, status_code=status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+        return JSONResponse(
+            {"code": code, "message": str(exc.detail), "field": None},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    app.include_router(exports.router)
+    app.include_router(system.router)
+    return app

@@ -1,0 +1,49 @@
+"""FastAPI dependencies: the runtime and the caller's identity."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from export_center.auth import Identity, decode_token
+from export_center.errors import Unauthorized
+from export_center.runtime import Runtime
+
+__all__ = ["CurrentUser", "OptionalUser", "RuntimeDep", "get_runtime"]
+
+
+def get_runtime(request: Request) -> Runtime:
+    """The process runtime owned by the app's lifespan."""
+    return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("use the Authorization: Bearer <token> header", code="TOKEN_INVALID")
+    return token.strip()
+
+
+def current_user(request: Request, runtime: RuntimeDep) -> Identity:
+    """The caller from the bearer token; 401 when absent or invalid."""
+    token = _bearer(request)
+    if token is None:
+        raise Unauthorized("a bearer token is required", code="UNAUTHORIZED")
+    return decode_token(runtime.settings.jwt_secret, token)
+
+
+def optional_user(request: Request, runtime: RuntimeDep) -> Identity | None:
+    """The caller when a bearer token is sent, else None (signed download links)."""
+    token = _bearer(request)
+    return None if token is None else decode_token(runtime.settings.jwt_secret, token)
+
+
+CurrentUser = Annotated[Identity, Depends(current_user)]
+OptionalUser = Annotated[Identity | None, Depends(optional_user)]

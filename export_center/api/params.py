@@ -1,0 +1,127 @@
+"""Validation of create-request parameters against the registry (DESIGN.md "API").
+
+General limits (seed 002 §12): at most 20 keys, 4 KB of JSON, strings of at most 256
+characters, nesting depth at most 2. Then the type's own spec: known names, value
+types, enums, required names, and ``date_range`` (from <= to, both inclusive).
+Each violation raises :class:`ValidationFailed` naming the field path.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import orjson
+
+from export_center.errors import ValidationFailed
+from export_center.registry import ExportType, ParameterSpec
+
+__all__ = ["validate_parameters"]
+
+MAX_KEYS = 20
+MAX_JSON_BYTES = 4096
+MAX_STRING = 256
+MAX_DEPTH = 2
+
+
+def _depth_and_strings(value: Any, path: str, depth: int) -> None:
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            raise ValidationFailed(
+                f"parameters may nest at most {MAX_DEPTH} levels", code="PARAMETERS_TOO_DEEP", field=path
+            )
+        for key, item in value.items():
+            _depth_and_strings(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            raise ValidationFailed(
+                f"parameters may nest at most {MAX_DEPTH} levels", code="PARAMETERS_TOO_DEEP", field=path
+            )
+        for i, item in enumerate(value):
+            _depth_and_strings(item, f"{path}[{i}]", depth + 1)
+    elif isinstance(value, str) and len(value) > MAX_STRING:
+        raise ValidationFailed(
+            f"strings in parameters may have at most {MAX_STRING} characters",
+            code="PARAMETER_TOO_LONG",
+            field=path,
+        )
+
+
+def _check_value(spec: ParameterSpec, value: Any, path: str) -> Any:
+    if value is None:
+        return None
+    if spec.type == "date":
+        if not isinstance(value, str):
+            raise ValidationFailed(f"{spec.name} must be a date YYYY-MM-DD", code="INVALID_DATE", field=path)
+        try:
+            if len(value) != 10:
+                raise ValueError
+            return date.fromisoformat(value)
+        except ValueError:
+            raise ValidationFailed(
+                f"{spec.name} must be a date YYYY-MM-DD, got {value!r}", code="INVALID_DATE", field=path
+            ) from None
+    if spec.type == "enum":
+        if not isinstance(value, str) or value not in spec.values:
+            raise ValidationFailed(
+                f"{spec.name} must be one of {', '.join(spec.values)}", code="INVALID_VALUE", field=path
+            )
+        return value
+    if spec.type == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationFailed(f"{spec.name} must be an integer", code="INVALID_VALUE", field=path)
+        return value
+    if spec.type == "boolean":
+        if not isinstance(value, bool):
+            raise ValidationFailed(f"{spec.name} must be true or false", code="INVALID_VALUE", field=path)
+        return value
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{spec.name} must be a string", code="INVALID_VALUE", field=path)
+    if len(value) > spec.max_length:
+        raise ValidationFailed(
+            f"{spec.name} may have at most {spec.max_length} characters", code="PARAMETER_TOO_LONG", field=path
+        )
+    return value
+
+
+def validate_parameters(etype: ExportType, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Check ``parameters`` for ``etype``; returns them with null values dropped.
+
+    Raises:
+        ValidationFailed: with a code and the field path (``parameters.from``).
+    """
+    if len(parameters) > MAX_KEYS:
+        raise ValidationFailed(
+            f"parameters may have at most {MAX_KEYS} keys", code="TOO_MANY_PARAMETERS", field="parameters"
+        )
+    if len(orjson.dumps(parameters)) > MAX_JSON_BYTES:
+        raise ValidationFailed(
+            "parameters may take at most 4 KB of JSON", code="PARAMETERS_TOO_LARGE", field="parameters"
+        )
+    _depth_and_strings(parameters, "parameters", 0)
+    specs = {spec.name: spec for spec in etype.parameters}
+    parsed: dict[str, Any] = {}
+    for name, value in parameters.items():
+        spec = specs.get(name)
+        if spec is None:
+            raise ValidationFailed(
+                f"{etype.code} has no parameter {name!r}"
+                + (f"; known: {', '.join(sorted(specs))}" if specs else ""),
+                code="UNKNOWN_PARAMETER",
+                field=f"parameters.{name}",
+            )
+        parsed[name] = _check_value(spec, value, f"parameters.{name}")
+    for spec in etype.parameters:
+        if spec.required and parsed.get(spec.name) is None:
+            raise ValidationFailed(
+                f"{spec.name} is required for {etype.code}", code="MISSING_FIELD", field=f"parameters.{spec.name}"
+            )
+    if etype.date_range:
+        lo, hi = (parsed.get(name) for name in etype.date_range)
+        if lo is not None and hi is not None and lo > hi:
+            raise ValidationFailed(
+                f"{etype.date_range[0]} ({lo}) is after {etype.date_range[1]} ({hi})",
+                code="INVALID_DATE_RANGE",
+                field=f"parameters.{etype.date_range[0]}",
+            )
+    return {k: v for k, v in parameters.items() if v is not None}

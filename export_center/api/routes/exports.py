@@ -1,0 +1,338 @@
+"""``/api/v1/exports``: create, list, detail, download, cancel, retry (DESIGN.md "API")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import FileResponse, RedirectResponse
+
+from export_center import metrics, repository
+from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
+from export_center.api.params import validate_parameters
+from export_center.api.schemas import (
+    ErrorBody,
+    ExportAccepted,
+    ExportCreate,
+    ExportPublic,
+    ExportsPublic,
+    TaskError,
+)
+from export_center.auth import DOWNLOAD_ALL, Identity
+from export_center.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    TooManyActiveTasks,
+    Unauthorized,
+    ValidationFailed,
+)
+from export_center.ids import TASK_NO_PATTERN
+from export_center.links import sign_download, verify_download
+from export_center.pipeline import COMMAND_TAG
+from export_center.runtime import Runtime
+from export_center.states import TaskStatus, api_state
+
+__all__ = ["create_export", "router", "task_public"]
+
+router = APIRouter(prefix="/api/v1/exports", tags=["exports"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 422, 429)
+}
+_STATE_FILTER = {
+    "queued": TaskStatus.PENDING,
+    "running": TaskStatus.RUNNING,
+    "succeeded": TaskStatus.SUCCEEDED,
+    "failed": TaskStatus.FAILED,
+    "cancelled": TaskStatus.CANCELLED,
+    "expired": TaskStatus.EXPIRED,
+}
+
+
+def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> ExportPublic:
+    """Render a task row for the API; the download link is signed for ``viewer``."""
+    status = TaskStatus(task["status"])
+    error = None
+    if task["failure_message"] and status != TaskStatus.SUCCEEDED:
+        error = TaskError(code=task["failure_code"], message=task["failure_message"])
+    url = None
+    if status == TaskStatus.SUCCEEDED:
+        url = sign_download(
+            runtime.settings.download_secret,
+            task["task_no"],
+            viewer.user,
+            runtime.settings.api.download_link_ttl_seconds,
+        )
+    finished = task["completed_at"] if status.is_terminal else None
+    return ExportPublic(
+        taskId=task["task_no"],
+        exportType=task["export_type"],
+        format=str(task["format"]).lower(),
+        taskName=task["task_name"],
+        state=api_state(status),
+        phase=task["phase"],
+        processed=task["processed_rows"],
+        total=task["total_rows"],
+        attempts=task["attempt_count"],
+        requestedAt=task["requested_at"],
+        startedAt=task["started_at"],
+        finishedAt=finished,
+        expiresAt=task["expires_at"] if status == TaskStatus.SUCCEEDED else None,
+        error=error,
+        downloadUrl=url,
+        fileName=task["file_name"],
+        sizeBytes=task["size_bytes"],
+    )
+
+
+def _visible_task(runtime: Runtime, task_no: str, user: Identity) -> Mapping[str, Any]:
+    """The task when the caller may see it; otherwise the same 404 as a missing task."""
+    missing = NotFound("no such export task", code="TASK_NOT_FOUND")
+    if not TASK_NO_PATTERN.match(task_no):
+        raise missing
+    with runtime.engine.connect() as conn:
+        task = repository.read_task_by_no(conn, task_no)
+    if task is None or task["tenant_id"] != user.tenant:
+        raise missing
+    if task["requested_by"] != user.user and not user.can(DOWNLOAD_ALL):
+        raise missing
+    return task
+
+
+def create_export(
+    runtime: Runtime,
+    user: Identity,
+    body: ExportCreate,
+    idempotency_key: str | None,
+    response: Response,
+    progress_prefix: str = "/api/v1/exports/",
+) -> ExportAccepted:
+    """Validate and create one export (shared by the v1 route and the seed-000 alias)."""
+    etype = runtime.registry.get(body.exportType)
+    if etype is None:
+        raise ValidationFailed(
+            f"unknown export type {body.exportType!r}", code="UNKNOWN_EXPORT_TYPE", field="exportType"
+        )
+    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
+        # Same answer as an unknown type would leak which types exist; 403 is honest here
+        # because the caller can list the types it may use.
+        raise Forbidden(
+            f"you may not create {etype.code} exports", code="PERMISSION_DENIED"
+        )
+    if not etype.enabled:
+        raise Conflict(f"{etype.code} exports are disabled", code="EXPORT_TYPE_DISABLED")
+    fmt = body.format.strip().upper()
+    if fmt not in ("CSV", "XLSX"):
+        raise ValidationFailed(
+            f"format must be csv or xlsx, got {body.format!r}", code="INVALID_FORMAT", field="format"
+        )
+    if idempotency_key is not None and body.requestId is not None and idempotency_key != body.requestId:
+        raise ValidationFailed(
+            "Idempotency-Key and requestId differ", code="IDEMPOTENCY_KEY_MISMATCH", field="requestId"
+        )
+    request_id = body.requestId or idempotency_key
+    if request_id is not None and not 0 < len(request_id) <= 128:
+        raise ValidationFailed("Idempotency-Key must have 1..128 characters", field="requestId")
+    parameters = validate_parameters(etype, body.parameters)
+    new = repository.NewTask(
+        export_type=etype.code,
+        format=fmt,
+        task_name=(body.taskName or f"{etype.title} export").strip() or etype.code,
+        parameters=parameters,
+        tenant_id=user.tenant,
+        app_code=user.app_code,
+        requested_by=user.user,
+        max_attempts=etype.max_attempts,
+        request_id=request_id,
+    )
+    limits = runtime.settings.limits
+    try:
+        with runtime.engine.begin() as conn:
+            result = repository.create_task(
+                conn,
+                new,
+                topic=runtime.settings.command_topic,
+                tag=COMMAND_TAG,
+                limits=repository.CreateLimits(
+                    duplicate_window_seconds=limits.duplicate_window_seconds,
+                    max_active_per_user=limits.max_active_per_user,
+                    max_active_per_type=limits.max_active_per_type,
+                ),
+            )
+    except repository.LimitReached as exc:
+        what = "you have" if exc.scope == "user" else f"{etype.code} has"
+        raise TooManyActiveTasks(
+            f"{what} {exc.limit} exports queued or running; wait for one to finish",
+            code="TOO_MANY_ACTIVE_TASKS" if exc.scope == "user" else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
+        ) from None
+    task = result.task
+    if result.created:
+        metrics.TASKS_CREATED.labels(etype.code).inc()
+        response.status_code = 202
+    else:
+        response.status_code = 200
+        response.headers["Idempotent-Replayed"] = "true"
+    return ExportAccepted(
+        taskId=task["task_no"],
+        state=api_state(task["status"]),
+        progressUrl=f"{progress_prefix}{task['task_no']}",
+    )
+
+
+@router.post("", status_code=202, response_model=ExportAccepted, responses=ERRORS)
+def create(
+    body: ExportCreate,
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> ExportAccepted:
+    """Create an export task; answers at once with its id (202, or 200 for a replay)."""
+    return create_export(runtime, user, body, idempotency_key, response)
+
+
+@router.get("", response_model=ExportsPublic, responses=ERRORS)
+def list_exports(
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    state: Annotated[str | None, Query(description="queued, running, ... (comma-separated)")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(description="nextCursor of the previous page")] = None,
+) -> ExportsPublic:
+    """List the caller's tasks, newest first."""
+    statuses = None
+    if state:
+        try:
+            statuses = [_STATE_FILTER[s.strip().lower()].value for s in state.split(",") if s.strip()]
+        except KeyError:
+            raise ValidationFailed(
+                f"state must be among {', '.join(_STATE_FILTER)}", code="INVALID_STATE", field="state"
+            ) from None
+    before_id = None
+    if cursor:
+        before_id = _visible_task(runtime, cursor, user)["id"]
+    owner = None if user.can(DOWNLOAD_ALL) else user.user
+    with runtime.engine.connect() as conn:
+        rows = repository.list_tasks(
+            conn, tenant_id=user.tenant, requested_by=owner, statuses=statuses,
+            limit=limit + 1, before_id=before_id,
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return ExportsPublic(
+        items=[task_public(runtime, r, user) for r in rows],
+        nextCursor=rows[-1]["task_no"] if more else None,
+    )
+
+
+@router.get("/{task_id}", response_model=ExportPublic, responses=ERRORS)
+def detail(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
+    """State, phase and progress of one task; a signed link once it succeeded."""
+    return task_public(runtime, _visible_task(runtime, task_id, user), user)
+
+
+def content_disposition(file_name: str) -> str:
+    """RFC 6266 header with an ASCII fallback and an RFC 5987 ``filename*``."""
+    ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\/;' else "_" for c in file_name)
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(file_name, safe='')}"
+
+
+@router.get("/{task_id}/download", responses={**ERRORS, 307: {"description": "signed link"}})
+def download(
+    task_id: str,
+    request: Request,
+    runtime: RuntimeDep,
+    user: OptionalUser,
+    expires: str | None = None,
+    signature: str | None = None,
+    link_user: Annotated[str | None, Query(alias="user")] = None,
+) -> Response:
+    """Download the file: with a bearer token, redirect to a signed link; with a link, the file."""
+    unknown = set(request.query_params) - {"expires", "signature", "user"}
+    if unknown:
+        raise ValidationFailed(
+            f"unknown query parameter {sorted(unknown)[0]!r}", code="UNKNOWN_PARAMETER",
+            field=sorted(unknown)[0],
+        )
+    if signature is None:
+        if user is None:
+            raise Unauthorized("a bearer token or a signed link is required", code="UNAUTHORIZED")
+        task = _visible_task(runtime, task_id, user)
+        _require_file(task)
+        url = sign_download(
+            runtime.settings.download_secret, task["task_no"], user.user,
+            runtime.settings.api.download_link_ttl_seconds,
+        )
+        return RedirectResponse(url, status_code=307)
+    if not TASK_NO_PATTERN.match(task_id):
+        raise NotFound("no such export task", code="TASK_NOT_FOUND")
+    verify_download(
+        runtime.settings.download_secret, task_id, link_user or "", expires or "", signature
+    )
+    if user is not None and user.user != link_user:
+        raise Forbidden("this download link was issued to another user", code="LINK_NOT_YOURS")
+    with runtime.engine.connect() as conn:
+        task = repository.read_task_by_no(conn, task_id)
+    if task is None:
+        raise NotFound("no such export task", code="TASK_NOT_FOUND")
+    _require_file(task)
+    key = task["object_key"]
+    if not runtime.storage.exists(key):
+        raise NotFound("the file is no longer stored", code="FILE_GONE")
+    return FileResponse(
+        runtime.storage.local_path(key),
+        media_type=task["content_type"],
+        headers={"Content-Disposition": content_disposition(task["file_name"])},
+    )
+
+
+def _require_file(task: Mapping[str, Any]) -> None:
+    status = TaskStatus(task["status"])
+    if status == TaskStatus.EXPIRED:
+        raise Conflict("the file has expired and was deleted; export again", code="FILE_EXPIRED")
+    if status != TaskStatus.SUCCEEDED or not task["object_key"]:
+        raise Conflict(f"the export is {api_state(status)}, no file yet", code="NOT_READY")
+
+
+@router.post("/{task_id}/cancel", status_code=202, response_model=ExportPublic, responses=ERRORS)
+def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
+    """Cancel a queued task at once, or ask a running one to stop (within 10 s)."""
+    task = _visible_task(runtime, task_id, user)
+    with runtime.engine.begin() as conn:
+        outcome = repository.request_cancel(conn, task["id"])
+        fresh = repository.read_task(conn, task["id"])
+    if outcome is None:
+        raise Conflict(
+            f"the export is {api_state(task['status'])} and cannot be cancelled", code="NOT_CANCELLABLE"
+        )
+    assert fresh is not None
+    return task_public(runtime, fresh, user)
+
+
+@router.post("/{task_id}/retry", status_code=202, response_model=ExportPublic, responses=ERRORS)
+def retry(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
+    """Run a failed export again (new dispatch version, counters reset)."""
+    task = _visible_task(runtime, task_id, user)
+    etype = runtime.registry.get(task["export_type"])
+    if etype is None or not etype.enabled:
+        raise Conflict(f"{task['export_type']} exports are disabled", code="EXPORT_TYPE_DISABLED")
+    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
+        raise Forbidden(f"you may not run {etype.code} exports", code="PERMISSION_DENIED")
+    if task["status"] != TaskStatus.FAILED:
+        raise Conflict(
+            f"only failed exports can be retried; this one is {api_state(task['status'])}",
+            code="NOT_RETRYABLE",
+        )
+    old_key = task["object_key"]
+    if old_key:
+        runtime.storage.delete(old_key)
+    with runtime.engine.begin() as conn:
+        fresh = repository.manual_retry(
+            conn, task["id"], topic=runtime.settings.command_topic, tag=COMMAND_TAG
+        )
+    if fresh is None:
+        raise Conflict("the export changed state; reload it", code="NOT_RETRYABLE")
+    return task_public(runtime, fresh, user)

@@ -1,0 +1,107 @@
+"""Health, readiness, metrics, the export-type list and the seed-000 order alias."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from export_center import metrics
+from export_center.api.deps import CurrentUser, RuntimeDep
+from export_center.api.routes.exports import ERRORS, _visible_task, create_export, task_public
+from export_center.api.schemas import (
+    ExportAccepted,
+    ExportCreate,
+    ExportPublic,
+    ExportTypePublic,
+    LegacyOrderExport,
+)
+from export_center.auth import ADMIN
+from export_center.errors import Conflict, Forbidden
+from export_center.registry import RegistryError
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["system"])
+def healthz() -> dict[str, str]:
+    """Answers once the process has started."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["system"])
+def readyz(runtime: RuntimeDep, response: Response) -> dict[str, str]:
+    """Ready when the database answers and the registry is loaded."""
+    try:
+        with runtime.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception:
+        response.status_code = 503
+        return {"status": "database unavailable"}
+    return {"status": "ready", "exportTypes": str(len(runtime.registry.types))}
+
+
+@router.get("/metrics", tags=["system"])
+def prometheus_metrics(runtime: RuntimeDep) -> Response:
+    """Prometheus metrics; database gauges are computed with the database clock."""
+    metrics.refresh_gauges(runtime.engine)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/api/v1/export-types", response_model=list[ExportTypePublic], tags=["exports"], responses=ERRORS)
+def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePublic]:
+    """Export types the caller may create (permission, app scope, enabled)."""
+    return [
+        ExportTypePublic(
+            exportType=t.code,
+            title=t.title,
+            formats=["csv", "xlsx"],
+            parameters=[
+                {"name": p.name, "type": p.type, "required": p.required, **({"values": list(p.values)} if p.values else {})}
+                for p in t.parameters
+            ],
+        )
+        for t in runtime.registry
+        if t.enabled and user.can(t.required_permission) and user.app_code == t.app_scope
+    ]
+
+
+@router.post("/api/v1/admin/registry/reload", tags=["admin"], responses=ERRORS)
+def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]:
+    """Reload the export-type file; an invalid file keeps the old registry (409)."""
+    if not user.can(ADMIN):
+        raise Forbidden("reloading the registry needs the admin permission", code="PERMISSION_DENIED")
+    try:
+        registry = runtime.reload_registry()
+    except RegistryError as exc:
+        raise Conflict(f"kept the previous registry: {exc}", code="REGISTRY_INVALID") from None
+    return {"status": "reloaded", "exportTypes": sorted(registry.types)}
+
+
+@router.post("/api/orders/export", status_code=202, response_model=ExportAccepted, tags=["orders"], responses=ERRORS)
+def legacy_order_export(
+    body: LegacyOrderExport,
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> ExportAccepted:
+    """Seed 000's order export: an alias of the ORDERS type."""
+    parameters = {k: v for k, v in {"from": body.from_, "to": body.to}.items() if v is not None}
+    create = ExportCreate(
+        exportType="ORDERS", format=body.format, taskName="Orders export",
+        parameters=parameters, requestId=body.requestId,
+    )
+    return create_export(
+        runtime, user, create, idempotency_key, response, progress_prefix="/api/orders/export/"
+    )
+
+
+@router.get("/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=ERRORS)
+def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
+    """Seed 000's progress query: same answer as ``GET /api/v1/exports/{taskId}``."""
+    return task_public(runtime, _visible_task(runtime, task_id, user), user)

@@ -1,0 +1,83 @@
+"""Identity from bearer JWTs (PyJWT, HS256) and the permission helpers.
+
+Claims: ``sub`` (user id), ``tenant`` (tenant id), ``app`` (app code: PLATFORM or
+MERCHANT), ``perms`` (list of permission strings), ``exp``. Seed 002 §12: list,
+detail, download, cancel and retry check tenant and owner, or the download-all
+permission.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import jwt
+
+from export_center.errors import Unauthorized
+
+__all__ = ["DOWNLOAD_ALL", "ADMIN", "Identity", "decode_token", "issue_token"]
+
+#: Lets a user see every task of the tenant (seed 002 §12 ``platform:download:all``).
+DOWNLOAD_ALL = "platform:download:all"
+#: Lets a user reload the registry.
+ADMIN = "platform:export:admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The caller, as the token says."""
+
+    user: str
+    tenant: str
+    app_code: str = "PLATFORM"
+    permissions: frozenset[str] = field(default_factory=frozenset)
+
+    def can(self, permission: str) -> bool:
+        """True when the token grants ``permission``."""
+        return permission in self.permissions
+
+
+def issue_token(
+    secret: str,
+    *,
+    user: str,
+    tenant: str,
+    app_code: str = "PLATFORM",
+    permissions: Iterable[str] = (),
+    ttl_seconds: int = 24 * 3600,
+) -> str:
+    """Return an HS256 JWT for the given identity, valid ``ttl_seconds`` from now."""
+    now = int(time.time())
+    claims = {
+        "sub": user,
+        "tenant": tenant,
+        "app": app_code,
+        "perms": sorted(set(permissions)),
+        "iat": now,
+        "exp": now + ttl_seconds,
+    }
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def decode_token(secret: str, token: str) -> Identity:
+    """Verify a bearer token and return the identity.
+
+    Raises:
+        Unauthorized: bad signature, expired, or a required claim missing.
+    """
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=["HS256"], options={"require": ["sub", "tenant", "exp"]}
+        )
+    except jwt.ExpiredSignatureError:
+        raise Unauthorized("the bearer token has expired", code="TOKEN_EXPIRED") from None
+    except jwt.PyJWTError:
+        raise Unauthorized("the bearer token is not valid", code="TOKEN_INVALID") from None
+    perms = claims.get("perms") or []
+    if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
+        raise Unauthorized("the perms claim must be a list of strings", code="TOKEN_INVALID")
+    user, tenant, app = claims["sub"], claims["tenant"], claims.get("app", "PLATFORM")
+    if not all(isinstance(v, str) and v for v in (user, tenant, app)):
+        raise Unauthorized("sub, tenant and app must be non-empty strings", code="TOKEN_INVALID")
+    return Identity(user=user, tenant=tenant, app_code=app, permissions=frozenset(perms))

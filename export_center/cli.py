@@ -1,0 +1,223 @@
+"""The ``export-center`` command (Typer).
+
+Commands: ``demo`` (a real export of the TPC-H sample orders, CSV and XLSX, with a
+progress bar and a summary), ``serve`` (API, loops and sample providers),
+``token`` (print a bearer token), ``db upgrade`` (run migrations) and
+``registry check FILE`` (validate an export-type file). Every command keeps the
+embedded default's state under ``EXPORT_CENTER_DATA_DIR`` (default ``./.export-center``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
+from export_center.settings import Settings
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(help="Export Center: background data exports with signed download links.",
+                  no_args_is_help=True, add_completion=False)
+db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
+registry_app = typer.Typer(help="Export-type registry files.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(registry_app, name="registry")
+console = Console(stderr=False)
+
+
+def _settings(**overrides: Any) -> Settings:
+    base = Settings()
+    data = base.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings.model_validate(data)
+
+
+def _registry_permissions(settings: Settings) -> list[str]:
+    from export_center.registry import load_registry
+    from export_center.runtime import default_registry_path
+
+    path = settings.export_types_file or default_registry_path()
+    registry = load_registry(Path(path), allowed_hosts=set(settings.provider_allowed_hosts),
+                             allow_self=settings.mount_sample_providers)
+    return sorted({t.required_permission for t in registry})
+
+
+@app.command()
+def token(
+    user: Annotated[str, typer.Option(help="Subject (user id)")],
+    tenant: Annotated[str, typer.Option(help="Tenant id")],
+    app_code: Annotated[str, typer.Option("--app", help="App code: PLATFORM or MERCHANT")] = "PLATFORM",
+    perm: Annotated[list[str] | None, typer.Option(help="Permission (repeatable); default: every registered type's")] = None,
+    download_all: Annotated[bool, typer.Option(help="Grant the tenant-wide download-all permission")] = False,
+    admin: Annotated[bool, typer.Option(help="Grant the admin permission (registry reload)")] = False,
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds")] = 24 * 3600,
+) -> None:
+    """Print a bearer token signed with this installation's secret."""
+    settings = _settings()
+    perms = list(perm) if perm else _registry_permissions(settings)
+    if download_all:
+        perms.append(DOWNLOAD_ALL)
+    if admin:
+        perms.append(ADMIN)
+    typer.echo(issue_token(settings.jwt_secret, user=user, tenant=tenant, app_code=app_code,
+                           permissions=perms, ttl_seconds=ttl))
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: settings)")] = None,
+) -> None:
+    """Run the migrations up to head."""
+    from export_center.db import make_engine
+    from export_center.runtime import upgrade_database
+
+    settings = _settings(database_url=database_url)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url)
+    upgrade_database(engine)
+    engine.dispose()
+    console.print(f"database at head: {engine.url.render_as_string(hide_password=True)}")
+
+
+@registry_app.command("check")
+def registry_check(file: Annotated[Path, typer.Argument(help="YAML or TOML registry file")]) -> None:
+    """Validate a registry file; exits 1 naming the first invalid key and rule."""
+    from export_center.registry import RegistryError, load_registry
+
+    settings = _settings()
+    try:
+        registry = load_registry(file, allowed_hosts=set(settings.provider_allowed_hosts),
+                                 allow_self=settings.mount_sample_providers)
+    except RegistryError as exc:
+        console.print(f"[red]invalid:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address")] = None,
+    port: Annotated[int | None, typer.Option(help="Bind port")] = None,
+) -> None:
+    """Run the API, the loops and (embedded default) the sample providers."""
+    import uvicorn
+
+    from export_center.embedded import build_app
+    from export_center.logs import configure_logging
+
+    settings = _settings()
+    host = host or settings.api.host
+    port = port or settings.api.port
+    configure_logging()
+    self_url = settings.api.public_base_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    uvicorn.run(build_app(settings, self_url=self_url), host=host, port=port, log_level="info")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> dict[str, Any]:
+    started = time.perf_counter()
+    answer = client.post(
+        "/api/v1/exports",
+        json={"exportType": "ORDERS", "format": fmt, "taskName": "orders",
+              "parameters": {}, "requestId": f"demo-{fmt}-{os.getpid()}-{time.time_ns()}"},
+    )
+    if answer.status_code >= 300:
+        raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
+    task_id = answer.json()["taskId"]
+    bar = progress.add_task(f"{fmt.upper():4} {task_id}", total=None)
+    while True:
+        detail = client.get(f"/api/v1/exports/{task_id}").json()
+        progress.update(bar, completed=detail["processed"], total=detail["total"],
+                        description=f"{fmt.upper():4} {detail['state']:9} {detail['phase']:6}")
+        if detail["state"] in ("succeeded", "failed", "cancelled", "expired"):
+            break
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    if detail["state"] != "succeeded":
+        raise RuntimeError(f"{fmt} export ended {detail['state']}: {detail['error']}")
+    target = out / f"orders.{fmt}"
+    with client.stream("GET", detail["downloadUrl"]) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"download {fmt}: HTTP {response.status_code}")
+        with open(target, "wb") as fh:
+            for chunk in response.iter_bytes(1 << 20):
+                fh.write(chunk)
+    rows = int(detail["processed"])
+    return {"taskId": task_id, "rows": rows, "seconds": round(seconds, 3),
+            "rowsPerSecond": round(rows / seconds, 1), "bytes": target.stat().st_size,
+            "file": str(target)}
+
+
+@app.command()
+def demo(
+    scale: Annotated[float, typer.Option(help="TPC-H scale factor (0.27 = 405,000 orders)")] = 0.27,
+    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite under the data dir)")] = None,
+    output_dir: Annotated[Path, typer.Option(help="Where orders.csv, orders.xlsx and summary.json go")] = Path("out"),
+) -> None:
+    """Export all TPC-H sample orders as CSV and XLSX over HTTP and print a summary."""
+    from export_center.embedded import ServerThread, build_app, free_port
+    from export_center.logs import configure_logging
+
+    settings = _settings(database_url=database_url, sample_scale=scale, mount_sample_providers=True,
+                         load_sample_data=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    configure_logging("INFO", file=settings.data_dir / "logs" / "demo.log")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with console.status("[bold]Preparing the TPC-H sample and starting the service…") as status:
+        server = ServerThread(build_app(settings, self_url=url,
+                                        progress=lambda m: status.update(f"[bold]{m}")), "127.0.0.1", port)
+        server.start()
+    results: dict[str, Any] = {}
+    try:
+        bearer = issue_token(settings.jwt_secret, user="demo", tenant="demo",
+                             permissions=["export:orders:create"], ttl_seconds=3600)
+        with httpx.Client(base_url=url, headers={"authorization": f"Bearer {bearer}"}, timeout=60,
+                          follow_redirects=True) as client, Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            for fmt in ("csv", "xlsx"):
+                results[fmt] = _run_one(client, fmt, output_dir, progress)
+    finally:
+        server.stop()
+    results["peakRssMb"] = round(_peak_rss_mb(), 1)
+    results["database"] = settings.resolved_database_url.split("://")[0]
+    results["scale"] = scale
+    (output_dir / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = Table(title=f"Export Center demo: TPC-H orders, scale {scale}")
+    for column in ("format", "rows", "seconds", "rows/s", "bytes", "file"):
+        table.add_column(column, justify="right" if column in ("rows", "seconds", "rows/s", "bytes") else "left")
+    for fmt in ("csv", "xlsx"):
+        r = results[fmt]
+        table.add_row(fmt, f"{r['rows']:,}", f"{r['seconds']:.1f}", f"{r['rowsPerSecond']:,.0f}",
+                      f"{r['bytes']:,}", r["file"])
+    console.print(table)
+    console.print(f"peak RSS {results['peakRssMb']:.0f} MB · summary: {output_dir / 'summary.json'}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

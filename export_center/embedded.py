@@ -1,0 +1,114 @@
+"""The embedded default: API, loops and sample providers in one process on loopback.
+
+``serve`` and ``demo`` use :func:`build_app` and :class:`ServerThread`. The sample
+providers get their own read-only engine on the configured database and are still
+called over HTTP, exactly as a separate service would be (DESIGN.md "Two ways to
+run, one code path").
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from export_center.api.app import create_app
+from export_center.db import make_engine
+from export_center.runtime import Runtime
+from export_center.settings import Settings, load_or_create_secret
+
+__all__ = ["ServerThread", "build_app", "free_port", "mount_samples"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def mount_samples(
+    settings: Settings, progress: Callable[[str], None] | None = None
+) -> Callable[[FastAPI, Runtime], None]:
+    """Return a mount hook that loads the TPC-H sample (once) and mounts its providers."""
+
+    def mount(app: FastAPI, runtime: Runtime) -> None:
+        from providers import tpch
+        from providers.samples import sample_router
+
+        engine = make_engine(settings.resolved_database_url, immediate=False)
+        if settings.load_sample_data:
+            tpch.ensure_loaded(engine, settings.sample_scale, settings.data_dir, progress=progress)
+        secret = load_or_create_secret(settings.data_dir / "provider-secret.txt")
+        app.include_router(
+            sample_router(
+                engine,
+                token=settings.internal_token,
+                secret=secret,
+                snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
+            )
+        )
+
+    return mount
+
+
+def build_app(settings: Settings, *, self_url: str, start_loops: bool = True,
+              progress: Callable[[str], None] | None = None) -> FastAPI:
+    """The full embedded app: API, loops and (when enabled) the sample providers."""
+
+    def factory(s: Settings) -> Runtime:
+        return Runtime(s, self_url=self_url)
+
+    return create_app(
+        settings,
+        runtime_factory=factory,
+        start_loops=start_loops,
+        mount=mount_samples(settings, progress) if settings.mount_sample_providers else None,
+    )
+
+
+class ServerThread:
+    """Runs uvicorn in a background thread (demo and tests).
+
+    Args:
+        app: the ASGI app.
+        host: bind address.
+        port: bind port.
+    """
+
+    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+        self.url = f"http://{host}:{port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                           timeout_graceful_shutdown=30)
+        )
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+
+    def start(self, timeout: float = 600.0) -> None:
+        """Start and wait until ``/healthz`` answers.
+
+        Raises:
+            RuntimeError: the server stopped or did not answer in time.
+        """
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.thread.is_alive():
+                raise RuntimeError("the server stopped during start-up (see the log)")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the server did not answer on {self.url} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for it."""
+        self.server.should_exit = True
+        self.thread.join(60)

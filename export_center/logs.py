@@ -1,0 +1,48 @@
+"""JSON logs carrying task identifiers, never row data (DESIGN.md "Observability")."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = ["JsonFormatter", "configure_logging"]
+
+_FIELDS = ("taskId", "eventId", "dispatchVersion", "exportType", "tenantId", "traceId",
+           "messageId", "branch", "reason", "deliveryAttempt", "attempt")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the known ids."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _FIELDS:
+            if hasattr(record, name):
+                out[name] = getattr(record, name)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: str = "INFO", *, file: Path | None = None) -> None:
+    """Send JSON logs to ``file`` (appending) or to stderr."""
+    handler: logging.Handler
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,400 @@
+"""One execution attempt of an export: fetch, render, store, commit (seed 002 §8.3-§9.5).
+
+The attempt pages through the provider with the keyset cursor and snapshot token,
+streams rows into the writer and stores the file. While the writer renders batch N,
+batch N+1 is already being fetched (one batch in flight, so memory stays bounded).
+Progress is written at batch boundaries, at most once per
+``task.progress_every_seconds``. Every failure path deletes the partial file and
+ends the attempt as DESIGN.md says: permanent errors -> FAILED, transient errors ->
+PENDING with ``dispatch_version + 1`` and backoff (or FAILED when attempts are used),
+cancel -> CANCELLED, lost lease -> nothing written.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine
+
+from export_center import metrics, repository
+from export_center.columns import Column
+from export_center.errors import (
+    CursorStalled,
+    DeadlinePassed,
+    ExportCancelled,
+    ExportFailure,
+    LeaseLost,
+    PermanentExportError,
+    RowLimitExceeded,
+    SchemaChanged,
+    StorageError,
+    TransientExportError,
+)
+from export_center.provider_client import Batch, ProviderClient, ProviderRequest
+from export_center.registry import Registry
+from export_center.settings import Settings
+from export_center.states import Phase
+from export_center.storage import Storage, new_object_key
+from export_center.values import InvalidValue, make_converters
+from export_center.watchdog import Watchdog
+from export_center.writers import open_writer
+
+__all__ = ["ExportRun", "RunContext", "download_file_name"]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPES = {
+    "csv": "text/csv; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+COMMAND_TAG = "EXPORT_TASK"
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What every attempt needs; built once per process.
+
+    Attributes:
+        settings: process settings.
+        registry: export types (provider address, batch size, max rows read now).
+        storage: where files go.
+        provider: HTTP client for providers.
+        topic: command topic for retry outbox rows.
+        self_url: the API's own base URL (for ``provider_url: self``).
+        fault: optional test hook called with a point name (``fetch``, ``render``,
+            ``store``, ``before_commit``, ``after_commit``).
+    """
+
+    settings: Settings
+    registry: Registry
+    storage: Storage
+    provider: ProviderClient
+    topic: str
+    self_url: str | None = None
+    fault: Callable[[str], None] | None = None
+
+
+_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
+
+
+def download_file_name(task_name: str, extension: str) -> str:
+    """A safe download name from the task name: no path separators or control chars."""
+    base = _UNSAFE_NAME.sub("_", task_name).strip(" ._") or "export"
+    return f"{base[:120]}.{extension}"
+
+
+class ExportRun:
+    """Runs one claimed attempt to its end.
+
+    Args:
+        engine: the export center's database.
+        context: shared run context.
+        task: the task row as read at claim time.
+        version: the claimed ``dispatch_version``.
+        owner: the lease owner that claimed it.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        context: RunContext,
+        task: Mapping[str, Any],
+        version: int,
+        owner: str,
+    ) -> None:
+        self.engine = engine
+        self.ctx = context
+        self.task = task
+        self.task_id: int = task["id"]
+        self.version = version
+        self.owner = owner
+        self.ext = "xlsx" if str(task["format"]).upper() == "XLSX" else "csv"
+        self.object_key = new_object_key(task["task_no"], self.ext)
+        self.phase = Phase.FETCH
+        self.batch_no = 0
+        self.cursor: str | None = None
+        self.processed = 0
+        self.total: int | None = None
+        self._last_progress = 0.0
+        settings = context.settings.task
+        self.watchdog = Watchdog(
+            engine,
+            task_id=self.task_id,
+            version=version,
+            owner=owner,
+            lease_seconds=settings.lease_seconds,
+            heartbeat_seconds=settings.heartbeat_seconds,
+        )
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> str:
+        """Execute and settle the attempt.
+
+        Returns:
+            ``succeeded``, ``retry``, ``failed``, ``cancelled`` or ``lease_lost``.
+        """
+        started = time.perf_counter()
+        self.watchdog.start()
+        try:
+            stored = self._produce()
+            outcome = self._commit(stored, started)
+        except ExportCancelled:
+            self._discard()
+            outcome = self._settle_cancel()
+        except LeaseLost as exc:
+            self._discard()
+            log.warning("attempt stopped without writing: %s", exc, extra=self._log())
+            outcome = "lease_lost"
+        except ExportFailure as exc:
+            self._discard()
+            outcome = self._settle_failure(exc)
+        except Exception as exc:  # a bug or an unexpected library error: retry like transient
+            log.exception("attempt crashed", extra=self._log())
+            self._discard()
+            outcome = self._settle_failure(
+                TransientExportError(f"internal error: {type(exc).__name__}: {exc}", code="INTERNAL_ERROR")
+            )
+        finally:
+            self.watchdog.stop()
+        metrics.TASKS_COMPLETED.labels(self.task["export_type"], outcome).inc()
+        return outcome
+
+    # ------------------------------------------------------------------ produce
+
+    def _produce(self) -> repository.StoredFile:
+        etype = self.ctx.registry.get(self.task["export_type"])
+        if etype is None:
+            raise PermanentExportError(
+                f"export type {self.task['export_type']} is no longer registered",
+                code="UNKNOWN_EXPORT_TYPE",
+            )
+        settings = self.ctx.settings
+        request = ProviderRequest(
+            export_type=etype.code,
+            url=etype.base_url(self.ctx.self_url) + etype.provider_path,
+            task_id=self.task["task_no"],
+            tenant_id=self.task["tenant_id"],
+            app_code=self.task["app_code"],
+            requested_by=self.task["requested_by"],
+            dispatch_version=self.version,
+            parameters=orjson.loads(self.task["parameters_json"]),
+            limit=etype.batch_size,
+            trace_id=self.task["trace_id"],
+        )
+        max_rows = etype.max_rows
+        max_bytes = int(settings.task.max_file_size_mb * 1024 * 1024)
+        stream = self.ctx.storage.open_write(self.object_key)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
+        try:
+            self.batch_no = 1
+            batch = self._fetch(request, None, None)
+            if batch.columns is None:
+                raise PermanentExportError(
+                    "provider broke the contract: the first batch has no columns",
+                    code="PROVIDER_CONTRACT",
+                )
+            columns: list[Column] = batch.columns
+            schema_hash = batch.schema_hash
+            snapshot = batch.snapshot_token
+            self.total = batch.total_rows
+            converters = make_converters(columns)
+            keys = [c.key for c in columns]
+            writer = open_writer(
+                self.ext,
+                stream,
+                columns,
+                time_zone=settings.task.time_zone,
+                max_bytes=max_bytes,
+            )
+            while True:
+                self.watchdog.check()
+                if batch.schema_hash != schema_hash:
+                    raise SchemaChanged(
+                        f"schemaHash changed from {schema_hash} to {batch.schema_hash}"
+                    )
+                if batch.has_more and (
+                    not batch.next_cursor or batch.next_cursor == self.cursor
+                ):
+                    raise CursorStalled("provider said hasMore but the cursor did not advance")
+                pending: Future[Batch] | None = None
+                if batch.has_more:
+                    pending = pool.submit(self._fetch, request, batch.next_cursor, snapshot)
+                self.phase = Phase.RENDER
+                self._fault("render")
+                if self.processed + len(batch.rows) > max_rows:
+                    raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
+                rows = self._convert(batch.rows, keys, converters)
+                try:
+                    writer.write_rows(rows)
+                except OSError as exc:
+                    raise StorageError(f"cannot write the file: {exc}") from exc
+                self.processed += len(rows)
+                self._progress()
+                if pending is None:
+                    break
+                self.phase = Phase.FETCH
+                self.cursor = batch.next_cursor
+                self.batch_no += 1
+                batch = self._await(pending)
+            self.phase = Phase.STORE
+            self._progress(force=True)
+            self._fault("store")
+            stats = writer.close()
+            stream.close()
+            self.watchdog.check()
+            size = self.ctx.storage.commit(self.object_key)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if not stream.closed:
+                stream.close()
+            raise
+        pool.shutdown(wait=True)
+        if stats.truncated_cells:
+            log.warning("cells truncated to 32,767 characters: %d", stats.truncated_cells, extra=self._log())
+        metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
+        metrics.STORAGE_BYTES.inc(size)
+        return repository.StoredFile(
+            object_key=self.object_key,
+            file_name=download_file_name(self.task["task_name"], self.ext),
+            content_type=CONTENT_TYPES[self.ext],
+            size_bytes=size,
+            row_count=self.processed,
+        )
+
+    def _fetch(self, request: ProviderRequest, cursor: str | None, snapshot: str | None) -> Batch:
+        self.watchdog.check()
+        self._fault("fetch")
+        return self.ctx.provider.fetch(
+            request, cursor=cursor, snapshot_token=snapshot, abort_check=self.watchdog.check
+        )
+
+    def _await(self, pending: Future[Batch]) -> Batch:
+        while True:
+            try:
+                return pending.result(timeout=0.5)
+            except TimeoutError:
+                self.watchdog.check()
+
+    def _convert(
+        self,
+        raw_rows: list[dict[str, Any]],
+        keys: list[str],
+        converters: list[Callable[[Any], Any]],
+    ) -> list[dict[str, Any]]:
+        out = []
+        pairs = list(zip(keys, converters, strict=True))
+        for index, raw in enumerate(raw_rows):
+            if not isinstance(raw, dict):
+                raise PermanentExportError(
+                    f"provider broke the contract: row {self.processed + index + 1} is not an object",
+                    code="PROVIDER_CONTRACT",
+                )
+            try:
+                out.append({key: conv(raw.get(key)) for key, conv in pairs})
+            except InvalidValue as exc:
+                raise PermanentExportError(
+                    f"row {self.processed + index + 1}, column {exc.column}: {exc}",
+                    code="INVALID_VALUE",
+                ) from None
+        return out
+
+    def _progress(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_progress < self.ctx.settings.task.progress_every_seconds:
+            return
+        self._last_progress = now
+        with self.engine.begin() as conn:
+            ok = repository.update_progress(
+                conn,
+                self.task_id,
+                self.version,
+                self.owner,
+                processed=self.processed,
+                total=self.total,
+                phase=self.phase,
+            )
+        if not ok:
+            self.watchdog.abort("lease")
+            self.watchdog.check()
+
+    def _fault(self, point: str) -> None:
+        if self.ctx.fault is not None:
+            self.ctx.fault(point)
+
+    # ------------------------------------------------------------------ settle
+
+    def _commit(self, stored: repository.StoredFile, started: float) -> str:
+        self._fault("before_commit")
+        with self.engine.begin() as conn:
+            ok = repository.commit_success(
+                conn,
+                self.task_id,
+                self.version,
+                self.owner,
+                stored,
+                retention_seconds=self.ctx.settings.task.retention_days * 86400,
+            )
+        if not ok:
+            with self.engine.connect() as conn:
+                late = repository.deadline_passed(conn, self.task_id)
+            if late:
+                raise DeadlinePassed("execution ran past its deadline before commit")
+            raise LeaseLost("commit touched no row: the attempt lost its lease")
+        self._fault("after_commit")
+        metrics.TASK_DURATION.labels(self.task["export_type"], self.ext).observe(
+            time.perf_counter() - started
+        )
+        log.info(
+            "export succeeded: %d rows, %d bytes", stored.row_count, stored.size_bytes, extra=self._log()
+        )
+        return "succeeded"
+
+    def _discard(self) -> None:
+        try:
+            self.ctx.storage.delete(self.object_key)
+        except Exception:  # the reconciler's orphan scan removes it later (002 §9.5)
+            log.warning("could not delete the partial file", extra=self._log(), exc_info=True)
+
+    def _settle_cancel(self) -> str:
+        with self.engine.begin() as conn:
+            ok = repository.finish_cancelled(conn, self.task_id, self.version, self.owner)
+        log.info("export cancelled" if ok else "cancel arrived after the lease was lost", extra=self._log())
+        return "cancelled" if ok else "lease_lost"
+
+    def _settle_failure(self, exc: ExportFailure) -> str:
+        cursor = f" (cursor {self.cursor[:40]})" if self.cursor else ""
+        message = f"{self.phase.value}: batch {max(self.batch_no, 1)}{cursor}: {exc.message}"
+        with self.engine.begin() as conn:
+            outcome = repository.record_failure(
+                conn,
+                self.task_id,
+                self.version,
+                self.owner,
+                code=exc.code,
+                message=message,
+                retry=not exc.permanent,
+                backoff_seconds=self.ctx.settings.task.retry_backoff_seconds,
+                jitter=self.ctx.settings.task.retry_jitter,
+                topic=self.ctx.topic,
+                tag=COMMAND_TAG,
+            )
+        level = logging.WARNING if outcome == "retry" else logging.ERROR
+        log.log(level, "attempt failed (%s): %s", outcome, message, extra=self._log())
+        return outcome or "lease_lost"
+
+    def _log(self) -> dict[str, Any]:
+        return {
+            "taskId": self.task["task_no"],
+            "dispatchVersion": self.version,
+            "exportType": self.task["export_type"],
+            "tenantId": self.task["tenant_id"],
+            "traceId": self.task["trace_id"],
+        }

@@ -1,0 +1,110 @@
+"""The outbox publisher (seed 002 §7.4).
+
+One pass claims at most ``batch_size`` due rows (``PENDING`` and ``next_retry_at <=
+db now``, oldest first), each with its own conditional UPDATE to ``CLAIMED`` and a
+lease, hands each command to the transport and marks it ``SENT``. A failed send puts
+the row back to ``PENDING`` with backoff 5 s, 15 s, 1 min, 5 min, then 15 min forever;
+the row's ``attempt_count`` is its own and never the task's. A row claimed by a
+publisher that died is released by the reconciler when its lease runs out; a crash
+between send and mark-sent therefore sends the command again, which the consumer's
+claim makes harmless (CASES E28).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine
+
+from export_center import metrics, repository
+from export_center.transport.base import OutgoingMessage, Transport
+
+__all__ = ["Publisher", "message_for_row"]
+
+log = logging.getLogger(__name__)
+
+
+def message_for_row(row: Mapping[str, Any]) -> OutgoingMessage:
+    """Build the transport message of an outbox row: body = payload, properties = ids."""
+    payload = orjson.loads(row["payload_json"])
+    properties = {
+        "eventId": str(row["event_id"]),
+        "taskId": str(row["message_key"]),
+        "dispatchVersion": str(row["dispatch_version"]),
+        "schemaVersion": str(payload.get("schemaVersion", repository.COMMAND_SCHEMA_VERSION)),
+    }
+    if payload.get("traceId"):
+        properties["traceId"] = str(payload["traceId"])
+    return OutgoingMessage(
+        topic=row["topic"],
+        tag=row["tag"],
+        key=row["message_key"],
+        body=row["payload_json"].encode(),
+        properties=properties,
+    )
+
+
+class Publisher:
+    """Sends due outbox rows through a transport.
+
+    Args:
+        engine: the export center's database.
+        transport: where commands go.
+        owner: this instance's lease owner id.
+        batch_size: rows claimed per pass (002 §7.4: 50).
+        lease_seconds: outbox claim lease; far longer than one send.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        transport: Transport,
+        *,
+        owner: str,
+        batch_size: int = 50,
+        lease_seconds: float = 60.0,
+    ) -> None:
+        self.engine = engine
+        self.transport = transport
+        self.owner = owner
+        self.batch_size = batch_size
+        self.lease_seconds = lease_seconds
+        self.crash_after_send = False  # fault hook for tests: send, then stop before SENT
+
+    def run_once(self) -> int:
+        """Claim, send and mark due rows; return how many were sent."""
+        with self.engine.begin() as conn:
+            ids = repository.due_outbox_ids(conn, self.batch_size)
+        sent = 0
+        for row_id in ids:
+            with self.engine.begin() as conn:
+                row = repository.claim_outbox_row(conn, row_id, self.owner, self.lease_seconds)
+            if row is None:
+                continue
+            if self._send(row):
+                sent += 1
+        return sent
+
+    def _send(self, row: Mapping[str, Any]) -> bool:
+        try:
+            self.transport.send(message_for_row(row))
+        except Exception as exc:  # any send failure backs off; the row is never dropped
+            with self.engine.begin() as conn:
+                repository.outbox_send_failed(
+                    conn, row["id"], self.owner, row["attempt_count"], f"{type(exc).__name__}: {exc}"
+                )
+            metrics.OUTBOX_SEND_FAILURES.inc()
+            log.warning(
+                "outbox send failed",
+                extra={"eventId": row["event_id"], "taskId": row["message_key"],
+                       "dispatchVersion": row["dispatch_version"], "attempt": row["attempt_count"]},
+            )
+            return False
+        if self.crash_after_send:
+            raise SystemExit("publisher crashed after send (injected)")
+        with self.engine.begin() as conn:
+            repository.mark_outbox_sent(conn, row["id"], self.owner)
+        return True

@@ -1,0 +1,272 @@
+"""The export-type registry (DESIGN.md "Registry", seed 002 §10.3-§10.4).
+
+Export types come from a YAML or TOML file. Every entry is validated at start-up and
+any invalid entry stops start-up with a message naming the key and the rule; a
+reload keeps the old registry when the new file is invalid.
+
+An entry::
+
+    ORDERS:
+      title: Orders
+      provider_url: self            # or http://orders-service:8080 (host allow-listed)
+      provider_path: /internal/exports/v1/ORDERS/batches
+      required_permission: export:orders:create
+      app_scope: PLATFORM           # PLATFORM | MERCHANT
+      enabled: true
+      max_rows: 5000000             # 1..5,000,000
+      batch_size: 1000              # 50..5000
+      max_attempts: 3               # 1..5
+      parameters:                   # what a create request may carry
+        - {name: from, type: date}
+        - {name: to, type: date}
+        - {name: status, type: enum, values: [O, F, P]}
+      date_range: [from, to]        # from <= to, both inclusive
+
+``provider_url: self`` means the export center's own base URL (the embedded default
+mounts the sample providers there). Which values are read when (002 §10.4):
+permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
+copied into the task at creation; provider address, batch size and max rows at
+execution.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+__all__ = [
+    "ExportType",
+    "ParameterSpec",
+    "Registry",
+    "RegistryError",
+    "load_registry",
+    "parse_registry",
+]
+
+PATH_PATTERN = re.compile(r"^/internal/exports/v1/([A-Z0-9_]+)/batches$")
+PERMISSION_PATTERN = re.compile(r"^[a-z]+:[a-z-]+:[a-z-]+$")
+TYPE_PATTERN = re.compile(r"^[A-Z0-9_]{1,64}$")
+APP_SCOPES = ("PLATFORM", "MERCHANT")
+PARAM_TYPES = ("date", "string", "integer", "enum", "boolean")
+_KNOWN_KEYS = {
+    "title", "provider_url", "provider_path", "required_permission", "app_scope",
+    "enabled", "max_rows", "batch_size", "max_attempts", "parameters", "date_range",
+}
+
+
+class RegistryError(ValueError):
+    """An invalid registry file; the message names the key and the broken rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterSpec:
+    """One parameter a create request may pass for a type."""
+
+    name: str
+    type: str = "string"
+    required: bool = False
+    values: tuple[str, ...] = ()
+    max_length: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ExportType:
+    """One registered export type."""
+
+    code: str
+    title: str
+    provider_url: str
+    provider_path: str
+    required_permission: str
+    app_scope: str
+    enabled: bool
+    max_rows: int
+    batch_size: int
+    max_attempts: int
+    parameters: tuple[ParameterSpec, ...] = ()
+    date_range: tuple[str, str] | None = None
+
+    def base_url(self, self_url: str | None) -> str:
+        """The provider base URL, with ``self`` resolved to the service's own URL."""
+        if self.provider_url == "self":
+            if not self_url:
+                raise RegistryError(f"{self.code}.provider_url: 'self' needs a running API")
+            return self_url.rstrip("/")
+        return self.provider_url.rstrip("/")
+
+
+@dataclass(slots=True)
+class Registry:
+    """A validated set of export types; :meth:`replace` swaps it atomically."""
+
+    types: dict[str, ExportType] = field(default_factory=dict)
+    source: str = "<empty>"
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def get(self, code: str) -> ExportType | None:
+        """The type with this code, or None."""
+        return self.types.get(code)
+
+    def __iter__(self) -> Iterator[ExportType]:
+        return iter(sorted(self.types.values(), key=lambda t: t.code))
+
+    def replace(self, other: Registry) -> None:
+        """Take ``other``'s types (after it validated)."""
+        with self._lock:
+            self.types = dict(other.types)
+            self.source = other.source
+
+
+def _int_in(entry: Mapping[str, Any], code: str, key: str, lo: int, hi: int, default: int) -> int:
+    value = entry.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise RegistryError(f"{code}.{key}: must be an integer in {lo}..{hi:,}, got {value!r}")
+    return value
+
+
+def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise RegistryError(f"{code}.parameters: must be a list of parameter specs")
+    specs = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            raise RegistryError(f"{code}.parameters[{i}]: needs a string 'name'")
+        ptype = item.get("type", "string")
+        if ptype not in PARAM_TYPES:
+            raise RegistryError(f"{code}.parameters[{i}].type: must be one of {PARAM_TYPES}")
+        values = tuple(str(v) for v in item.get("values", ()))
+        if ptype == "enum" and not values:
+            raise RegistryError(f"{code}.parameters[{i}].values: an enum needs values")
+        specs.append(
+            ParameterSpec(
+                name=item["name"],
+                type=ptype,
+                required=bool(item.get("required", False)),
+                values=values,
+                max_length=int(item.get("max_length", 256)),
+            )
+        )
+    return tuple(specs)
+
+
+def _entry(
+    code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool
+) -> ExportType:
+    if not TYPE_PATTERN.match(code):
+        raise RegistryError(f"{code}: type codes must match ^[A-Z0-9_]{{1,64}}$")
+    if not isinstance(entry, Mapping):
+        raise RegistryError(f"{code}: must be a mapping of settings")
+    unknown = set(entry) - _KNOWN_KEYS
+    if unknown:
+        raise RegistryError(f"{code}: unknown keys {sorted(unknown)}")
+    url = entry.get("provider_url")
+    if not isinstance(url, str) or not url:
+        raise RegistryError(f"{code}.provider_url: required")
+    if url == "self":
+        if not allow_self:
+            raise RegistryError(f"{code}.provider_url: 'self' is only for the embedded default")
+    else:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise RegistryError(f"{code}.provider_url: must be an http(s) URL, got {url!r}")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise RegistryError(f"{code}.provider_url: must be a bare base URL, got {url!r}")
+        if parts.hostname.lower() not in allowed_hosts:
+            raise RegistryError(
+                f"{code}.provider_url: host {parts.hostname!r} is not in the allow-list "
+                f"(EXPORT_CENTER_PROVIDER_ALLOWED_HOSTS)"
+            )
+    path = entry.get("provider_path")
+    match = PATH_PATTERN.match(path) if isinstance(path, str) else None
+    if match is None:
+        raise RegistryError(
+            f"{code}.provider_path: must match ^/internal/exports/v1/[A-Z0-9_]+/batches$"
+        )
+    if match.group(1) != code:
+        raise RegistryError(f"{code}.provider_path: names type {match.group(1)}, not {code}")
+    permission = entry.get("required_permission")
+    if not isinstance(permission, str) or not PERMISSION_PATTERN.match(permission):
+        raise RegistryError(
+            f"{code}.required_permission: must match ^[a-z]+:[a-z-]+:[a-z-]+$, got {permission!r}"
+        )
+    scope = entry.get("app_scope")
+    if scope not in APP_SCOPES:
+        raise RegistryError(f"{code}.app_scope: must be PLATFORM or MERCHANT, got {scope!r}")
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise RegistryError(f"{code}.enabled: must be true or false")
+    params = _parameters(code, entry.get("parameters"))
+    date_range = entry.get("date_range")
+    if date_range is not None:
+        names = {p.name for p in params if p.type == "date"}
+        if (
+            not isinstance(date_range, list)
+            or len(date_range) != 2
+            or not set(date_range) <= names
+        ):
+            raise RegistryError(f"{code}.date_range: must name two date parameters")
+        date_range = (str(date_range[0]), str(date_range[1]))
+    return ExportType(
+        code=code,
+        title=str(entry.get("title", code)),
+        provider_url=url,
+        provider_path=path,
+        required_permission=permission,
+        app_scope=scope,
+        enabled=enabled,
+        max_rows=_int_in(entry, code, "max_rows", 1, 5_000_000, 1_000_000),
+        batch_size=_int_in(entry, code, "batch_size", 50, 5000, 1000),
+        max_attempts=_int_in(entry, code, "max_attempts", 1, 5, 3),
+        parameters=params,
+        date_range=date_range,
+    )
+
+
+def parse_registry(
+    text: str,
+    *,
+    source: str,
+    allowed_hosts: frozenset[str] | set[str],
+    allow_self: bool = False,
+) -> Registry:
+    """Parse and validate a registry document (YAML, or TOML when ``source`` ends .toml).
+
+    Raises:
+        RegistryError: naming the first invalid key and its rule.
+    """
+    try:
+        data = tomllib.loads(text) if source.endswith(".toml") else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise RegistryError(f"{source}: not valid YAML/TOML: {exc}") from exc
+    if isinstance(data, Mapping) and "export_types" in data:
+        data = data["export_types"]
+    if not isinstance(data, Mapping) or not data:
+        raise RegistryError(f"{source}: expected a mapping of export types")
+    hosts = frozenset(h.lower() for h in allowed_hosts)
+    types = {str(code): _entry(str(code), entry, hosts, allow_self) for code, entry in data.items()}
+    return Registry(types=types, source=source)
+
+
+def load_registry(
+    path: Path, *, allowed_hosts: frozenset[str] | set[str], allow_self: bool = False
+) -> Registry:
+    """Read and validate a registry file.
+
+    Raises:
+        RegistryError: the file is missing, unreadable or invalid.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    return parse_registry(text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self)

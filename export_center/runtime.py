@@ -1,0 +1,174 @@
+"""Assembles one export-center process: database, registry, storage, transport, loops.
+
+``serve``, ``demo`` and the tests build a :class:`Runtime`; the FastAPI lifespan owns
+it, so nothing connects at import time (CONVENTIONS: ``create_app`` + lifespan).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, select
+
+from export_center.consumer import Consumer
+from export_center.db import make_engine
+from export_center.loops import LoopRunner
+from export_center.models import GUARD_ROW_ID, ExportTaskGuard
+from export_center.pipeline import RunContext
+from export_center.provider_client import ProviderClient
+from export_center.publisher import Publisher
+from export_center.registry import Registry, RegistryError, load_registry
+from export_center.settings import Settings
+from export_center.storage import LocalStorage, Storage
+from export_center.transport import MemoryTransport, Transport
+
+__all__ = ["Runtime", "alembic_config", "default_registry_path", "upgrade_database"]
+
+log = logging.getLogger(__name__)
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    """Alembic configuration for the package's migrations on ``url``."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade_database(engine: Engine) -> None:
+    """Run all migrations up to head on ``engine`` (idempotent)."""
+    with engine.connect() as conn:
+        cfg = alembic_config(str(engine.url))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
+
+
+def default_registry_path() -> Path:
+    """The sample registry shipped with the ``providers`` package."""
+    import providers
+
+    return Path(providers.__file__).parent / "export_types.yaml"
+
+
+class Runtime:
+    """Everything one process runs.
+
+    Args:
+        settings: process settings.
+        transport: command transport (default: a new in-process queue).
+        storage: file storage (default: local directory under ``data_dir/files``).
+        self_url: this API's base URL, for providers registered as ``self``.
+        migrate: run migrations at start (the embedded default does).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: Transport | None = None,
+        storage: Storage | None = None,
+        self_url: str | None = None,
+        migrate: bool | None = None,
+    ) -> None:
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.engine = make_engine(settings.resolved_database_url)
+        if migrate if migrate is not None else settings.environment != "production":
+            upgrade_database(self.engine)
+        self._check_guard_row()
+        self.registry = self.load_registry()
+        self.storage = storage or LocalStorage(settings.files_dir)
+        self.transport = transport or MemoryTransport()
+        self.self_url = self_url
+        self.provider_client = ProviderClient(
+            token=settings.internal_token,
+            connect_timeout=settings.provider.connect_timeout_seconds,
+            read_timeout=settings.provider.read_timeout_seconds,
+            attempts=settings.provider.request_attempts,
+        )
+        self.context = RunContext(
+            settings=settings,
+            registry=self.registry,
+            storage=self.storage,
+            provider=self.provider_client,
+            topic=settings.command_topic,
+            self_url=self_url,
+        )
+        self.publisher = Publisher(
+            self.engine,
+            self.transport,
+            owner=settings.instance_id,
+            batch_size=settings.publisher.batch_size,
+            lease_seconds=settings.publisher.lease_seconds,
+        )
+        self.consumer = Consumer(
+            self.engine,
+            self.transport,
+            self.context,
+            owner=settings.instance_id,
+            threads=settings.consumer.concurrency,
+        )
+        self._runner: LoopRunner | None = None
+
+    def _check_guard_row(self) -> None:
+        table = ExportTaskGuard.__table__
+        with self.engine.connect() as conn:
+            row = conn.execute(select(table.c.id).where(table.c.id == GUARD_ROW_ID)).first()
+        if row is None:
+            raise RuntimeError(
+                "export_task_guard row GLOBAL_CREATE is missing: run `export-center db upgrade`"
+            )
+
+    def load_registry(self) -> Registry:
+        """Read the registry file named by the settings (or the samples' file).
+
+        Raises:
+            RegistryError: the file is invalid (start-up stops).
+        """
+        path = self.settings.export_types_file
+        allow_self = self.settings.mount_sample_providers
+        if path is None:
+            if not allow_self:
+                raise RegistryError(
+                    "EXPORT_CENTER_EXPORT_TYPES_FILE must be set when sample providers are off"
+                )
+            path = default_registry_path()
+        return load_registry(
+            Path(path), allowed_hosts=set(self.settings.provider_allowed_hosts), allow_self=allow_self
+        )
+
+    def reload_registry(self) -> Registry:
+        """Reload the registry file; keeps the old one and raises when the new one is invalid."""
+        fresh = self.load_registry()
+        self.registry.replace(fresh)
+        return self.registry
+
+    def set_self_url(self, url: str) -> None:
+        """Tell the runtime its own base URL once the server is bound."""
+        self.self_url = url
+        self.context.self_url = url
+
+    def start(self) -> None:
+        """Start the enabled loops and the consumer threads."""
+        s = self.settings
+        self._runner = LoopRunner()
+        if s.publisher.enabled:
+            self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
+        self._runner.start()
+        if s.consumer.enabled:
+            self.consumer.start()
+
+    def stop(self) -> None:
+        """Stop loops and consumers, then release connections."""
+        if self._runner is not None:
+            self._runner.stop()
+            self._runner = None
+        self.consumer.stop()
+        self.transport.close()
+        self.provider_client.close()
+        self.engine.dispose()

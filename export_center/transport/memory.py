@@ -1,0 +1,100 @@
+"""In-process transport: a thread-safe queue inside one process (embedded default).
+
+The database stays the source of truth (DESIGN.md): a message lost with the process
+is redispatched by the reconciler, so this adapter weakens no guarantee. A released
+message is queued again up to ``max_deliveries`` times and then moved to
+``dead_letters``, as a broker would dead-letter it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from export_center.transport.base import OutgoingMessage, TransportError
+
+__all__ = ["MemoryTransport"]
+
+
+@dataclass(slots=True)
+class _MemoryDelivery:
+    message_id: str
+    body: bytes
+    properties: dict[str, str]
+    delivery_attempt: int
+    transport: MemoryTransport
+    message: OutgoingMessage = field(repr=False)
+    settled: bool = False
+
+    def ack(self) -> None:
+        self.settled = True
+
+    def release(self) -> None:
+        if not self.settled:
+            self.settled = True
+            self.transport._redeliver(self)
+
+
+class MemoryTransport:
+    """Queue-backed :class:`~export_center.transport.base.Transport`.
+
+    Args:
+        max_deliveries: deliveries before a released message is dead-lettered.
+    """
+
+    def __init__(self, *, max_deliveries: int = 3) -> None:
+        self._queue: queue.Queue[_MemoryDelivery] = queue.Queue()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self.max_deliveries = max_deliveries
+        self.sent: list[OutgoingMessage] = []
+        self.dead_letters: list[_MemoryDelivery] = []
+        self.fail_sends = 0  # test hook: the next n sends raise TransportError
+        self.closed = False
+
+    def send(self, message: OutgoingMessage) -> str:
+        """Queue a message; raises TransportError when closed or when told to fail."""
+        with self._lock:
+            if self.closed:
+                raise TransportError("transport is closed")
+            if self.fail_sends > 0:
+                self.fail_sends -= 1
+                raise TransportError("send refused (injected failure)")
+            message_id = f"mem-{next(self._ids)}"
+            self.sent.append(message)
+        self._queue.put(
+            _MemoryDelivery(message_id, message.body, dict(message.properties), 1, self, message)
+        )
+        return message_id
+
+    def receive(self, timeout_seconds: float) -> _MemoryDelivery | None:
+        """Wait up to ``timeout_seconds`` for the next message."""
+        try:
+            return self._queue.get(timeout=timeout_seconds)
+        except queue.Empty:
+            return None
+
+    def _redeliver(self, delivery: _MemoryDelivery) -> None:
+        if delivery.delivery_attempt >= self.max_deliveries:
+            self.dead_letters.append(delivery)
+            return
+        self._queue.put(
+            _MemoryDelivery(
+                delivery.message_id,
+                delivery.body,
+                delivery.properties,
+                delivery.delivery_attempt + 1,
+                self,
+                delivery.message,
+            )
+        )
+
+    def pending(self) -> int:
+        """Messages waiting to be received."""
+        return self._queue.qsize()
+
+    def close(self) -> None:
+        """Refuse further sends."""
+        self.closed = True

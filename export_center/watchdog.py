@@ -1,0 +1,157 @@
+"""The lease watchdog of one execution attempt (seed 002 §8.3, §8.3.1).
+
+A thread started right after the claim commits and stopped in ``finally``. Every
+``heartbeat_seconds`` it renews the lease with a conditional UPDATE that also
+requires ``execution_deadline_at > db now``; every ``cancel_poll_seconds`` (at most
+2 s) it reads ``cancel_requested``. Zero rows renewed, a raised error or a cancel
+request set the abort flag; the worker calls :meth:`Watchdog.check` between batches
+and inside long loops and stops there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from sqlalchemy import Engine, select
+
+from export_center import repository
+from export_center.db import db_now
+from export_center.errors import DeadlinePassed, ExportCancelled, LeaseLost
+from export_center.models import ExportTask
+
+__all__ = ["Watchdog"]
+
+log = logging.getLogger(__name__)
+T = ExportTask.__table__
+
+
+class Watchdog:
+    """Keeps one attempt's lease alive and raises the abort flag when it must stop.
+
+    Args:
+        engine: the export center's database.
+        task_id: internal task id.
+        version: the attempt's ``dispatch_version``.
+        owner: the attempt's lease owner.
+        lease_seconds: lease length written at each renewal.
+        heartbeat_seconds: renewal period (002 §8.3: 60 s for a 300 s lease).
+        cancel_poll_seconds: how often ``cancel_requested`` is read (<= 2 s).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        task_id: int,
+        version: int,
+        owner: str,
+        lease_seconds: float,
+        heartbeat_seconds: float,
+        cancel_poll_seconds: float = 2.0,
+    ) -> None:
+        self.engine = engine
+        self.task_id = task_id
+        self.version = version
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.cancel_poll_seconds = min(cancel_poll_seconds, heartbeat_seconds)
+        self._stop = threading.Event()
+        self._abort = threading.Event()
+        self.reason: str | None = None
+        self.renewals = 0
+        self._thread = threading.Thread(
+            target=self._run, name=f"watchdog-{task_id}-v{version}", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start renewing."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing and wait for the thread (called in ``finally``)."""
+        self._stop.set()
+        self._thread.join(timeout=max(5.0, self.heartbeat_seconds))
+
+    @property
+    def aborted(self) -> bool:
+        """True once the attempt must stop."""
+        return self._abort.is_set()
+
+    def abort(self, reason: str) -> None:
+        """Raise the abort flag with a reason (``cancel``, ``lease``, ``deadline``, ``error``)."""
+        if not self._abort.is_set():
+            self.reason = reason
+            self._abort.set()
+
+    def check(self) -> None:
+        """Raise when the attempt must stop.
+
+        Raises:
+            ExportCancelled: the user asked to cancel.
+            DeadlinePassed: ``execution_deadline_at`` passed (transient, retried).
+            LeaseLost: the lease or version is gone, or the watchdog failed.
+        """
+        if not self._abort.is_set():
+            return
+        if self.reason == "cancel":
+            raise ExportCancelled("cancel requested")
+        if self.reason == "deadline":
+            raise DeadlinePassed("execution ran past its deadline")
+        raise LeaseLost(f"attempt stopped: {self.reason}")
+
+    def _run(self) -> None:
+        next_renewal = time.monotonic() + self.heartbeat_seconds
+        while not self._stop.wait(self._sleep(next_renewal)):
+            try:
+                if time.monotonic() >= next_renewal:
+                    next_renewal = time.monotonic() + self.heartbeat_seconds
+                    with self.engine.begin() as conn:
+                        renewed, cancel = repository.renew_lease(
+                            conn, self.task_id, self.version, self.owner, self.lease_seconds
+                        )
+                    if renewed:
+                        self.renewals += 1
+                    else:
+                        self.abort(self._why_not_renewed())
+                        return
+                else:
+                    with self.engine.connect() as conn:
+                        cancel = bool(
+                            conn.execute(
+                                select(T.c.cancel_requested).where(T.c.id == self.task_id)
+                            ).scalar()
+                        )
+                if cancel:
+                    self.abort("cancel")
+                    return
+            except Exception:  # 002 §8.3: a dead watchdog must never go unnoticed
+                log.exception("watchdog failed", extra={"taskId": self.task_id})
+                self.abort("error")
+                return
+
+    def _sleep(self, next_renewal: float) -> float:
+        return max(0.01, min(self.cancel_poll_seconds, next_renewal - time.monotonic()))
+
+    def _why_not_renewed(self) -> str:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(
+                    T.c.status,
+                    T.c.dispatch_version,
+                    T.c.lease_owner,
+                    T.c.cancel_requested,
+                    T.c.execution_deadline_at <= db_now(),
+                ).where(T.c.id == self.task_id)
+            ).first()
+        if row is None:
+            return "task deleted"
+        status, version, owner, cancel, past_deadline = row
+        if status == "RUNNING" and version == self.version and owner == self.owner:
+            if cancel:
+                return "cancel"
+            if past_deadline:
+                return "deadline"
+        return "lease"

@@ -1,0 +1,277 @@
+"""Provider SDK: serve one export type's batches with one function.
+
+A business service declares its columns once and writes one ``fetch`` function; the
+SDK mounts ``POST /internal/exports/v1/{TYPE}/batches`` (DESIGN.md "Provider
+contract") and does the rest:
+
+* checks ``X-Internal-Service-Token`` with a constant-time compare (401 otherwise);
+* validates the request body (422 with a code and the field);
+* computes ``schemaHash`` from the declared columns;
+* signs cursors and snapshot tokens (HMAC-SHA256), so a caller cannot forge them, and
+  answers 410 when a snapshot token has expired;
+* serializes DECIMAL as a JSON string in positional notation, DATE and DATETIME as
+  ISO 8601 strings, so no value passes through a float;
+* answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
+  5xx for its own.
+
+Example::
+
+    orders = ExportProvider("ORDERS", columns=[Column("id", "Order", "INTEGER"), ...],
+                            token=TOKEN, secret=SECRET)
+
+    @orders.fetcher
+    def fetch(req: BatchRequest, cursor: Any | None, snapshot: Any | None) -> Page:
+        ...
+
+    app.include_router(orders.router())
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "BatchRequest",
+    "Column",
+    "ExportProvider",
+    "Page",
+    "ProviderFault",
+    "schema_hash",
+]
+
+log = logging.getLogger(__name__)
+TYPES = ("STRING", "INTEGER", "DECIMAL", "BOOLEAN", "DATE", "DATETIME")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of the export: row key, header title, type (one of ``TYPES``), width."""
+
+    key: str
+    title: str
+    type: str = "STRING"
+    width: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The contract's column object."""
+        out: dict[str, Any] = {"key": self.key, "title": self.title, "type": self.type}
+        if self.width:
+            out["width"] = self.width
+        return out
+
+
+def schema_hash(columns: Sequence[Column]) -> str:
+    """``sha256:<hex>`` over the columns' keys, titles and types, in order."""
+    text = orjson.dumps([[c.key, c.title, c.type] for c in columns])
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+class BatchRequest(BaseModel):
+    """The validated request body of one batch."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    taskId: str = Field(min_length=1, max_length=64)
+    tenantId: str = Field(min_length=1, max_length=64)
+    appCode: str = Field(min_length=1, max_length=32)
+    requestedBy: str = Field(min_length=1, max_length=128)
+    dispatchVersion: int = Field(ge=1)
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    cursor: str | None = Field(default=None, max_length=1024)
+    snapshotToken: str | None = Field(default=None, max_length=512)
+    limit: int = Field(ge=1, le=5000)
+
+
+@dataclass(slots=True)
+class Page:
+    """What ``fetch`` returns for one batch.
+
+    Attributes:
+        rows: row mappings keyed by column key (Python values: Decimal, date, ...).
+        next_cursor: a JSON-able value naming where the next batch starts.
+        has_more: whether another batch follows.
+        snapshot: a JSON-able value fixed at the first batch (e.g. the max key).
+        total_rows: an estimate of all rows, for progress (first batch is enough).
+    """
+
+    rows: list[dict[str, Any]]
+    next_cursor: Any = None
+    has_more: bool = False
+    snapshot: Any = None
+    total_rows: int | None = None
+
+
+class ProviderFault(Exception):
+    """Raise from ``fetch`` to answer an error: ``status`` 4xx or 5xx, a code, a sentence."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise TypeError("NaN and Infinity are not valid DECIMAL values")
+        return format(value, "f")
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> Response:
+    return Response(
+        orjson.dumps({"code": code, "message": message, "field": field}),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+@dataclass(slots=True)
+class ExportProvider:
+    """One export type served by a business service.
+
+    Args:
+        export_type: the type code (``ORDERS``); names the path.
+        columns: the declared columns.
+        token: the shared ``X-Internal-Service-Token``.
+        secret: key that signs cursors and snapshot tokens.
+        snapshot_ttl_seconds: how long a snapshot token is accepted (then 410).
+    """
+
+    export_type: str
+    columns: Sequence[Column]
+    token: str
+    secret: str
+    snapshot_ttl_seconds: int = 24 * 3600
+    schema_version: int = 1
+    fetch: Callable[[BatchRequest, Any, Any], Page] | None = None
+    _hash: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        for column in self.columns:
+            if column.type not in TYPES:
+                raise ValueError(f"column {column.key}: type must be one of {TYPES}")
+        self._hash = schema_hash(self.columns)
+
+    @property
+    def path(self) -> str:
+        """``/internal/exports/v1/{TYPE}/batches``."""
+        return f"/internal/exports/v1/{self.export_type}/batches"
+
+    def fetcher(self, fn: Callable[[BatchRequest, Any, Any], Page]) -> Callable[[BatchRequest, Any, Any], Page]:
+        """Decorator registering the one function a business team writes."""
+        self.fetch = fn
+        return fn
+
+    # ---------------------------------------------------------------- signing
+
+    def _sign(self, kind: str, value: Any, task_id: str, expires: int | None = None) -> str:
+        body = orjson.dumps({"k": kind, "v": value, "t": task_id, "e": expires})
+        mac = hmac.new(self.secret.encode(), body, hashlib.sha256).digest()[:16]
+        return (
+            base64.urlsafe_b64encode(body).rstrip(b"=").decode()
+            + "."
+            + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+        )
+
+    def _verify(self, kind: str, token: str, task_id: str) -> tuple[Any, int | None]:
+        try:
+            body_b64, mac_b64 = token.split(".")
+            body = base64.urlsafe_b64decode(body_b64 + "=" * (-len(body_b64) % 4))
+            mac = base64.urlsafe_b64decode(mac_b64 + "=" * (-len(mac_b64) % 4))
+        except ValueError:
+            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} is malformed", kind) from None
+        expected = hmac.new(self.secret.encode(), body, hashlib.sha256).digest()[:16]
+        if not hmac.compare_digest(mac, expected):
+            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} signature does not match", kind)
+        data = orjson.loads(body)
+        if data.get("k") != kind or data.get("t") != task_id:
+            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} belongs to another task", kind)
+        return data.get("v"), data.get("e")
+
+    # ---------------------------------------------------------------- serving
+
+    def handle(self, raw: bytes, token: str | None) -> Response:
+        """Answer one batch request (the router calls this)."""
+        if not token or not hmac.compare_digest(token.encode(), self.token.encode()):
+            return _error(401, "UNAUTHORIZED", "X-Internal-Service-Token is missing or wrong")
+        try:
+            req = BatchRequest.model_validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            return _error(422, "INVALID_REQUEST", f"{loc}: {first.get('msg')}", loc or None)
+        if self.fetch is None:
+            return _error(501, "NOT_IMPLEMENTED", f"{self.export_type} has no fetch function")
+        try:
+            cursor = snapshot = None
+            if req.cursor is not None:
+                cursor, _ = self._verify("cursor", req.cursor, req.taskId)
+            if req.snapshotToken is not None:
+                snapshot, expires = self._verify("snapshot", req.snapshotToken, req.taskId)
+                if expires is not None and expires < time.time():
+                    raise ProviderFault(410, "SNAPSHOT_EXPIRED", "the snapshot token has expired", "snapshotToken")
+            page = self.fetch(req, cursor, snapshot)
+        except ProviderFault as fault:
+            return _error(fault.status, fault.code, fault.message, fault.field)
+        except Exception:
+            log.exception("provider %s failed", self.export_type)
+            return _error(500, "PROVIDER_ERROR", "the provider failed; try again later")
+        first = req.cursor is None
+        snapshot_value = page.snapshot if first else snapshot
+        snapshot_token = req.snapshotToken
+        if first and snapshot_value is not None:
+            snapshot_token = self._sign(
+                "snapshot", snapshot_value, req.taskId, int(time.time()) + self.snapshot_ttl_seconds
+            )
+        body: dict[str, Any] = {
+            "schemaVersion": self.schema_version,
+            "schemaHash": self._hash,
+            "snapshotToken": snapshot_token,
+            "rows": page.rows,
+            "nextCursor": (
+                self._sign("cursor", page.next_cursor, req.taskId)
+                if page.has_more and page.next_cursor is not None
+                else None
+            ),
+            "hasMore": page.has_more,
+            "totalRows": page.total_rows,
+        }
+        if first:
+            body["columns"] = [c.as_json() for c in self.columns]
+        try:
+            # orjson writes date and datetime as ISO 8601 itself; Decimal goes to _default.
+            payload = orjson.dumps(body, default=_default)
+        except TypeError as exc:
+            log.error("provider %s produced a value it cannot send: %s", self.export_type, exc)
+            return _error(500, "PROVIDER_ERROR", f"the provider produced an invalid value: {exc}")
+        return Response(payload, media_type="application/json")
+
+    def router(self) -> APIRouter:
+        """A FastAPI router with the batch endpoint, to ``include_router``."""
+        router = APIRouter(tags=["providers"], include_in_schema=False)
+
+        @router.post(self.path)
+        async def batches(request: Request) -> Response:
+            raw = await request.body()
+            return await _run_sync(self.handle, raw, request.headers.get("x-internal-service-token"))
+
+        return router
+
+
+async def _run_sync(fn: Callable[..., Response], *args: Any) -> Response:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(fn, *args)
