@@ -41,7 +41,7 @@ def mount_samples(
         from providers import tpch
         from providers.samples import sample_router
 
-        engine = make_engine(settings.resolved_database_url, immediate=False)
+        engine = make_engine(settings.resolved_sample_database_url, immediate=False)
         if settings.load_sample_data:
             tpch.ensure_loaded(engine, settings.sample_scale, settings.data_dir, progress=progress)
         secret = load_or_create_secret(settings.data_dir / "provider-secret.txt")

@@ -190,7 +190,7 @@ class ExportRun:
             trace_id=self.task["trace_id"],
         )
         max_rows = etype.max_rows
-        max_bytes = int(settings.task.max_file_size_mb * 1024 * 1024)
+        max_bytes = settings.file_size_cap_bytes
         stream = self.ctx.storage.open_write(self.object_key)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
         try:

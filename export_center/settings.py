@@ -75,7 +75,7 @@ class TaskSettings(BaseModel):
     max_attempts: int = 3
     retry_backoff_seconds: list[float] = Field(default_factory=lambda: [60.0, 900.0])
     retry_jitter: float = 0.2
-    max_file_size_mb: float = 50.0
+    max_file_size_mb: float | None = None
     retention_days: float = 7.0
     progress_every_seconds: float = 1.0
     time_zone: str = "UTC"
@@ -134,6 +134,7 @@ class Settings(BaseSettings):
     mount_sample_providers: bool = True
     load_sample_data: bool = True
     sample_scale: float = 0.27
+    sample_database_url: str | None = None
     export_types_file: Path | None = None
     provider_allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
     topic_prefix: str = ""
@@ -157,6 +158,21 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'export-center.db').resolve()}"
+
+    @property
+    def resolved_sample_database_url(self) -> str:
+        """Where the sample providers read TPC-H data: the setting, else the main database."""
+        return self.sample_database_url or self.resolved_database_url
+
+    @property
+    def file_size_cap_bytes(self) -> int:
+        """File size cap enforced while writing: the setting, else 50 MB in production
+        (seed 002 §11) and 512 MB for the embedded default, whose sample exports of all
+        405,000 orders make a 63 MB CSV."""
+        mb = self.task.max_file_size_mb
+        if mb is None:
+            mb = 50.0 if self.environment == "production" else 512.0
+        return int(mb * 1024 * 1024)
 
     @property
     def files_dir(self) -> Path:

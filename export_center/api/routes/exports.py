@@ -25,6 +25,7 @@ from export_center.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    RequestError,
     TooManyActiveTasks,
     Unauthorized,
     ValidationFailed,
@@ -253,7 +254,8 @@ def download(
     """Download the file: with a bearer token, redirect to a signed link; with a link, the file."""
     unknown = set(request.query_params) - {"expires", "signature", "user"}
     if unknown:
-        raise ValidationFailed(
+        # Files are named by the task only; a client-given name is refused (CASES E33).
+        raise RequestError(
             f"unknown query parameter {sorted(unknown)[0]!r}", code="UNKNOWN_PARAMETER",
             field=sorted(unknown)[0],
         )

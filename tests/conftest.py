@@ -1,0 +1,134 @@
+"""Shared fixtures: databases (SQLite and MariaDB), the TPC-H sample, a running stack.
+
+Every integration test that takes ``db_url`` runs twice: on a fresh SQLite file and
+on a fresh MariaDB database. Without ``EXPORT_CENTER_TEST_MARIADB_URL`` the MariaDB
+half is skipped locally but FAILS when ``CI`` is set (a missing service must never
+pass silently).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from tests.helpers import Stack
+
+SAMPLE_SCALE = 0.01  # 15,000 orders, 1,500 customers
+
+
+def mariadb_base_url() -> str:
+    """The MariaDB URL from the environment, or skip (locally) / fail (CI)."""
+    url = os.environ.get("EXPORT_CENTER_TEST_MARIADB_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("EXPORT_CENTER_TEST_MARIADB_URL is not set: MariaDB tests must run in CI")
+        pytest.skip("EXPORT_CENTER_TEST_MARIADB_URL is not set (run scripts/test.sh)")
+    return url
+
+
+def _fresh_mariadb(prefix: str) -> tuple[str, Callable[[], None]]:
+    base = make_url(mariadb_base_url())
+    name = f"export_center_{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    admin.dispose()
+
+    def drop() -> None:
+        eng = create_engine(base)
+        with eng.begin() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        eng.dispose()
+
+    return base.set(database=name).render_as_string(hide_password=False), drop
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each dialect (migrations not yet run)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'export-center.db'}"
+        return
+    url, drop = _fresh_mariadb("t")
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def dialect(db_url: str) -> str:
+    """``sqlite`` or ``mariadb`` for the current ``db_url``."""
+    return "sqlite" if db_url.startswith("sqlite") else "mariadb"
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir holding the generated TPC-H CSV files of the test scale."""
+    from providers import tpch
+
+    data = Path(os.environ.get("EXPORT_CENTER_TEST_SAMPLE_DIR", tmp_path_factory.mktemp("tpch")))
+    tpch.generate(SAMPLE_SCALE, data)
+    return data
+
+
+_SAMPLES: dict[str, str] = {}
+
+
+def sample_url(dialect: str, sample_dir: Path) -> str:
+    """A database with the TPC-H sample loaded, one per dialect per session."""
+    if dialect in _SAMPLES:
+        return _SAMPLES[dialect]
+    from export_center.db import make_engine
+    from providers import tpch
+
+    if dialect == "sqlite":
+        url = f"sqlite:///{sample_dir / 'sample.db'}"
+    else:
+        url = make_url(mariadb_base_url()).set(database="export_center_sample").render_as_string(
+            hide_password=False
+        )
+        admin = create_engine(make_url(mariadb_base_url()))
+        with admin.begin() as conn:
+            conn.execute(text("CREATE DATABASE IF NOT EXISTS export_center_sample CHARACTER SET utf8mb4"))
+        admin.dispose()
+    engine = make_engine(url, immediate=False)
+    tpch.ensure_loaded(engine, SAMPLE_SCALE, sample_dir)
+    engine.dispose()
+    _SAMPLES[dialect] = url
+    return url
+
+
+@pytest.fixture
+def make_stack(
+    db_url: str, dialect: str, sample_dir: Path, tmp_path: Path
+) -> Iterator[Callable[..., Stack]]:
+    """Factory for a running embedded stack on loopback; stops them all at teardown."""
+    stacks: list[Stack] = []
+
+    def factory(**overrides: Any) -> Stack:
+        stack = Stack.start(
+            data_dir=tmp_path / f"data{len(stacks)}",
+            database_url=db_url,
+            sample_database_url=sample_url(dialect, sample_dir),
+            overrides=overrides,
+        )
+        stacks.append(stack)
+        return stack
+
+    yield factory
+    for stack in reversed(stacks):
+        stack.stop()
+
+
+@pytest.fixture
+def stack(make_stack: Callable[..., Stack]) -> Stack:
+    """One running stack with default test settings."""
+    return make_stack()

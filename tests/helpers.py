@@ -1,0 +1,125 @@
+"""Test helpers: a running stack, tokens, polling and file readers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openpyxl
+
+from export_center.auth import issue_token
+from export_center.embedded import ServerThread, build_app, free_port
+from export_center.runtime import Runtime
+from export_center.settings import Settings
+
+TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
+ORDERS_PERMISSION = "export:orders:create"
+
+
+def stack_settings(**values: Any) -> Settings:
+    """Settings for tests: fast loops, short heartbeats, nothing from the environment."""
+    data: dict[str, Any] = {
+        "environment": "test",
+        "instance_id": "test-instance",
+        "publisher": {"loop_seconds": 0.05},
+        "consumer": {"concurrency": 2},
+        "task": {"heartbeat_seconds": 1.0, "lease_seconds": 30, "progress_every_seconds": 0.0,
+                 "retry_backoff_seconds": [0.5, 1.0], "retry_jitter": 0.0},
+        "provider": {"request_attempts": 3},
+        "limits": {"max_active_per_user": 50, "max_active_per_type": 50},
+        "load_sample_data": False,
+    }
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return Settings.model_validate(data)
+
+
+@dataclass
+class Stack:
+    """An embedded export center serving on a free loopback port."""
+
+    settings: Settings
+    server: ServerThread
+    url: str
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, *, data_dir: Path, database_url: str, sample_database_url: str,
+              overrides: dict[str, Any]) -> Stack:
+        settings = stack_settings(data_dir=data_dir, database_url=database_url,
+                                 sample_database_url=sample_database_url, **overrides)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = ServerThread(build_app(settings, self_url=url), "127.0.0.1", port)
+        server.start(timeout=120)
+        return cls(settings, server, url)
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.server.server.config.app.state.runtime  # type: ignore[no-any-return]
+
+    def token(self, user: str = "alice", tenant: str = "t1", *, perms: list[str] | None = None,
+              app_code: str = "PLATFORM", ttl: int = 3600) -> str:
+        return issue_token(self.settings.jwt_secret, user=user, tenant=tenant, app_code=app_code,
+                           permissions=[ORDERS_PERMISSION] if perms is None else perms,
+                           ttl_seconds=ttl)
+
+    def client(self, user: str | None = "alice", tenant: str = "t1", **kw: Any) -> httpx.Client:
+        headers = {"authorization": f"Bearer {self.token(user, tenant, **kw)}"} if user else {}
+        client = httpx.Client(base_url=self.url, headers=headers, timeout=60)
+        self.clients.append(client)
+        return client
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.server.stop()
+
+
+def create(client: httpx.Client, fmt: str = "csv", **body: Any) -> httpx.Response:
+    payload = {"exportType": "ORDERS", "format": fmt, "taskName": "orders", "parameters": {}}
+    payload.update(body)
+    return client.post("/api/v1/exports", json=payload)
+
+
+def wait_state(client: httpx.Client, task_id: str, states: set[str] | None = None,
+               timeout: float = 120.0) -> dict[str, Any]:
+    """Poll a task until its state is in ``states`` (default: any terminal state)."""
+    states = states or TERMINAL
+    deadline = time.monotonic() + timeout
+    detail: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        detail = client.get(f"/api/v1/exports/{task_id}").json()
+        if detail.get("state") in states:
+            return detail
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not reach {states} in {timeout}s: {detail}")
+
+
+def download(client: httpx.Client, detail: dict[str, Any]) -> bytes:
+    response = client.get(detail["downloadUrl"])
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def read_csv(data: bytes) -> list[list[str]]:
+    assert data[:3] == b"\xef\xbb\xbf"
+    return list(csv.reader(io.StringIO(data[3:].decode("utf-8"), newline="")))
+
+
+def read_xlsx(data: bytes) -> list[list[Any]]:
+    wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
+    rows: list[list[Any]] = []
+    for ws in wb.worksheets:
+        sheet_rows = [list(r) for r in ws.iter_rows(values_only=True)]
+        rows.extend(sheet_rows if not rows else sheet_rows[1:])
+    wb.close()
+    return rows
