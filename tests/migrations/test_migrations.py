@@ -1,0 +1,98 @@
+"""Migrations: one head, upgrade/downgrade with data, models == migrations, sql/ current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import func, insert, inspect, select, text
+
+from export_center.db import db_now, make_engine
+from export_center.models import Base, ExportTask, ExportTaskGuard
+from export_center.runtime import alembic_config, upgrade_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_single_head():
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert len(script.get_heads()) == 1
+
+
+def test_upgrade_downgrade_with_data(db_url):
+    from alembic import command
+
+    engine = make_engine(db_url)
+    upgrade_database(engine)
+    with engine.begin() as conn:
+        assert conn.execute(select(ExportTaskGuard.__table__.c.id)).scalar_one() == "GLOBAL_CREATE"
+        conn.execute(insert(ExportTask.__table__).values(
+            task_no="exp_01J8Z4K2000000000000000000", export_type="ORDERS", format="CSV",
+            task_name="x", parameters_json="{}", parameters_hash="0" * 64, tenant_id="t",
+            app_code="PLATFORM", requested_by="u", status="PENDING", phase="queued",
+            processed_rows=0, dispatch_version=1, attempt_count=0, max_attempts=3,
+            next_retry_at=db_now(), cancel_requested=False, trace_id="t" * 32,
+            requested_at=db_now(), updated_at=db_now()))
+    upgrade_database(engine)  # idempotent: the row survives a second upgrade
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(ExportTask.__table__)).scalar() == 1
+        cfg = alembic_config(db_url)
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "base")
+        conn.commit()
+    assert not {"export_task", "export_outbox", "export_task_guard"} & set(inspect(engine).get_table_names())
+    upgrade_database(engine)
+    assert {"export_task", "export_outbox", "export_task_guard"} <= set(inspect(engine).get_table_names())
+    engine.dispose()
+
+
+def test_models_equal_migrations(db_url):
+    engine = make_engine(db_url)
+    upgrade_database(engine)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diff == []
+
+
+@pytest.mark.mariadb
+def test_reference_mysql_ddl_equals_alembic_head():
+    from tests.conftest import mariadb_base_url
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dump_schema", ROOT / "scripts" / "dump_schema.py")
+    dump = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dump)
+    committed = (ROOT / "sql" / "mysql" / "schema.sql").read_text()
+    assert dump.with_scratch_database(mariadb_base_url(), dump.render) == committed, (
+        "sql/mysql/schema.sql is stale: run python scripts/dump_schema.py"
+    )
+
+    def created_by_file(url: str) -> dict[str, str]:
+        engine = make_engine(url)
+        with engine.begin() as conn:
+            for statement in committed.split(";\n"):
+                body = "\n".join(l for l in statement.splitlines() if not l.startswith("--")).strip()
+                if body:
+                    conn.execute(text(body))
+            out = {t: conn.execute(text(f"SHOW CREATE TABLE `{t}`")).one()[1] for t in dump.TABLES}
+            out["guard"] = conn.execute(text("SELECT id FROM export_task_guard")).scalar_one()
+        engine.dispose()
+        return out
+
+    def created_by_alembic(url: str) -> dict[str, str]:
+        engine = make_engine(url)
+        upgrade_database(engine)
+        with engine.connect() as conn:
+            out = {t: conn.execute(text(f"SHOW CREATE TABLE `{t}`")).one()[1] for t in dump.TABLES}
+            out["guard"] = conn.execute(text("SELECT id FROM export_task_guard")).scalar_one()
+        engine.dispose()
+        return out
+
+    from_file = dump.with_scratch_database(mariadb_base_url(), created_by_file)
+    from_alembic = dump.with_scratch_database(mariadb_base_url(), created_by_alembic)
+    assert from_file == from_alembic
