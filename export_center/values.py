@@ -1,0 +1,341 @@
+"""Turn provider JSON values into typed Python values, one column type at a time.
+
+The provider contract (DESIGN.md "Provider contract") sends DECIMAL values as JSON
+strings ("182210.40") and DATE/DATETIME values as ISO 8601 strings, so that no value
+passes through a float. This module is the single place where those JSON values become
+the typed values the file writers expect:
+
+=========  ==========================================  ==========================
+type       accepted JSON values                        Python value
+=========  ==========================================  ==========================
+STRING     string; number/boolean (-> their JSON text)  ``str``
+INTEGER    integer; string of digits ("-12"); integral  ``int`` (exact, any size)
+           float up to 2**53
+DECIMAL    numeric string ("182210.40", "-1.5E-3");     ``decimal.Decimal``
+           integer; finite float (via ``repr``)
+BOOLEAN    true/false; "true"/"false" (any case)        ``bool``
+DATE       "YYYY-MM-DD"                                 ``datetime.date``
+DATETIME   ISO 8601, with or without offset, "Z" ok     aware ``datetime.datetime``
+=========  ==========================================  ==========================
+
+``None`` (JSON null) stays ``None`` for every type. Anything else raises
+:class:`InvalidValue`; the caller adds the row number to the message.
+
+Policies:
+    * Big integers stay exact (CASES E04): ``json.loads`` keeps them as ``int`` and no
+      step here goes through ``float``.
+    * NaN, Infinity and -Infinity are rejected for DECIMAL (CASES E15: Excel has no such
+      numbers), as are decimals with more than 38 significant digits or an exponent
+      outside [-38, 38] (the range of SQL ``DECIMAL(38, s)``).
+    * A naive DATETIME means UTC (CASES E13 policy); the returned datetime is always
+      timezone-aware, and the writers convert it to the export time zone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from export_center.columns import Column, ColumnType
+
+__all__ = [
+    "MAX_DECIMAL_DIGITS",
+    "MAX_DECIMAL_EXPONENT",
+    "Converter",
+    "InvalidValue",
+    "coerce",
+    "make_converters",
+]
+
+MAX_DECIMAL_DIGITS = 38
+"""Most significant digits a DECIMAL value may have (SQL ``DECIMAL(38, s)``)."""
+
+MAX_DECIMAL_EXPONENT = 38
+"""Largest absolute decimal exponent accepted (``1E+38`` is fine, ``1E+39`` is not)."""
+
+_MAX_EXACT_FLOAT_INT = 2**53
+"""Integral floats up to this magnitude are exact and accepted for INTEGER columns."""
+
+Converter = Callable[[Any], Any]
+"""One column's converter: JSON value -> typed Python value (or raises InvalidValue)."""
+
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_DATETIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]{1,9})?)?"
+    r"(?:[Zz]|[+-][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2})?)?)?)?\Z"
+)
+_UTC = _dt.UTC
+
+
+class InvalidValue(ValueError):
+    """A provider value that does not fit its column type.
+
+    Args:
+        message: what is wrong, e.g. ``"not a finite decimal: 'NaN'"``.
+        column: the column key, or None when the column is not known (``coerce``).
+
+    Attributes:
+        column: the column key (str) or None.
+        message: the message; ``str(error)`` is the message alone, so that the caller
+            can say ``f"row {n}, column {error.column}: {error}"``.
+    """
+
+    def __init__(self, message: str, column: str | None = None):
+        self.message = message
+        self.column = column
+        super().__init__(message)
+
+
+def _describe(value: Any) -> str:
+    """Short repr of a bad value for an error message (at most ~60 characters)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- STRING -------------------------------------------------------------------------
+
+
+def _to_string(value: Any) -> str | None:
+    """STRING: str as is; numbers and booleans become their JSON text."""
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValue(f"not a finite number: {_describe(value)}")
+        return json.dumps(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise InvalidValue(f"not a finite number: {_describe(value)}")
+        return format(value, "f")
+    raise InvalidValue(f"expected a string, got {type(value).__name__}: {_describe(value)}")
+
+
+# --- INTEGER ------------------------------------------------------------------------
+
+
+def _to_integer(value: Any) -> int | None:
+    """INTEGER: int, a string of digits, or an exactly representable integral float."""
+    if value is None:
+        return None
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        raise InvalidValue(f"expected an integer, got a boolean: {value!r}")
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        if not _INT_RE.match(value):
+            raise InvalidValue(f"not an integer: {_describe(value)}")
+        try:
+            return int(value)
+        except ValueError as exc:  # more digits than sys.get_int_max_str_digits()
+            raise InvalidValue(f"integer too long: {len(value)} characters") from exc
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) <= _MAX_EXACT_FLOAT_INT:
+            return int(value)
+        raise InvalidValue(f"not an exact integer: {_describe(value)}")
+    if isinstance(value, Decimal):
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        raise InvalidValue(f"not an integer: {_describe(value)}")
+    raise InvalidValue(f"expected an integer, got {type(value).__name__}: {_describe(value)}")
+
+
+# --- DECIMAL ------------------------------------------------------------------------
+
+
+def _checked_decimal(number: Decimal, original: Any) -> Decimal:
+    """Reject non-finite decimals and those outside 38 digits / exponent +-38 (E15)."""
+    if not number.is_finite():
+        raise InvalidValue(f"not a finite decimal: {_describe(original)}")
+    sign, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    if len(digits) > MAX_DECIMAL_DIGITS:
+        raise InvalidValue(
+            f"decimal has {len(digits)} digits, more than {MAX_DECIMAL_DIGITS}: "
+            f"{_describe(original)}"
+        )
+    if abs(exponent) > MAX_DECIMAL_EXPONENT or number.adjusted() > MAX_DECIMAL_EXPONENT:
+        raise InvalidValue(f"decimal exponent out of range: {_describe(original)}")
+    return number
+
+
+def _to_decimal(value: Any) -> Decimal | None:
+    """DECIMAL: numeric string, int, finite float (via repr) or Decimal."""
+    if value is None:
+        return None
+    if type(value) is str:
+        if not _DECIMAL_RE.match(value):  # also rejects "NaN", "Infinity", "1_0", " 1"
+            raise InvalidValue(f"not a decimal number: {_describe(value)}")
+        if len(value) > 120:
+            raise InvalidValue(f"decimal text too long: {len(value)} characters")
+        try:
+            number = Decimal(value)
+        except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+            raise InvalidValue(f"not a decimal number: {_describe(value)}") from exc
+        return _checked_decimal(number, value)
+    if isinstance(value, bool):
+        raise InvalidValue(f"expected a decimal, got a boolean: {value!r}")
+    if isinstance(value, int):
+        return _checked_decimal(Decimal(int(value)), value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValue(f"not a finite decimal: {_describe(value)}")
+        return _checked_decimal(Decimal(repr(value)), value)
+    if isinstance(value, Decimal):
+        return _checked_decimal(value, value)
+    if isinstance(value, str):
+        return _to_decimal(str(value))
+    raise InvalidValue(f"expected a decimal, got {type(value).__name__}: {_describe(value)}")
+
+
+# --- BOOLEAN ------------------------------------------------------------------------
+
+_BOOL_TEXT = {"true": True, "false": False}
+
+
+def _to_boolean(value: Any) -> bool | None:
+    """BOOLEAN: true/false, or the strings "true"/"false" in any letter case."""
+    if value is None or type(value) is bool:
+        return value
+    if isinstance(value, str):
+        found = _BOOL_TEXT.get(value.lower())
+        if found is not None:
+            return found
+    raise InvalidValue(f"expected a boolean, got {_describe(value)}")
+
+
+# --- DATE / DATETIME ----------------------------------------------------------------
+
+
+def _to_date(value: Any) -> _dt.date | None:
+    """DATE: ISO "YYYY-MM-DD" (a ``date`` that is not a ``datetime`` passes through)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if _DATE_RE.match(value):
+            try:
+                return _dt.date.fromisoformat(value)
+            except ValueError:
+                pass
+        raise InvalidValue(f"not an ISO date (YYYY-MM-DD): {_describe(value)}")
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value
+    raise InvalidValue(f"expected a date, got {type(value).__name__}: {_describe(value)}")
+
+
+def _aware(moment: _dt.datetime) -> _dt.datetime:
+    """Attach UTC to a naive datetime (CASES E13 policy: naive means UTC)."""
+    return moment.replace(tzinfo=_UTC) if moment.tzinfo is None else moment
+
+
+def _to_datetime(value: Any) -> _dt.datetime | None:
+    """DATETIME: ISO 8601 text with or without offset ("Z" accepted); naive -> UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if _DATETIME_RE.match(value):
+            text = value
+            if text[-1] in "Zz":
+                text = text[:-1] + "+00:00"
+            try:
+                return _aware(_dt.datetime.fromisoformat(text))
+            except ValueError:
+                pass
+        raise InvalidValue(f"not an ISO 8601 date-time: {_describe(value)}")
+    if isinstance(value, _dt.datetime):
+        return _aware(value)
+    raise InvalidValue(f"expected a date-time, got {type(value).__name__}: {_describe(value)}")
+
+
+_CONVERTERS: dict[ColumnType, Converter] = {
+    ColumnType.STRING: _to_string,
+    ColumnType.INTEGER: _to_integer,
+    ColumnType.DECIMAL: _to_decimal,
+    ColumnType.BOOLEAN: _to_boolean,
+    ColumnType.DATE: _to_date,
+    ColumnType.DATETIME: _to_datetime,
+}
+
+
+def coerce(value: Any, column_type: ColumnType | str) -> Any:
+    """Convert one provider JSON value to the typed Python value of its column type.
+
+    Args:
+        value: a value as decoded by ``json.loads`` (str, int, float, bool, None), or
+            an already typed value (``Decimal``, ``date``, ``datetime``).
+        column_type: the declared type of the column (``ColumnType`` or its name).
+
+    Returns:
+        ``None`` for None; otherwise ``str``, ``int``, ``Decimal``, ``bool``,
+        ``datetime.date`` or a timezone-aware ``datetime.datetime`` (see module table).
+
+    Raises:
+        InvalidValue: the value does not fit the type (``.column`` is None here).
+        ValueError: ``column_type`` is not a known column type.
+    """
+    return _CONVERTERS[ColumnType(column_type)](value)
+
+
+_PASS_THROUGH: dict[ColumnType, type] = {
+    ColumnType.STRING: str,
+    ColumnType.INTEGER: int,
+    ColumnType.BOOLEAN: bool,
+}
+"""Per type, the Python type whose values are already final (checked with ``type() is``)."""
+
+
+def _bind(column_type: ColumnType, key: str) -> Converter:
+    """Build the converter of one column: fast path, then the type's converter.
+
+    Args:
+        column_type: the column's type.
+        key: the column key put into ``InvalidValue.column``.
+    """
+    convert = _CONVERTERS[column_type]
+    final = _PASS_THROUGH.get(column_type, type(None))
+
+    def convert_column(value: Any) -> Any:
+        if value is None or type(value) is final:
+            return value
+        try:
+            return convert(value)
+        except InvalidValue as exc:
+            raise InvalidValue(exc.message, key) from None
+
+    return convert_column
+
+
+def make_converters(columns: Sequence[Column]) -> list[Converter]:
+    """Build one converter per column, in column order, for converting many rows.
+
+    Each converter takes a JSON value and returns the typed value exactly as
+    :func:`coerce` does for the column's type, with a fast path for values already of
+    the target type; an :class:`InvalidValue` it raises carries the column key.
+
+    Typical use (the caller adds the row number to errors)::
+
+        converters = make_converters(columns)
+        typed = {c.key: conv(row.get(c.key)) for c, conv in zip(columns, converters)}
+
+    Args:
+        columns: the export's columns.
+
+    Returns:
+        A list of callables ``value -> typed value``, one per column.
+    """
+    return [_bind(ColumnType(column.type), column.key) for column in columns]

@@ -1,0 +1,224 @@
+"""Provider JSON values -> typed Python values (export_center.values)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pytest
+
+from export_center.columns import Column, ColumnType
+from export_center.values import InvalidValue, coerce, make_converters
+
+UTC = dt.UTC
+PLUS8 = dt.timezone(dt.timedelta(hours=8))
+
+
+@pytest.mark.parametrize("column_type", list(ColumnType))
+def test_none_stays_none(column_type: ColumnType) -> None:
+    assert coerce(None, column_type) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("abc", "abc"),
+        ("", ""),
+        ("000123", "000123"),
+        (9912140633506421, "9912140633506421"),
+        (-5, "-5"),
+        (1.5, "1.5"),
+        (True, "true"),
+        (False, "false"),
+    ],
+)
+def test_string_accepts_text_and_json_scalars(value: object, expected: str) -> None:
+    assert coerce(value, ColumnType.STRING) == expected
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1], float("nan")])
+def test_string_rejects_objects_and_nan(value: object) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(value, ColumnType.STRING)
+
+
+def test_e04_big_integers_stay_exact_from_raw_json() -> None:
+    # CASES E04: unquoted 16-18 digit numbers in the provider's JSON.
+    raw = '{"order_id":9912140633506421,"big":568883383628111872,"n":999999999999999}'
+    row = json.loads(raw)
+    assert coerce(row["order_id"], ColumnType.INTEGER) == 9912140633506421
+    assert coerce(row["big"], ColumnType.INTEGER) == 568883383628111872
+    assert coerce(row["n"], ColumnType.INTEGER) == 999999999999999
+    assert coerce("12345678901234567890123", ColumnType.INTEGER) == 12345678901234567890123
+
+
+@pytest.mark.parametrize(("value", "expected"), [("42", 42), ("-7", -7), ("+3", 3), (4.0, 4)])
+def test_integer_accepts_digit_strings_and_integral_floats(value: object, expected: int) -> None:
+    assert coerce(value, ColumnType.INTEGER) == expected
+    assert type(coerce(value, ColumnType.INTEGER)) is int
+
+
+@pytest.mark.parametrize(
+    "value", ["4.5", "1e3", " 1", "1_000", "", "abc", 4.5, 2.0**60, True, float("inf")]
+)
+def test_integer_rejects_non_integers(value: object) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(value, ColumnType.INTEGER)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("182210.40", Decimal("182210.40")),
+        ("-5.00", Decimal("-5.00")),
+        ("0.00000001", Decimal("0.00000001")),
+        ("1E+38", Decimal("1E+38")),
+        (".5", Decimal("0.5")),
+        (7, Decimal(7)),
+        (0.1, Decimal("0.1")),  # via repr, not the binary expansion
+        (Decimal("1.10"), Decimal("1.10")),
+    ],
+)
+def test_decimal_accepts_strings_ints_and_finite_floats(value: object, expected: Decimal) -> None:
+    result = coerce(value, ColumnType.DECIMAL)
+    assert type(result) is Decimal
+    assert result == expected
+    assert str(result) == str(expected)  # the scale is kept
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "NaN",
+        "nan",
+        "Infinity",
+        "-Infinity",
+        "sNaN",
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        Decimal("NaN"),
+        Decimal("Infinity"),
+        "1e400",  # CASES E15: json.loads turns 1e400 into inf; as text it is out of range
+        "1E+39",
+        "1" * 39,
+        "0." + "0" * 38 + "1",
+        "1 000",
+        "1,5",
+        "",
+        True,
+    ],
+)
+def test_e15_decimal_rejects_non_finite_and_out_of_range(value: object) -> None:
+    with pytest.raises(InvalidValue) as caught:
+        coerce(value, ColumnType.DECIMAL)
+    assert caught.value.message
+    assert caught.value.column is None
+
+
+def test_e15_raw_json_nan_and_infinity_are_rejected() -> None:
+    rows = json.loads('[{"v":NaN},{"v":Infinity},{"v":1e400}]')
+    for row in rows:
+        with pytest.raises(InvalidValue):
+            coerce(row["v"], ColumnType.DECIMAL)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (False, False), ("true", True), ("false", False), ("TRUE", True)],
+)
+def test_boolean(value: object, expected: bool) -> None:
+    assert coerce(value, ColumnType.BOOLEAN) is expected
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", "", "t"])
+def test_boolean_rejects_others(value: object) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(value, ColumnType.BOOLEAN)
+
+
+def test_date() -> None:
+    assert coerce("2024-03-01", ColumnType.DATE) == dt.date(2024, 3, 1)
+    assert coerce("1900-03-01", ColumnType.DATE) == dt.date(1900, 3, 1)
+    assert coerce(dt.date(2024, 1, 2), ColumnType.DATE) == dt.date(2024, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "value", ["2024-02-30", "20240301", "2024-03-01T00:00:00", "2024-W09-5", 20240301]
+)
+def test_date_rejects_others(value: object) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(value, ColumnType.DATE)
+
+
+def test_e13_datetimes_are_aware_and_naive_means_utc() -> None:
+    # CASES E13 inputs: with offset, with Z, and naive (documented as UTC).
+    with_offset = coerce("2024-03-01T12:00:00+08:00", ColumnType.DATETIME)
+    zulu = coerce("2024-03-01T04:00:00Z", ColumnType.DATETIME)
+    naive = coerce("2024-03-01T12:00:00", ColumnType.DATETIME)
+    assert with_offset == zulu
+    assert with_offset.utcoffset() == dt.timedelta(hours=8)
+    assert naive == dt.datetime(2024, 3, 1, 12, tzinfo=UTC)
+    assert naive.tzinfo is not None
+
+
+def test_datetime_keeps_microseconds_and_accepts_python_datetimes() -> None:
+    value = coerce("2024-01-31T23:59:59.999600+08:00", ColumnType.DATETIME)
+    assert value == dt.datetime(2024, 1, 31, 23, 59, 59, 999600, tzinfo=PLUS8)
+    assert coerce(dt.datetime(2024, 1, 1), ColumnType.DATETIME).tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "value", ["2024-03-01T25:00:00", "yesterday", "2024-03-01T12:00:00+25:00", 0]
+)
+def test_datetime_rejects_others(value: object) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(value, ColumnType.DATETIME)
+
+
+def test_coerce_accepts_type_names() -> None:
+    assert coerce("5", "INTEGER") == 5
+    with pytest.raises(ValueError):
+        coerce("5", "MONEY")
+
+
+def test_make_converters_names_the_column_and_keeps_the_message() -> None:
+    columns = [
+        Column("id", "Id", ColumnType.INTEGER),
+        Column("amount", "Amount", ColumnType.DECIMAL),
+        Column("name", "Name", ColumnType.STRING),
+    ]
+    converters = make_converters(columns)
+    assert [conv(v) for conv, v in zip(converters, [5, "1.50", "x"], strict=True)] == [
+        5,
+        Decimal("1.50"),
+        "x",
+    ]
+    with pytest.raises(InvalidValue) as caught:
+        converters[1]("NaN")
+    assert caught.value.column == "amount"
+    assert str(caught.value) == caught.value.message
+    assert "NaN" in caught.value.message
+
+
+def test_make_converters_fast_path_matches_coerce() -> None:
+    columns = [Column(t.value.lower(), t.value, t) for t in ColumnType]
+    converters = make_converters(columns)
+    samples = {
+        ColumnType.STRING: [7, "x", True],
+        ColumnType.INTEGER: [7, "8", True],
+        ColumnType.DECIMAL: ["1.5", 2, "x"],
+        ColumnType.BOOLEAN: [True, "false", 1],
+        ColumnType.DATE: ["2024-01-02", "bad"],
+        ColumnType.DATETIME: ["2024-01-02T03:04:05", "bad"],
+    }
+    for column, convert in zip(columns, converters, strict=True):
+        for value in samples[column.type]:
+            try:
+                expected = coerce(value, column.type)
+            except InvalidValue:
+                with pytest.raises(InvalidValue):
+                    convert(value)
+            else:
+                assert convert(value) == expected
