@@ -1,0 +1,69 @@
+"""Streaming export file writers (DESIGN.md "Files").
+
+``open_writer`` picks the writer for a format; both writers take typed Python values
+(see ``export_center.values``) batch by batch, enforce the file size cap while
+writing and never close the stream they write to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import BinaryIO, Literal
+
+from export_center.columns import Column
+from export_center.writers.base import CountingStream, ExportWriter, WriterStats
+from export_center.writers.csv import CsvWriter
+from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
+
+__all__ = [
+    "CountingStream",
+    "CsvWriter",
+    "ExportWriter",
+    "WriterStats",
+    "XlsxWriter",
+    "open_writer",
+]
+
+
+def open_writer(
+    fmt: Literal["csv", "xlsx"] | str,
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str = "UTC",
+    max_bytes: int | None = None,
+    sheet_row_limit: int = EXCEL_MAX_ROWS - 1,
+) -> ExportWriter:
+    """Open a streaming writer of one export file.
+
+    Args:
+        fmt: ``"csv"`` or ``"xlsx"`` (case-insensitive, so the task's ``CSV``/``XLSX``
+            format works as is).
+        stream: binary output; the writer writes forward only and never closes it.
+        columns: the export's columns, in file order.
+        time_zone: IANA zone for datetimes (CASES E13), e.g. ``"Asia/Shanghai"``.
+        max_bytes: file size cap in bytes, None for none (DESIGN.md: default 50 MB is
+            the caller's setting); ``errors.FileTooLarge`` is raised while writing.
+        sheet_row_limit: XLSX data rows per sheet (1..1,048,575; CASES E12); ignored
+            for CSV.
+
+    Returns:
+        An ``ExportWriter``: call ``write_rows`` per batch, then ``close()``.
+
+    Raises:
+        ValueError: unknown format, no columns, or a bad ``sheet_row_limit``.
+        zoneinfo.ZoneInfoNotFoundError: unknown time zone.
+        FileTooLarge: ``max_bytes`` is smaller than the file's first bytes.
+    """
+    kind = str(fmt).lower()
+    if kind == "csv":
+        return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+    if kind == "xlsx":
+        return XlsxWriter(
+            stream,
+            columns,
+            time_zone=time_zone,
+            max_bytes=max_bytes,
+            sheet_row_limit=sheet_row_limit,
+        )
+    raise ValueError(f"unknown export format: {fmt!r} (expected 'csv' or 'xlsx')")

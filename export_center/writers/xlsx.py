@@ -1,0 +1,873 @@
+"""Streaming XLSX writer: SpreadsheetML written straight into a ZIP stream.
+
+openpyxl and XlsxWriter are not used for writing: they are several times slower
+(see ``bench/writers_quick.py``), openpyxl turns text starting with ``=`` into
+formulas (CASES E07) and corrupts integers beyond 15 digits (E04). This writer
+renders rows column by column (one list comprehension per column, no call per cell
+on the common paths) into one XML string per chunk of up to 1,000 rows and writes
+each chunk once; a pool thread deflates a chunk while the next one is rendered
+(zlib releases the GIL). Memory stays bounded by one batch (E16).
+
+Cell rules (DESIGN.md "Files", CASES.md):
+
+* STRING: inline strings (``t="inlineStr"``), XML-escaped; never a ``<f>`` element, so
+  text such as ``=cmd|' /C calc'!A0`` stays text (E07). Text starting with
+  ``= + - @`` (or their full-width forms) also gets a ``quotePrefix`` style so Excel
+  never re-evaluates it on edit. Numeric-looking text keeps its leading zeros (E03).
+  An empty string is an empty cell.
+* Characters XML 1.0 cannot carry (``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
+  ``\\x0e-\\x1f``, U+FFFE, U+FFFF, lone surrogates) become U+FFFD, counted in
+  ``replaced_chars``; TAB, LF and CR are kept (CR written as ``&#13;`` so XML
+  parsers do not turn it into LF) (E08).
+* Text longer than 32,767 UTF-16 code units is cut to at most 32,767 units without
+  splitting a surrogate pair, counted in ``truncated_cells`` (E10).
+* Literal ``_xHHHH_`` sequences are written as ``_x005F_xHHHH_`` because Excel decodes
+  ``_xHHHH_`` escapes in cell text (ECMA-376 ST_Xstring). openpyxl does not decode
+  them in inline strings, so it reads such text back with the ``_x005F_`` prefix.
+* INTEGER: a number when it has at most 15 digits, else text (E04: Excel keeps 15
+  significant digits; ``9912140633506421`` becomes text, ``999999999999999`` stays a
+  number). ``bool`` is not treated as an integer.
+* DECIMAL: a number written as exact positional text (``format(d, "f")``) with the
+  number format ``#,##0`` plus one ``0`` per decimal place of the value's own scale
+  (up to 15 places; General beyond); text when it has more than 15 significant
+  digits. NaN/Infinity never reach a cell (E15): empty cell, counted in
+  ``invalid_numbers``.
+* BOOLEAN: ``t="b"`` with 1/0.
+* DATE: Excel serial (1900 date system, days since 1899-12-30) with ``yyyy-mm-dd``;
+  DATETIME: serial with the fraction of the day, truncated to milliseconds (Excel's
+  precision), format ``yyyy-mm-dd hh:mm:ss``. Aware datetimes are converted to the
+  export time zone and made naive (E13); naive ones are written as given. Values
+  before 1900-03-01 (where Excel's serials are off by the fake 1900-02-29) are
+  written as ISO text.
+
+Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
+(capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
+sheet, then a new sheet "Sheet2", ... with the header repeated (E12: no row number
+above 1,048,576).
+
+ZIP policy: the archive is written strictly forward (data descriptors) through a
+non-seekable ``CountingStream`` that enforces the size cap while writing. ZIP64 is
+*not* forced on the worksheet entries by default: Microsoft Excel has been reported
+to reject small entries that carry ZIP64 extra fields in their local headers
+(zlib-ng/minizip-ng#894, duckdb/duckdb-excel#64, kuba--/zip#384). Instead a sheet
+is closed and a new one started before its XML reaches 1.5 GB uncompressed, which
+keeps every entry under the 2 GiB limit of plain ZIP entries. ``force_zip64=True``
+restores ZIP64 entries for callers who prefer them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import math
+import re
+import threading
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
+from typing import Any, BinaryIO
+from xml.sax.saxutils import escape as _xml_escape
+from xml.sax.saxutils import quoteattr as _xml_quoteattr
+from zoneinfo import ZoneInfo
+
+from export_center.columns import Column, ColumnType
+from export_center.writers.base import CountingStream, WriterStats
+
+__all__ = [
+    "EXCEL_MAX_ROWS",
+    "MAX_CELL_UTF16_UNITS",
+    "MAX_NUMERIC_DIGITS",
+    "XlsxWriter",
+    "column_letter",
+    "excel_text",
+]
+
+EXCEL_MAX_ROWS = 1_048_576
+"""Rows per worksheet in Excel, header included (E12)."""
+
+MAX_CELL_UTF16_UNITS = 32_767
+"""Longest cell text Excel accepts, in UTF-16 code units (E10)."""
+
+MAX_NUMERIC_DIGITS = 15
+"""Most significant digits Excel keeps in a number; longer values become text (E04)."""
+
+_NUMERIC_LIMIT = 10**MAX_NUMERIC_DIGITS
+_SAFE_CHARS = MAX_CELL_UTF16_UNITS // 2
+"""A str of at most this many code points is at most 32,766 UTF-16 units long."""
+
+_SHEET_XML_SOFT_LIMIT = 1_500_000_000
+"""Start a new sheet once its uncompressed XML passed this many bytes (ZIP policy)."""
+
+_CHUNK_ROWS = 1_000
+"""Rows rendered into one XML string and written with one call; while one chunk is
+deflated in the pool, the next one is rendered."""
+
+_EXCEL_EPOCH_ORDINAL = _dt.date(1899, 12, 30).toordinal()
+_FIRST_SERIAL_DATE = _dt.date(1900, 3, 1)
+_FIRST_SERIAL_DATETIME = _dt.datetime(1900, 3, 1)
+_MS_PER_DAY = 86_400_000
+
+# Style indices (cellXfs) fixed for every file; decimal styles are added after them.
+_STYLE_HEADER = 1
+_STYLE_QUOTED = 2
+_STYLE_DATE = 3
+_STYLE_DATETIME = 4
+_FIRST_DECIMAL_STYLE = 5
+_FIRST_CUSTOM_NUMFMT = 164
+_DATE_FORMAT = "yyyy-mm-dd"
+_DATETIME_FORMAT = "yyyy-mm-dd hh:mm:ss"
+_MAX_FORMAT_SCALE = 15
+
+_QUOTE_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
+"""First characters that get the ``quotePrefix`` style (E07)."""
+
+_SPACES = frozenset(chr(code) for code in range(0x3001) if chr(code).isspace())
+"""Whitespace characters (``str.isspace``); all of them are below U+3001."""
+
+_PLAIN_FIRST_EXCLUDED = _QUOTE_START | _SPACES
+"""A text whose first character is none of these and whose last character is not a
+space needs neither ``quotePrefix`` nor ``xml:space="preserve"``."""
+
+_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 cannot carry; replaced with U+FFFD (E08)."""
+
+_SPECIAL_RE = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Anything that needs escaping or replacing; text without it is written as is."""
+
+_EXCEL_ESCAPE_RE = re.compile("_(?=x[0-9A-Fa-f]{4}_)")
+"""The ``_`` of a literal ``_xHHHH_`` that Excel would otherwise decode."""
+
+_XML_ENTITIES = {"\r": "&#13;"}
+
+_DEFAULT_WIDTHS = {
+    ColumnType.STRING: 24,
+    ColumnType.INTEGER: 14,
+    ColumnType.DECIMAL: 16,
+    ColumnType.BOOLEAN: 9,
+    ColumnType.DATE: 12,
+    ColumnType.DATETIME: 20,
+}
+
+_CONTENT_TYPE_SHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
+_XML_HEAD = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+_NS_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_NS_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_NS_PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
+
+
+def column_letter(index: int) -> str:
+    """Spreadsheet column name of a 1-based column index (1 -> A, 27 -> AA).
+
+    Raises:
+        ValueError: index is below 1 or above 16,384 (Excel's last column, XFD).
+    """
+    if not 1 <= index <= 16_384:
+        raise ValueError(f"column index out of range: {index}")
+    letters = ""
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
+
+
+def _truncate_utf16(text: str) -> str:
+    """Cut text to at most 32,767 UTF-16 units, never inside a surrogate pair (E10)."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    if len(units) <= 2 * MAX_CELL_UTF16_UNITS:
+        return text
+    cut = units[: 2 * MAX_CELL_UTF16_UNITS]
+    if 0xD8 <= cut[-1] <= 0xDB:  # last unit is a high surrogate: drop the half pair
+        cut = cut[:-2]
+    return cut.decode("utf-16-le", "surrogatepass")
+
+
+def excel_text(text: str) -> tuple[str, int, bool]:
+    """Make text safe for a cell: replace illegal characters, cut to Excel's limit.
+
+    Args:
+        text: any Python string.
+
+    Returns:
+        ``(safe_text, replaced, truncated)``: the text with XML-illegal characters
+        replaced by U+FFFD (E08) and cut to 32,767 UTF-16 units (E10), the number of
+        replaced characters, and whether it was cut. Not yet XML-escaped.
+    """
+    replaced = 0
+    if _ILLEGAL_RE.search(text) is not None:
+        text, replaced = _ILLEGAL_RE.subn("\ufffd", text)
+    truncated = False
+    if len(text) > _SAFE_CHARS:
+        cut = _truncate_utf16(text)
+        truncated = cut is not text
+        text = cut
+    return text, replaced, truncated
+
+
+def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
+    """An inline-string cell for a non-empty text without illegal characters.
+
+    Adds ``s="2"`` (quotePrefix) when the text starts like a formula (E07) and
+    ``xml:space="preserve"`` when it starts or ends with whitespace, as Excel and
+    openpyxl do.
+
+    Args:
+        text: the cell text, not escaped (decides style and space handling).
+        ref: the cell reference (``C12``).
+        escaped: the XML-escaped text, or None when ``text`` needs no escaping.
+    """
+    style = f' s="{_STYLE_QUOTED}"' if text[0] in _QUOTE_START else ""
+    space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
+    body = text if escaped is None else escaped
+    return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
+
+
+def _escape_text(text: str) -> str:
+    """XML-escape element text (``& < >``, CR) and protect literal ``_xHHHH_``."""
+    text = _xml_escape(text, _XML_ENTITIES)
+    if "_x" in text:
+        text = _EXCEL_ESCAPE_RE.sub("_x005F_", text)
+    return text
+
+
+class XlsxWriter:
+    """Stream rows into an XLSX workbook with typed cells.
+
+    Args:
+        stream: binary output (need not be seekable); it is not closed by ``close()``.
+        columns: the export's columns, in file order (at most 16,384).
+        time_zone: IANA name of the export time zone for aware datetimes (E13).
+        max_bytes: file size cap in bytes (None = unlimited); ``write_rows`` raises
+            ``errors.FileTooLarge`` as soon as the file would grow past it.
+        sheet_row_limit: data rows per sheet, 1..1,048,575 (E12).
+        compresslevel: deflate level 0-9; 1 is the fastest and, on export data, only
+            a few percent larger than 6.
+        force_zip64: write worksheet entries with ZIP64 headers (see the ZIP policy
+            in the module docstring); False by default.
+
+    Attributes:
+        content_type: the XLSX MIME type.
+        extension: ``xlsx``.
+    """
+
+    content_type = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    extension = "xlsx"
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        *,
+        time_zone: str = "UTC",
+        max_bytes: int | None = None,
+        sheet_row_limit: int = EXCEL_MAX_ROWS - 1,
+        compresslevel: int = 1,
+        force_zip64: bool = False,
+    ):
+        if not columns:
+            raise ValueError("an export needs at least one column")
+        if len(columns) > 16_384:
+            raise ValueError(f"XLSX allows at most 16,384 columns, got {len(columns)}")
+        if not 1 <= sheet_row_limit <= EXCEL_MAX_ROWS - 1:
+            raise ValueError(
+                f"sheet_row_limit must be between 1 and {EXCEL_MAX_ROWS - 1}, got {sheet_row_limit}"
+            )
+        self._columns = list(columns)
+        self._zone = ZoneInfo(time_zone)
+        self._sheet_row_limit = sheet_row_limit
+        self._force_zip64 = force_zip64
+        self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
+        self._decimal_styles: dict[int, int] = {}
+        self._decimal_formats: list[str] = []
+        self._rows = 0
+        self._replaced = 0
+        self._truncated = 0
+        self._invalid = 0
+        self._sheet_count = 0
+        self._sheet_rows = 0
+        self._sheet_bytes = 0
+        self._sheet: Any = None
+        self._closed = False
+        self._failed = False
+        self._stats: WriterStats | None = None
+        self._pending: Future[int] | None = None
+        self._counting = CountingStream(stream, max_bytes)
+        self._zip = zipfile.ZipFile(
+            self._counting,
+            "w",
+            compression=zipfile.ZIP_DEFLATED,
+            compresslevel=compresslevel,
+            allowZip64=True,
+        )
+        self._renderers = [
+            self._column_renderer(ColumnType(c.type), c.key, letter)
+            for c, letter in zip(self._columns, self._letters, strict=True)
+        ]
+        self._header_xml = self._render_header()
+        self._sheet_head = self._render_sheet_head()
+        self._guarded(self._open_sheet)
+
+    # --- ExportWriter -----------------------------------------------------------------
+
+    def write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append one batch of rows (typed values keyed by column key).
+
+        Rows go into the current sheet until it holds ``sheet_row_limit`` data rows,
+        then into a new sheet with the header repeated (E12).
+
+        Args:
+            rows: the batch; keys that are not columns are ignored, missing keys are
+                empty cells.
+
+        Raises:
+            FileTooLarge: the file grew past ``max_bytes`` (the writer is then unusable
+                and the caller deletes the partial file).
+            ValueError: the writer is closed or failed before.
+        """
+        if self._closed or self._failed:
+            raise ValueError("write_rows on a closed or failed XLSX writer")
+        self._guarded(self._write_rows, rows)
+
+    def close(self) -> WriterStats:
+        """Finish the workbook (sheet ends, styles, workbook parts, ZIP directory).
+
+        The output stream is flushed, not closed. Calling ``close`` again returns
+        the same stats.
+
+        Returns:
+            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars, bytes,
+            invalid_numbers).
+
+        Raises:
+            FileTooLarge: the last bytes crossed ``max_bytes``.
+            ValueError: the writer failed before.
+        """
+        if self._failed:
+            raise ValueError("close on a failed XLSX writer")
+        if self._stats is None:
+            self._guarded(self._finish)
+            self._closed = True
+            self._stats = WriterStats(
+                rows=self._rows,
+                sheets=self._sheet_count,
+                truncated_cells=self._truncated,
+                replaced_chars=self._replaced,
+                bytes=self._counting.count,
+                invalid_numbers=self._invalid,
+            )
+        return dataclasses.replace(self._stats)
+
+    # --- sheets -----------------------------------------------------------------------
+
+    def _guarded(self, action: Callable[..., None], *args: Any) -> None:
+        """Run ``action``; on any error mark the writer failed and drop later output."""
+        try:
+            action(*args)
+        except BaseException:
+            self._failed = True
+            self._discard()
+            raise
+
+    def _discard(self) -> None:
+        """After a failure: wait for the deflate job, then end the ZIP into the void.
+
+        The counting stream is abandoned first, so closing the entry and the archive
+        writes nothing and raises nothing (no noise from finalizers later).
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            with contextlib.suppress(BaseException):  # the first error is raised already
+                pending.result()
+        self._counting.abandon()
+        try:
+            if self._sheet is not None:
+                self._sheet.close()
+            self._zip.close()
+        except Exception:  # noqa: S110 - best effort on a file that will be deleted
+            pass
+        self._sheet = None
+
+    def _write_sheet_data(self, data: bytes) -> None:
+        """Hand one chunk of sheet XML to the deflate thread (double buffering).
+
+        ``zlib`` and ``crc32`` release the GIL, so the next chunk is rendered while
+        this one is compressed and written. At most one chunk is in flight, and
+        ``write_rows`` waits for it before returning, so the output stream is never
+        touched between calls; an error of the chunk in flight (e.g.
+        ``FileTooLarge``) is raised by the next wait.
+        """
+        self._wait_pending()
+        self._pending = _deflate_pool().submit(self._sheet.write, data)
+
+    def _wait_pending(self) -> None:
+        """Wait for the chunk in flight; re-raise its error."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        total = len(rows)
+        done = 0
+        while done < total:
+            if (
+                self._sheet_rows >= self._sheet_row_limit
+                or self._sheet_bytes >= _SHEET_XML_SOFT_LIMIT
+            ):
+                self._close_sheet()
+                self._open_sheet()
+            take = min(total - done, self._sheet_row_limit - self._sheet_rows, _CHUNK_ROWS)
+            chunk = rows[done : done + take]
+            first = self._sheet_rows + 2  # row 1 is the header
+            data = self._render_rows(chunk, first).encode("utf-8")
+            self._write_sheet_data(data)
+            self._sheet_bytes += len(data)
+            self._sheet_rows += take
+            self._rows += take
+            done += take
+        self._wait_pending()  # no background write outlives the call
+
+    def _open_sheet(self) -> None:
+        self._wait_pending()
+        self._sheet_count += 1
+        # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
+        name = f"xl/worksheets/sheet{self._sheet_count}.xml"
+        self._sheet = self._zip.open(name, "w", force_zip64=self._force_zip64)
+        head = (self._sheet_head(self._sheet_count == 1) + self._header_xml).encode("utf-8")
+        self._sheet.write(head)
+        self._sheet_rows = 0
+        self._sheet_bytes = len(head)
+
+    def _close_sheet(self) -> None:
+        self._wait_pending()
+        self._sheet.write(b"</sheetData></worksheet>")
+        self._sheet.close()
+        self._sheet = None
+
+    def _finish(self) -> None:
+        self._close_sheet()
+        parts = {
+            "xl/styles.xml": self._styles_xml(),
+            "xl/workbook.xml": self._workbook_xml(),
+            "xl/_rels/workbook.xml.rels": self._workbook_rels_xml(),
+            "docProps/app.xml": self._app_xml(),
+            "docProps/core.xml": _core_xml(),
+            "_rels/.rels": _ROOT_RELS,
+            "[Content_Types].xml": self._content_types_xml(),
+        }
+        for name, text in parts.items():
+            self._zip.writestr(name, text.encode("utf-8"))
+        self._zip.close()
+        self._counting.flush()
+
+    # --- rendering --------------------------------------------------------------------
+
+    def _render_rows(self, chunk: Sequence[Mapping[str, Any]], first: int) -> str:
+        """Render rows ``first, first+1, ...`` as ``<row>`` elements, column by column."""
+        numbers = [str(n) for n in range(first, first + len(chunk))]
+        columns = [render(chunk, numbers) for render in self._renderers]
+        rows = zip(numbers, zip(*columns, strict=True), strict=True)
+        return "".join([f'<row r="{n}">{"".join(cells)}</row>' for n, cells in rows])
+
+    def _column_renderer(
+        self, column_type: ColumnType, key: str, letter: str
+    ) -> Callable[[Sequence[Mapping[str, Any]], list[str]], list[str]]:
+        """Build the function rendering one column of a chunk into a list of cells.
+
+        The fast paths are list comprehensions over values of the column's own type;
+        anything else (None aside) goes through ``_any_cell``.
+        """
+        any_cell = self._any_cell
+
+        if column_type is ColumnType.STRING:
+            text_cell = self._text_cell
+            clean_cell = _clean_text_cell
+            special_first = _PLAIN_FIRST_EXCLUDED
+            spaces = _SPACES
+
+            def render_strings(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+                values = [row.get(key) for row in chunk]
+                texts = [v for v in values if type(v) is str]
+                joined = "".join(texts)
+                if (
+                    _SPECIAL_RE.search(joined) is not None
+                    or "_x" in joined
+                    or (len(joined) > _SAFE_CHARS and max(map(len, texts)) > _SAFE_CHARS)
+                ):
+                    return [
+                        text_cell(v, letter + n) if type(v) is str else any_cell(v, letter + n)
+                        for v, n in zip(values, numbers, strict=True)
+                    ]
+                return [
+                    (
+                        f'<c r="{letter}{n}" t="inlineStr"><is><t>{v}</t></is></c>'
+                        if v[0] not in special_first and v[-1] not in spaces
+                        else clean_cell(v, letter + n)
+                    )
+                    if type(v) is str and v
+                    else ("" if v is None or v == "" else any_cell(v, letter + n))
+                    for v, n in zip(values, numbers, strict=True)
+                ]
+
+            return render_strings
+
+        if column_type is ColumnType.INTEGER:
+            limit = _NUMERIC_LIMIT
+
+            def render_integers(
+                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
+            ) -> list[str]:
+                return [
+                    f'<c r="{letter}{n}"><v>{v}</v></c>'
+                    if type(v) is int and -limit < v < limit
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                ]
+
+            return render_integers
+
+        if column_type is ColumnType.DATE:
+            epoch = _EXCEL_EPOCH_ORDINAL
+            first_date = _FIRST_SERIAL_DATE
+            style = _STYLE_DATE
+
+            def render_dates(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+                return [
+                    f'<c r="{letter}{n}" s="{style}"><v>{v.toordinal() - epoch}</v></c>'
+                    if type(v) is _dt.date and v >= first_date
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                ]
+
+            return render_dates
+
+        if column_type is ColumnType.BOOLEAN:
+
+            def render_booleans(
+                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
+            ) -> list[str]:
+                return [
+                    (
+                        f'<c r="{letter}{n}" t="b"><v>1</v></c>'
+                        if v
+                        else f'<c r="{letter}{n}" t="b"><v>0</v></c>'
+                    )
+                    if type(v) is bool
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                ]
+
+            return render_booleans
+
+        if column_type is ColumnType.DECIMAL:
+            styles = self._decimal_styles
+            new_style = self._decimal_style
+            short = MAX_NUMERIC_DIGITS
+
+            def render_decimals(
+                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
+            ) -> list[str]:
+                cells: list[str] = []
+                append = cells.append
+                for row, n in zip(chunk, numbers, strict=True):
+                    v = row.get(key)
+                    if type(v) is Decimal and v.is_finite():
+                        text = str(v)
+                        if len(text) <= short and "E" not in text:  # <= 15 digits
+                            dot = text.find(".")
+                            scale = len(text) - dot - 1 if dot >= 0 else 0
+                            style = styles.get(scale)
+                            if style is None:
+                                style = new_style(scale)
+                            append(f'<c r="{letter}{n}" s="{style}"><v>{text}</v></c>')
+                            continue
+                    append("" if v is None else any_cell(v, letter + n))
+                return cells
+
+            return render_decimals
+
+        # DATETIME: one call per non-empty cell.
+        def render_any(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+            return [
+                "" if v is None else any_cell(v, letter + n)
+                for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+            ]
+
+        return render_any
+
+    def _text_cell(self, text: str, ref: str) -> str:
+        """One inline-string cell, with replacement, truncation and escaping."""
+        if not text:
+            return ""
+        if len(text) > _SAFE_CHARS or _ILLEGAL_RE.search(text) is not None:
+            text, replaced, truncated = excel_text(text)
+            self._replaced += replaced
+            self._truncated += truncated
+        return _clean_text_cell(text, ref, _escape_text(text))
+
+    def _any_cell(self, value: Any, ref: str) -> str:
+        """Render any typed value by its Python type (all cell rules in one place)."""
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return self._text_cell(str(value), ref)
+        if isinstance(value, bool):
+            return f'<c r="{ref}" t="b"><v>{1 if value else 0}</v></c>'
+        if isinstance(value, int):
+            value = int(value)
+            if -_NUMERIC_LIMIT < value < _NUMERIC_LIMIT:
+                return f'<c r="{ref}"><v>{value}</v></c>'
+            return self._text_cell(str(value), ref)  # E04: more than 15 digits
+        if isinstance(value, Decimal):
+            return self._decimal_cell(value, ref)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self._invalid += 1  # E15
+                return ""
+            return f'<c r="{ref}"><v>{value!r}</v></c>'
+        if isinstance(value, _dt.datetime):
+            return self._datetime_cell(value, ref)
+        if isinstance(value, _dt.date):
+            if value >= _FIRST_SERIAL_DATE:
+                serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL
+                return f'<c r="{ref}" s="{_STYLE_DATE}"><v>{serial}</v></c>'
+            return self._text_cell(value.isoformat(), ref)
+        return self._text_cell(str(value), ref)
+
+    def _decimal_cell(self, value: Decimal, ref: str) -> str:
+        """A DECIMAL cell: exact number with a scale-based format, or text (E04, E15)."""
+        if not value.is_finite():
+            self._invalid += 1  # E15: never NaN/Infinity in <v>
+            return ""
+        text = str(value)
+        if "E" in text:
+            text = format(value, "f")
+        if len(text) > MAX_NUMERIC_DIGITS and _significant_digits(text) > MAX_NUMERIC_DIGITS:
+            return self._text_cell(text, ref)
+        dot = text.find(".")
+        scale = len(text) - dot - 1 if dot >= 0 else 0
+        style = self._decimal_styles.get(scale)
+        if style is None:
+            style = self._decimal_style(scale)
+        return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
+
+    def _decimal_style(self, scale: int) -> int:
+        """Style index for a decimal scale, created on first use (``#,##0.00`` for 2)."""
+        if scale > _MAX_FORMAT_SCALE:
+            style = 0  # General
+        else:
+            self._decimal_formats.append("#,##0" + ("." + "0" * scale if scale else ""))
+            style = _FIRST_DECIMAL_STYLE + len(self._decimal_formats) - 1
+        self._decimal_styles[scale] = style
+        return style
+
+    def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
+        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13)."""
+        if value.tzinfo is not None:
+            try:
+                value = value.astimezone(self._zone).replace(tzinfo=None)
+            except OverflowError:  # e.g. 9999-12-31T23:00Z in a zone east of UTC
+                return self._text_cell(value.isoformat(" "), ref)
+        if value < _FIRST_SERIAL_DATETIME:
+            return self._text_cell(value.isoformat(" "), ref)
+        millis = (
+            value.hour * 3600 + value.minute * 60 + value.second
+        ) * 1000 + value.microsecond // 1000
+        serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL + millis / _MS_PER_DAY
+        return f'<c r="{ref}" s="{_STYLE_DATETIME}"><v>{serial!r}</v></c>'
+
+    # --- fixed parts ------------------------------------------------------------------
+
+    def _render_header(self) -> str:
+        cells = []
+        for column, letter in zip(self._columns, self._letters, strict=True):
+            text, replaced, truncated = excel_text(column.title)
+            self._replaced += replaced
+            self._truncated += truncated
+            if text:
+                space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
+                cells.append(
+                    f'<c r="{letter}1" s="{_STYLE_HEADER}" t="inlineStr"><is>'
+                    f"<t{space}>{_escape_text(text)}</t></is></c>"
+                )
+        return f'<row r="1">{"".join(cells)}</row>'
+
+    def _render_sheet_head(self) -> Callable[[bool], str]:
+        widths = []
+        for index, column in enumerate(self._columns, start=1):
+            width = column.width
+            if width is None:
+                width = max(
+                    _DEFAULT_WIDTHS[ColumnType(column.type)], min(len(column.title) + 2, 50)
+                )
+            width = min(max(width, 0), 255)
+            widths.append(f'<col min="{index}" max="{index}" width="{width}" customWidth="1"/>')
+        cols = "".join(widths)
+
+        def head(first_sheet: bool) -> str:
+            selected = ' tabSelected="1"' if first_sheet else ""
+            return (
+                f'{_XML_HEAD}<worksheet xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
+                f'<sheetViews><sheetView workbookViewId="0"{selected}>'
+                '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
+                '<selection pane="bottomLeft" activeCell="A2" sqref="A2"/>'
+                "</sheetView></sheetViews>"
+                '<sheetFormatPr defaultRowHeight="15"/>'
+                f"<cols>{cols}</cols><sheetData>"
+            )
+
+        return head
+
+    def _styles_xml(self) -> str:
+        formats = [
+            (_FIRST_CUSTOM_NUMFMT, _DATE_FORMAT),
+            (_FIRST_CUSTOM_NUMFMT + 1, _DATETIME_FORMAT),
+        ]
+        formats += [
+            (_FIRST_CUSTOM_NUMFMT + 2 + i, code) for i, code in enumerate(self._decimal_formats)
+        ]
+        numfmts = "".join(
+            f'<numFmt numFmtId="{fmt_id}" formatCode={_xml_quoteattr(code)}/>'
+            for fmt_id, code in formats
+        )
+        base = 'fontId="0" fillId="0" borderId="0" xfId="0"'
+        xfs = [
+            f'<xf numFmtId="0" {base}/>',
+            '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/>',
+            f'<xf numFmtId="0" {base} quotePrefix="1"/>',
+            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT}" {base} applyNumberFormat="1"/>',
+            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 1}" {base} applyNumberFormat="1"/>',
+        ]
+        xfs += [
+            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 2 + i}" {base} applyNumberFormat="1"/>'
+            for i in range(len(self._decimal_formats))
+        ]
+        font = '<sz val="11"/><name val="Calibri"/><family val="2"/><scheme val="minor"/>'
+        return (
+            f'{_XML_HEAD}<styleSheet xmlns="{_NS_MAIN}">'
+            f'<numFmts count="{len(formats)}">{numfmts}</numFmts>'
+            f'<fonts count="2"><font>{font}</font><font><b/>{font}</font></fonts>'
+            '<fills count="2"><fill><patternFill patternType="none"/></fill>'
+            '<fill><patternFill patternType="gray125"/></fill></fills>'
+            '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/>'
+            "</border></borders>"
+            '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/>'
+            "</cellStyleXfs>"
+            f'<cellXfs count="{len(xfs)}">{"".join(xfs)}</cellXfs>'
+            '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/>'
+            "</cellStyles>"
+            "</styleSheet>"
+        )
+
+    def _sheet_names(self) -> list[str]:
+        return [f"Sheet{i}" for i in range(1, self._sheet_count + 1)]
+
+    def _workbook_xml(self) -> str:
+        sheets = "".join(
+            f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
+            for i, name in enumerate(self._sheet_names(), start=1)
+        )
+        return (
+            f'{_XML_HEAD}<workbook xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
+            '<bookViews><workbookView activeTab="0"/></bookViews>'
+            f"<sheets>{sheets}</sheets></workbook>"
+        )
+
+    def _workbook_rels_xml(self) -> str:
+        rels = [
+            f'<Relationship Id="rId{i}" Type="{_NS_REL}/worksheet" '
+            f'Target="worksheets/sheet{i}.xml"/>'
+            for i in range(1, self._sheet_count + 1)
+        ]
+        rels.append(
+            f'<Relationship Id="rId{self._sheet_count + 1}" Type="{_NS_REL}/styles" '
+            'Target="styles.xml"/>'
+        )
+        return f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">{"".join(rels)}</Relationships>'
+
+    def _content_types_xml(self) -> str:
+        sheets = "".join(
+            f'<Override PartName="/xl/worksheets/sheet{i}.xml" '
+            f'ContentType="{_CONTENT_TYPE_SHEET}"/>'
+            for i in range(1, self._sheet_count + 1)
+        )
+        office = "application/vnd.openxmlformats-officedocument"
+        package = "application/vnd.openxmlformats-package"
+        return (
+            f"{_XML_HEAD}"
+            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            f'<Default Extension="rels" ContentType="{package}.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            '<Override PartName="/xl/workbook.xml" '
+            f'ContentType="{office}.spreadsheetml.sheet.main+xml"/>'
+            f'<Override PartName="/xl/styles.xml" ContentType="{office}.spreadsheetml.styles+xml"/>'
+            f"{sheets}"
+            f'<Override PartName="/docProps/core.xml" ContentType="{package}.core-properties+xml"/>'
+            '<Override PartName="/docProps/app.xml" '
+            f'ContentType="{office}.extended-properties+xml"/>'
+            "</Types>"
+        )
+
+    def _app_xml(self) -> str:
+        names = self._sheet_names()
+        titles = "".join(f"<vt:lpstr>{name}</vt:lpstr>" for name in names)
+        return (
+            f"{_XML_HEAD}<Properties "
+            'xmlns="http://schemas.openxmlformats.org/officeDocument/2006/extended-properties" '
+            'xmlns:vt="http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes">'
+            "<Application>Export Center</Application>"
+            '<HeadingPairs><vt:vector size="2" baseType="variant">'
+            "<vt:variant><vt:lpstr>Worksheets</vt:lpstr></vt:variant>"
+            f"<vt:variant><vt:i4>{len(names)}</vt:i4></vt:variant></vt:vector></HeadingPairs>"
+            f'<TitlesOfParts><vt:vector size="{len(names)}" baseType="lpstr">{titles}</vt:vector>'
+            "</TitlesOfParts></Properties>"
+        )
+
+
+_ROOT_RELS = (
+    f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">'
+    f'<Relationship Id="rId1" Type="{_NS_REL}/officeDocument" Target="xl/workbook.xml"/>'
+    f'<Relationship Id="rId2" Type="{_NS_PKG_REL}/metadata/core-properties" '
+    'Target="docProps/core.xml"/>'
+    f'<Relationship Id="rId3" Type="{_NS_REL}/extended-properties" '
+    'Target="docProps/app.xml"/>'
+    "</Relationships>"
+)
+
+
+def _core_xml() -> str:
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"{_XML_HEAD}<cp:coreProperties "
+        'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:dcterms="http://purl.org/dc/terms/" '
+        'xmlns:dcmitype="http://purl.org/dc/dcmitype/" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+        "<dc:creator>Export Center</dc:creator>"
+        f'<dcterms:created xsi:type="dcterms:W3CDTF">{now}</dcterms:created>'
+        f'<dcterms:modified xsi:type="dcterms:W3CDTF">{now}</dcterms:modified>'
+        "</cp:coreProperties>"
+    )
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _deflate_pool() -> ThreadPoolExecutor:
+    """The process-wide pool that compresses and writes sheet chunks.
+
+    Each writer has at most one job in it at a time, so a writer's bytes stay in
+    order; several writers share the threads.
+    """
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="xlsx-deflate")
+    return _POOL
+
+
+def _significant_digits(number_text: str) -> int:
+    """Digits from the first to the last non-zero digit ("-0.012300" -> 3, "1000" -> 1)."""
+    return len(number_text.lstrip("-+").replace(".", "").strip("0"))
