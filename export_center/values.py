@@ -44,10 +44,10 @@ from typing import Any
 from export_center.columns import Column, ColumnType
 
 __all__ = [
-    "MAX_DECIMAL_DIGITS",
-    "MAX_DECIMAL_EXPONENT",
     "Converter",
     "InvalidValue",
+    "MAX_DECIMAL_DIGITS",
+    "MAX_DECIMAL_EXPONENT",
     "coerce",
     "make_converters",
 ]

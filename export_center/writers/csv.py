@@ -5,7 +5,7 @@ Rules (DESIGN.md "Files", CASES.md):
 * UTF-8 with exactly one BOM at the start of the file, however many batches (E01).
 * RFC 4180 quoting (``csv`` module, ``QUOTE_MINIMAL``) and CRLF row ends, so embedded
   LF, bare CR, quotes and commas stay inside their cell (E02).
-* A header row of column titles.
+* A header row of column titles (formula-guarded like STRING cells).
 * Formula guard on STRING cells only (E06): a value whose first character is
   ``= + - @``, TAB, CR, LF or a full-width ``＝ ＋ － ＠``, or which starts with
   blanks (any Unicode space, NBSP, zero-width space) followed by one of those, gets a
@@ -152,7 +152,7 @@ class CsvWriter:
         self._failed = False
         try:
             self._counting.write(BOM)  # once, before anything else (E01)
-            self._csv.writerow([c.title for c in self._columns])
+            self._csv.writerow([_guard(c.title) for c in self._columns])
         except BaseException:
             self._fail()
             raise
@@ -191,7 +191,8 @@ class CsvWriter:
 
             def render_decimal(value: Any) -> Any:
                 if type(value) is Decimal and value.is_finite():
-                    return format(value, "f")
+                    text = str(value)  # positional unless the exponent is large
+                    return text if "E" not in text else format(value, "f")
                 if value is None:
                     return None
                 return self._render_other(value)

@@ -407,6 +407,7 @@ class XlsxWriter:
             pending.result()
 
     def _write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Render ``rows`` in chunks that never cross a sheet boundary (E12)."""
         total = len(rows)
         done = 0
         while done < total:
@@ -428,6 +429,7 @@ class XlsxWriter:
         self._wait_pending()  # no background write outlives the call
 
     def _open_sheet(self) -> None:
+        """Start ``sheetN.xml``: sheet head (frozen pane, widths) and the header row."""
         self._wait_pending()
         self._sheet_count += 1
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
@@ -439,12 +441,14 @@ class XlsxWriter:
         self._sheet_bytes = len(head)
 
     def _close_sheet(self) -> None:
+        """End the current sheet's XML and its ZIP entry."""
         self._wait_pending()
         self._sheet.write(b"</sheetData></worksheet>")
         self._sheet.close()
         self._sheet = None
 
     def _finish(self) -> None:
+        """End the last sheet, write the workbook parts and the ZIP directory."""
         self._close_sheet()
         parts = {
             "xl/styles.xml": self._styles_xml(),
@@ -679,6 +683,7 @@ class XlsxWriter:
     # --- fixed parts ------------------------------------------------------------------
 
     def _render_header(self) -> str:
+        """Row 1: the column titles, bold (style 1), cleaned like any text (E08, E10)."""
         cells = []
         for column, letter in zip(self._columns, self._letters, strict=True):
             text, replaced, truncated = excel_text(column.title)
@@ -693,6 +698,7 @@ class XlsxWriter:
         return f'<row r="1">{"".join(cells)}</row>'
 
     def _render_sheet_head(self) -> Callable[[bool], str]:
+        """Build ``head(first_sheet)``: XML up to ``<sheetData>`` (frozen row 1, widths)."""
         widths = []
         for index, column in enumerate(self._columns, start=1):
             width = column.width
@@ -719,6 +725,7 @@ class XlsxWriter:
         return head
 
     def _styles_xml(self) -> str:
+        """``xl/styles.xml``: fixed styles 0-4, then one style per decimal scale seen."""
         formats = [
             (_FIRST_CUSTOM_NUMFMT, _DATE_FORMAT),
             (_FIRST_CUSTOM_NUMFMT + 1, _DATETIME_FORMAT),
@@ -760,9 +767,11 @@ class XlsxWriter:
         )
 
     def _sheet_names(self) -> list[str]:
+        """``Sheet1`` ... ``SheetN``."""
         return [f"Sheet{i}" for i in range(1, self._sheet_count + 1)]
 
     def _workbook_xml(self) -> str:
+        """``xl/workbook.xml``: the sheet list."""
         sheets = "".join(
             f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
             for i, name in enumerate(self._sheet_names(), start=1)
@@ -774,6 +783,7 @@ class XlsxWriter:
         )
 
     def _workbook_rels_xml(self) -> str:
+        """``xl/_rels/workbook.xml.rels``: sheets rId1..N, then styles."""
         rels = [
             f'<Relationship Id="rId{i}" Type="{_NS_REL}/worksheet" '
             f'Target="worksheets/sheet{i}.xml"/>'
@@ -786,6 +796,7 @@ class XlsxWriter:
         return f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">{"".join(rels)}</Relationships>'
 
     def _content_types_xml(self) -> str:
+        """``[Content_Types].xml`` for every part written."""
         sheets = "".join(
             f'<Override PartName="/xl/worksheets/sheet{i}.xml" '
             f'ContentType="{_CONTENT_TYPE_SHEET}"/>'
@@ -809,6 +820,7 @@ class XlsxWriter:
         )
 
     def _app_xml(self) -> str:
+        """``docProps/app.xml``: application name and sheet titles."""
         names = self._sheet_names()
         titles = "".join(f"<vt:lpstr>{name}</vt:lpstr>" for name in names)
         return (
@@ -836,6 +848,7 @@ _ROOT_RELS = (
 
 
 def _core_xml() -> str:
+    """``docProps/core.xml``: creator and creation time (UTC)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (
         f"{_XML_HEAD}<cp:coreProperties "

@@ -256,7 +256,7 @@ def test_value_formats() -> None:
         {
             "s": "x",
             "i": 12,
-            "d": Decimal("0.00000001"),
+            "d": Decimal("0.00000001"),  # str() would give 1E-8
             "b": True,
             "day": dt.date(2024, 3, 1),
             "at": dt.datetime(2024, 3, 1, 1, 2, 3, 4500, tzinfo=dt.UTC),
@@ -283,7 +283,7 @@ def test_value_formats() -> None:
 def test_header_uses_titles() -> None:
     columns = [Column("o_orderkey", "Order key", ColumnType.INTEGER), Column("c", "=Title")]
     data, _ = write_csv(columns, [[{"o_orderkey": 1, "c": "v"}]])
-    assert records(data)[0] == ["Order key", "=Title"]
+    assert records(data)[0] == ["Order key", "'=Title"]  # titles are guarded too (E06)
 
 
 def test_file_size_cap_is_enforced_while_writing() -> None:

@@ -448,6 +448,61 @@ def test_file_size_cap_is_enforced_while_writing() -> None:
     gc.collect()  # no "exception ignored" from ZIP finalizers of the failed writer
 
 
+class NullSink(io.RawIOBase):
+    """Counts and drops bytes (keeps the file out of the memory measurement)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.size += len(data)
+        return len(data)
+
+
+def test_e16_memory_is_bounded_by_one_batch() -> None:
+    # CASES E16 scaled down: 20,000 rows in batches of 2,000, made one batch at a time.
+    import tracemalloc
+
+    columns = [
+        Column("id", "Id", ColumnType.INTEGER),
+        Column("name", "Name", ColumnType.STRING),
+        Column("amount", "Amount", ColumnType.DECIMAL),
+        Column("day", "Day", ColumnType.DATE),
+        Column("at", "At", ColumnType.DATETIME),
+        Column("note", "Note", ColumnType.STRING),
+    ]
+
+    def batch(number: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": number * 2_000 + i,
+                "name": f"Customer#{number * 2_000 + i:09d}",
+                "amount": Decimal(i * 7_919).scaleb(-2),
+                "day": dt.date(1996, 1, 2) + dt.timedelta(days=i % 999),
+                "at": dt.datetime(2024, 3, 1, 12, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
+                "note": "nstructions sleep furiously among " * (1 + i % 3),
+            }
+            for i in range(2_000)
+        ]
+
+    sink = NullSink()
+    tracemalloc.start()
+    try:
+        writer = open_writer("xlsx", sink, columns)  # type: ignore[arg-type]
+        for number in range(10):
+            writer.write_rows(batch(number))
+        stats = writer.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stats.rows == 20_000
+    assert sink.size > 1_000_000
+    assert peak < 16_000_000  # about one batch of rows plus its XML, not the file
+
+
 def test_close_is_idempotent_and_stats_count_bytes() -> None:
     out = io.BytesIO()
     writer = open_writer("xlsx", out, cols("a"))
