@@ -37,82 +37,82 @@ __all__ = [
 class LoopSettings(BaseModel):
     """Switch and period of one background loop (seed 002 §16.3)."""
 
-    enabled: bool = True
-    loop_seconds: float = 1.0
+    enabled: bool = Field(True, description="Run this loop in this process")
+    loop_seconds: float = Field(1.0, description="Seconds between two passes")
 
 
 class PublisherSettings(LoopSettings):
     """Outbox publisher (seed 002 §7.4): claims at most ``batch_size`` rows a pass."""
 
-    loop_seconds: float = 0.5
-    batch_size: int = 50
-    lease_seconds: int = 60
+    loop_seconds: float = Field(0.5, description="Seconds between two publisher passes")
+    batch_size: int = Field(50, description="Outbox rows claimed per pass")
+    lease_seconds: int = Field(60, description="Lease of a claimed outbox row (far above one send)")
 
 
 class ConsumerSettings(LoopSettings):
     """Command consumer: ``concurrency`` exports run at once in one process."""
 
-    concurrency: int = 2
+    concurrency: int = Field(2, description="Exports run at once by this process")
 
 
 class ReconcilerSettings(LoopSettings):
     """Reconciler (seed 002 §8.5): the only redispatch path."""
 
-    loop_seconds: float = 30.0
-    redispatch_grace_seconds: int = 60
-    sent_stale_seconds: int = 600
-    orphan_age_seconds: int = 24 * 3600
-    outbox_retention_days: int = 7
-    batch_size: int = 50
+    loop_seconds: float = Field(30.0, description="Seconds between two reconciler passes")
+    redispatch_grace_seconds: int = Field(60, description="A due PENDING task waits this long before redispatch")
+    sent_stale_seconds: int = Field(600, description="A SENT command older than this whose task is still PENDING is sent again")
+    orphan_age_seconds: int = Field(24 * 3600, description="Files without a SUCCEEDED task older than this are deleted")
+    outbox_retention_days: int = Field(7, description="SENT outbox rows older than this are deleted")
+    batch_size: int = Field(50, description="Rows handled per action per pass")
 
 
 class TaskSettings(BaseModel):
     """Execution of one export attempt (seed 002 §8.3, §9.2, §14)."""
 
-    lease_seconds: int = 300
-    heartbeat_seconds: float = 60.0
-    max_duration_minutes: float = 30.0
-    max_attempts: int = 3
-    retry_backoff_seconds: list[float] = Field(default_factory=lambda: [60.0, 900.0])
-    retry_jitter: float = 0.2
-    max_file_size_mb: float | None = None
-    retention_days: float = 7.0
-    progress_every_seconds: float = 1.0
-    time_zone: str = "UTC"
+    lease_seconds: int = Field(300, description="Lease written at claim and at each renewal")
+    heartbeat_seconds: float = Field(60.0, description="Watchdog renewal period")
+    max_duration_minutes: float = Field(30.0, description="Execution deadline of one attempt")
+    retry_backoff_seconds: list[float] = Field(
+        default_factory=lambda: [60.0, 900.0], description="Backoff before automatic retry n (last repeats)"
+    )
+    retry_jitter: float = Field(0.2, description="Random spread of the retry backoff (0.2 = ±20 %)")
+    max_file_size_mb: float | None = Field(
+        None, description="File size cap enforced while writing; unset: 50 in production, 512 embedded"
+    )
+    retention_days: float = Field(7.0, description="How long a finished file is kept")
+    progress_every_seconds: float = Field(
+        0.5, description="Progress is written at batch ends, at most this often"
+    )
+    time_zone: str = Field("UTC", description="Time zone in which tz-aware datetimes are written")
 
 
 class ProviderSettings(BaseModel):
     """How the export center calls providers, and how the sample providers behave."""
 
-    connect_timeout_seconds: float = 3.0
-    read_timeout_seconds: float = 15.0
-    request_attempts: int = 3
-    batch_size: int = 1000
-    max_rows: int = 5_000_000
-    base_url: str | None = None
-    internal_token: SecretStr | None = None
-    snapshot_ttl_seconds: int = 24 * 3600
+    connect_timeout_seconds: float = Field(3.0, description="Provider connect timeout")
+    read_timeout_seconds: float = Field(15.0, description="Provider read timeout (seed 002 §14)")
+    request_attempts: int = Field(3, description="Tries per batch for 5xx and timeouts")
+    internal_token: SecretStr | None = Field(None, description="X-Internal-Service-Token shared with providers")
+    snapshot_ttl_seconds: int = Field(24 * 3600, description="Sample providers: snapshot token lifetime")
 
 
 class LimitSettings(BaseModel):
     """Creation guard (seed 002 §14): duplicate window and active-task limits."""
 
-    duplicate_window_seconds: float = 60.0
-    max_active_per_user: int = 3
-    max_active_per_type: int = 5
+    duplicate_window_seconds: float = Field(60.0, description="Same request within this window returns the active task")
+    max_active_per_user: int = Field(3, description="Queued or running tasks per user")
+    max_active_per_type: int = Field(5, description="Queued or running tasks per export type")
 
 
 class ApiSettings(BaseModel):
     """HTTP API: bind address, JWT and download-link signing."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    public_base_url: str | None = None
-    jwt_secret: SecretStr | None = None
-    jwt_algorithm: Literal["HS256"] = "HS256"
-    download_link_ttl_seconds: int = 24 * 3600
-    download_secret: SecretStr | None = None
-    page_size_max: int = 100
+    host: str = Field("127.0.0.1", description="serve: bind address")
+    port: int = Field(8000, description="serve: bind port")
+    public_base_url: str | None = Field(None, description="Base URL providers registered as self are called on")
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
+    download_link_ttl_seconds: int = Field(24 * 3600, description="Lifetime of a signed download link")
+    download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
 
 
 class Settings(BaseSettings):
@@ -126,18 +126,24 @@ class Settings(BaseSettings):
         env_prefix="EXPORT_CENTER_", env_nested_delimiter="__", extra="ignore"
     )
 
-    environment: Literal["embedded", "production", "test"] = "embedded"
-    data_dir: Path = Path(".export-center")
-    database_url: str | None = None
-    instance_id: str = Field(default_factory=lambda: f"ec-{secrets.token_hex(4)}")
-    transport: Literal["memory", "rocketmq"] = "memory"
-    mount_sample_providers: bool = True
-    load_sample_data: bool = True
-    sample_scale: float = 0.27
-    sample_database_url: str | None = None
-    export_types_file: Path | None = None
-    provider_allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
-    topic_prefix: str = ""
+    environment: Literal["embedded", "production", "test"] = Field(
+        "embedded", description="production refuses generated secrets and skips auto-migration"
+    )
+    data_dir: Path = Field(Path(".export-center"), description="Where the embedded default keeps its state")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; unset: SQLite file in the data dir")
+    instance_id: str = Field(
+        default_factory=lambda: f"ec-{secrets.token_hex(4)}", description="Lease owner id of this process"
+    )
+    transport: Literal["memory", "rocketmq"] = Field("memory", description="Command transport")
+    mount_sample_providers: bool = Field(True, description="Serve the TPC-H sample providers in this process")
+    load_sample_data: bool = Field(True, description="Generate and load the TPC-H sample on start")
+    sample_scale: float = Field(0.27, description="TPC-H scale factor of the sample (0.27 = 405,000 orders)")
+    sample_database_url: str | None = Field(None, description="Database of the sample data; unset: database_url")
+    export_types_file: Path | None = Field(None, description="Registry file (YAML or TOML); unset: the samples'")
+    provider_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost"], description="Hosts a provider_url may name"
+    )
+    topic_prefix: str = Field("", description="Environment prefix of topic and group names")
 
     api: ApiSettings = Field(default_factory=ApiSettings)
     publisher: PublisherSettings = Field(default_factory=PublisherSettings)

@@ -219,7 +219,7 @@ def test_list_is_newest_first_and_paginated(stack):
 
 
 def test_progress_is_written_per_batch(make_stack):
-    stack = make_stack(provider={"batch_size": 1000})
+    stack = make_stack()
     client = stack.client()
     task_id = create(client, "csv").json()["taskId"]
     seen = set()
