@@ -5,8 +5,7 @@ openpyxl and XlsxWriter are not used for writing: they are several times slower
 formulas (CASES E07) and corrupts integers beyond 15 digits (E04). This writer
 renders rows column by column (one list comprehension per column, no call per cell
 on the common paths) into one XML string per chunk of up to 1,000 rows and writes
-each chunk once; a pool thread deflates a chunk while the next one is rendered
-(zlib releases the GIL). Memory stays bounded by one batch (E16).
+each chunk once. Memory stays bounded by one batch (E16).
 
 Cell rules (DESIGN.md "Files", CASES.md):
 
@@ -57,15 +56,12 @@ restores ZIP64 entries for callers who prefer them.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as _dt
 import math
 import re
-import threading
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any, BinaryIO
 from xml.sax.saxutils import escape as _xml_escape
@@ -101,8 +97,7 @@ _SHEET_XML_SOFT_LIMIT = 1_500_000_000
 """Start a new sheet once its uncompressed XML passed this many bytes (ZIP policy)."""
 
 _CHUNK_ROWS = 1_000
-"""Rows rendered into one XML string and written with one call; while one chunk is
-deflated in the pool, the next one is rendered."""
+"""Rows rendered into one XML string and written with one call."""
 
 _EXCEL_EPOCH_ORDINAL = _dt.date(1899, 12, 30).toordinal()
 _FIRST_SERIAL_DATE = _dt.date(1900, 3, 1)
@@ -115,10 +110,15 @@ _STYLE_QUOTED = 2
 _STYLE_DATE = 3
 _STYLE_DATETIME = 4
 _FIRST_DECIMAL_STYLE = 5
+"""Style of DECIMAL values with scale k (k = 0..15) is ``_FIRST_DECIMAL_STYLE + k``."""
 _FIRST_CUSTOM_NUMFMT = 164
 _DATE_FORMAT = "yyyy-mm-dd"
 _DATETIME_FORMAT = "yyyy-mm-dd hh:mm:ss"
 _MAX_FORMAT_SCALE = 15
+_DECIMAL_FORMATS = ["#,##0" + ("." + "0" * scale if scale else "") for scale in range(16)]
+"""Number formats of DECIMAL cells by the value's scale: ``#,##0``, ``#,##0.0``, ..."""
+_SCALE_STYLES = [_FIRST_DECIMAL_STYLE + scale for scale in range(_MAX_FORMAT_SCALE + 1)]
+_DIGITS = "0123456789"
 
 _QUOTE_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
 """First characters that get the ``quotePrefix`` style (E07)."""
@@ -278,8 +278,6 @@ class XlsxWriter:
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
-        self._decimal_styles: dict[int, int] = {}
-        self._decimal_formats: list[str] = []
         self._rows = 0
         self._replaced = 0
         self._truncated = 0
@@ -291,7 +289,6 @@ class XlsxWriter:
         self._closed = False
         self._failed = False
         self._stats: WriterStats | None = None
-        self._pending: Future[int] | None = None
         self._counting = CountingStream(stream, max_bytes)
         self._zip = zipfile.ZipFile(
             self._counting,
@@ -370,15 +367,11 @@ class XlsxWriter:
             raise
 
     def _discard(self) -> None:
-        """After a failure: wait for the deflate job, then end the ZIP into the void.
+        """After a failure: end the ZIP into the void.
 
         The counting stream is abandoned first, so closing the entry and the archive
         writes nothing and raises nothing (no noise from finalizers later).
         """
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            with contextlib.suppress(BaseException):  # the first error is raised already
-                pending.result()
         self._counting.abandon()
         try:
             if self._sheet is not None:
@@ -387,24 +380,6 @@ class XlsxWriter:
         except Exception:  # noqa: S110 - best effort on a file that will be deleted
             pass
         self._sheet = None
-
-    def _write_sheet_data(self, data: bytes) -> None:
-        """Hand one chunk of sheet XML to the deflate thread (double buffering).
-
-        ``zlib`` and ``crc32`` release the GIL, so the next chunk is rendered while
-        this one is compressed and written. At most one chunk is in flight, and
-        ``write_rows`` waits for it before returning, so the output stream is never
-        touched between calls; an error of the chunk in flight (e.g.
-        ``FileTooLarge``) is raised by the next wait.
-        """
-        self._wait_pending()
-        self._pending = _deflate_pool().submit(self._sheet.write, data)
-
-    def _wait_pending(self) -> None:
-        """Wait for the chunk in flight; re-raise its error."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
 
     def _write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Render ``rows`` in chunks that never cross a sheet boundary (E12)."""
@@ -421,16 +396,14 @@ class XlsxWriter:
             chunk = rows[done : done + take]
             first = self._sheet_rows + 2  # row 1 is the header
             data = self._render_rows(chunk, first).encode("utf-8")
-            self._write_sheet_data(data)
+            self._sheet.write(data)
             self._sheet_bytes += len(data)
             self._sheet_rows += take
             self._rows += take
             done += take
-        self._wait_pending()  # no background write outlives the call
 
     def _open_sheet(self) -> None:
         """Start ``sheetN.xml``: sheet head (frozen pane, widths) and the header row."""
-        self._wait_pending()
         self._sheet_count += 1
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
         name = f"xl/worksheets/sheet{self._sheet_count}.xml"
@@ -442,7 +415,6 @@ class XlsxWriter:
 
     def _close_sheet(self) -> None:
         """End the current sheet's XML and its ZIP entry."""
-        self._wait_pending()
         self._sheet.write(b"</sheetData></worksheet>")
         self._sheet.close()
         self._sheet = None
@@ -564,29 +536,26 @@ class XlsxWriter:
             return render_booleans
 
         if column_type is ColumnType.DECIMAL:
-            styles = self._decimal_styles
-            new_style = self._decimal_style
+            scale_styles = _SCALE_STYLES
             short = MAX_NUMERIC_DIGITS
+            digits = _DIGITS
 
             def render_decimals(
                 chunk: Sequence[Mapping[str, Any]], numbers: list[str]
             ) -> list[str]:
-                cells: list[str] = []
-                append = cells.append
-                for row, n in zip(chunk, numbers, strict=True):
-                    v = row.get(key)
-                    if type(v) is Decimal and v.is_finite():
-                        text = str(v)
-                        if len(text) <= short and "E" not in text:  # <= 15 digits
-                            dot = text.find(".")
-                            scale = len(text) - dot - 1 if dot >= 0 else 0
-                            style = styles.get(scale)
-                            if style is None:
-                                style = new_style(scale)
-                            append(f'<c r="{letter}{n}" s="{style}"><v>{text}</v></c>')
-                            continue
-                    append("" if v is None else any_cell(v, letter + n))
-                return cells
+                # str(v) of a finite Decimal ends with a digit ("NaN", "Infinity" do
+                # not); without "E" it is positional, and <= 15 characters means <= 15
+                # digits. Its scale is the length after the dot (<= 14 here).
+                return [
+                    f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
+                    f"<v>{t}</v></c>"
+                    if type(v) is Decimal
+                    and len(t := str(v)) <= short
+                    and t[-1] in digits
+                    and "E" not in t
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                ]
 
             return render_decimals
 
@@ -648,22 +617,9 @@ class XlsxWriter:
             text = format(value, "f")
         if len(text) > MAX_NUMERIC_DIGITS and _significant_digits(text) > MAX_NUMERIC_DIGITS:
             return self._text_cell(text, ref)
-        dot = text.find(".")
-        scale = len(text) - dot - 1 if dot >= 0 else 0
-        style = self._decimal_styles.get(scale)
-        if style is None:
-            style = self._decimal_style(scale)
+        scale = len(text.partition(".")[2])
+        style = _SCALE_STYLES[scale] if scale <= _MAX_FORMAT_SCALE else 0  # 0: General
         return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
-
-    def _decimal_style(self, scale: int) -> int:
-        """Style index for a decimal scale, created on first use (``#,##0.00`` for 2)."""
-        if scale > _MAX_FORMAT_SCALE:
-            style = 0  # General
-        else:
-            self._decimal_formats.append("#,##0" + ("." + "0" * scale if scale else ""))
-            style = _FIRST_DECIMAL_STYLE + len(self._decimal_formats) - 1
-        self._decimal_styles[scale] = style
-        return style
 
     def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
         """A DATETIME cell: export-zone wall time as a serial, ms precision (E13)."""
@@ -725,14 +681,12 @@ class XlsxWriter:
         return head
 
     def _styles_xml(self) -> str:
-        """``xl/styles.xml``: fixed styles 0-4, then one style per decimal scale seen."""
+        """``xl/styles.xml``: fixed styles 0-4, then the decimal styles of scale 0-15."""
         formats = [
             (_FIRST_CUSTOM_NUMFMT, _DATE_FORMAT),
             (_FIRST_CUSTOM_NUMFMT + 1, _DATETIME_FORMAT),
         ]
-        formats += [
-            (_FIRST_CUSTOM_NUMFMT + 2 + i, code) for i, code in enumerate(self._decimal_formats)
-        ]
+        formats += [(_FIRST_CUSTOM_NUMFMT + 2 + i, code) for i, code in enumerate(_DECIMAL_FORMATS)]
         numfmts = "".join(
             f'<numFmt numFmtId="{fmt_id}" formatCode={_xml_quoteattr(code)}/>'
             for fmt_id, code in formats
@@ -747,7 +701,7 @@ class XlsxWriter:
         ]
         xfs += [
             f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 2 + i}" {base} applyNumberFormat="1"/>'
-            for i in range(len(self._decimal_formats))
+            for i in range(len(_DECIMAL_FORMATS))
         ]
         font = '<sz val="11"/><name val="Calibri"/><family val="2"/><scheme val="minor"/>'
         return (
@@ -861,24 +815,6 @@ def _core_xml() -> str:
         f'<dcterms:modified xsi:type="dcterms:W3CDTF">{now}</dcterms:modified>'
         "</cp:coreProperties>"
     )
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _deflate_pool() -> ThreadPoolExecutor:
-    """The process-wide pool that compresses and writes sheet chunks.
-
-    Each writer has at most one job in it at a time, so a writer's bytes stay in
-    order; several writers share the threads.
-    """
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="xlsx-deflate")
-    return _POOL
 
 
 def _significant_digits(number_text: str) -> int:

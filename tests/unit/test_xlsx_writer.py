@@ -9,7 +9,6 @@ import io
 import json
 import re
 import struct
-import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -407,16 +406,6 @@ def test_non_seekable_stream() -> None:
     stats = writer.close()
     assert stats.bytes == len(sink.buffer)
     assert workbook(bytes(sink.buffer)).active["A2"].value == "x"
-
-
-def test_no_background_write_after_write_rows_returns() -> None:
-    out = io.BytesIO()
-    writer = open_writer("xlsx", out, cols(("i", ColumnType.INTEGER), "s"))
-    writer.write_rows([{"i": n, "s": f"text {n}"} for n in range(5_000)])
-    size = len(out.getvalue())
-    time.sleep(0.05)
-    assert len(out.getvalue()) == size
-    writer.close()
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
