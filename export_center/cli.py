@@ -125,6 +125,32 @@ def serve(
     uvicorn.run(build_app(settings, self_url=self_url), host=host, port=port, log_level="info")
 
 
+@app.command()
+def worker() -> None:
+    """Run only the loops (reconciler, publisher, consumer) without the API.
+
+    Providers registered as ``self`` are called on ``EXPORT_CENTER_API__PUBLIC_BASE_URL``.
+    Stops cleanly on SIGTERM/SIGINT: running exports end or are recovered by lease.
+    """
+    import signal
+    import threading
+
+    from export_center.logs import configure_logging
+    from export_center.runtime import Runtime
+
+    settings = _settings()
+    configure_logging()
+    runtime = Runtime(settings, self_url=settings.api.public_base_url)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    runtime.start()
+    try:
+        stop.wait()
+    finally:
+        runtime.stop()
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 

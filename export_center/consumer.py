@@ -15,6 +15,7 @@ released, not acknowledged, so the broker redelivers it and finally dead-letters
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -198,13 +199,16 @@ class Consumer:
         Returns:
             ``executed`` or the name of the claim branch that applied.
         """
+        # The lease owner names this attempt, not just this process: a restarted process
+        # with the same instance id can never renew or commit an old attempt (CASES E24).
+        owner = f"{self.owner}/{secrets.token_hex(4)}"
         with self.engine.begin() as conn:
             task = repository.read_task_by_no(conn, command.task_no)
             claimed = task is not None and repository.claim_task(
                 conn,
                 task["id"],
                 command.dispatch_version,
-                self.owner,
+                owner,
                 lease_seconds=self.context.settings.task.lease_seconds,
                 max_duration_seconds=self.context.settings.task.max_duration_minutes * 60,
             )
@@ -221,6 +225,6 @@ class Consumer:
         assert task is not None
         if self.on_claimed is not None:
             self.on_claimed(delivery)
-        ExportRun(self.engine, self.context, task, command.dispatch_version, self.owner).run()
+        ExportRun(self.engine, self.context, task, command.dispatch_version, owner).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))
         return ClaimBranch.EXECUTED

@@ -731,3 +731,221 @@ def outbox_rows(conn: Connection, task_id: int) -> list[TaskRow]:
     return list(
         conn.execute(select(O).where(O.c.task_id == task_id).order_by(O.c.dispatch_version)).mappings()
     )
+
+
+# --------------------------------------------------------------------------- reconciler
+
+
+def tasks_missing_outbox(conn: Connection, grace_seconds: float, limit: int) -> list[TaskRow]:
+    """PENDING tasks past retry time + grace with no outbox row for their version (002 §8.5-1A).
+
+    A QUARANTINED row also counts as a row, so a quarantined version is never redispatched.
+    """
+    missing = ~(
+        select(literal(1))
+        .where(O.c.task_id == T.c.id, O.c.dispatch_version == T.c.dispatch_version)
+        .exists()
+    )
+    return list(
+        conn.execute(
+            select(T)
+            .where(
+                T.c.status == TaskStatus.PENDING.value,
+                T.c.next_retry_at <= db_now_plus(-grace_seconds),
+                missing,
+            )
+            .order_by(T.c.id)
+            .limit(limit)
+        ).mappings()
+    )
+
+
+def stale_sent_outbox_ids(
+    conn: Connection, stale_seconds: float, grace_seconds: float, limit: int
+) -> list[int]:
+    """SENT rows older than the stale window whose task still waits in PENDING (002 §8.5-1B)."""
+    return [
+        r[0]
+        for r in conn.execute(
+            select(O.c.id)
+            .join(T, and_(T.c.id == O.c.task_id, T.c.dispatch_version == O.c.dispatch_version))
+            .where(
+                O.c.status == OutboxStatus.SENT.value,
+                O.c.sent_at <= db_now_plus(-stale_seconds),
+                T.c.status == TaskStatus.PENDING.value,
+                T.c.next_retry_at <= db_now_plus(-grace_seconds),
+            )
+            .order_by(O.c.id)
+            .limit(limit)
+        )
+    ]
+
+
+def resend_outbox_row(conn: Connection, row_id: int) -> bool:
+    """SENT -> PENDING (due now) for the same version: the command is sent again."""
+    return (
+        conn.execute(
+            update(O)
+            .where(O.c.id == row_id, O.c.status == OutboxStatus.SENT.value)
+            .values(
+                status=OutboxStatus.PENDING.value,
+                next_retry_at=db_now(),
+                lease_owner=None,
+                lease_until=None,
+                updated_at=db_now(),
+            )
+        ).rowcount
+        == 1
+    )
+
+
+def expired_running_tasks(conn: Connection, limit: int) -> list[TaskRow]:
+    """RUNNING tasks whose lease ran out by the database clock (002 §8.5-2)."""
+    return list(
+        conn.execute(
+            select(T)
+            .where(T.c.status == TaskStatus.RUNNING.value, T.c.lease_until <= db_now())
+            .order_by(T.c.lease_until)
+            .limit(limit)
+        ).mappings()
+    )
+
+
+def recover_expired_lease(conn: Connection, task: TaskRow, *, topic: str, tag: str) -> str | None:
+    """End an attempt whose worker stopped renewing (002 §8.5-2).
+
+    Cancel requested -> CANCELLED; attempts left -> PENDING with ``dispatch_version + 1``,
+    due now, and a new outbox row; otherwise FAILED (``WORKER_LOST``). The UPDATE names
+    the version and requires the lease to be expired still, so a live attempt is never
+    touched.
+
+    Returns:
+        ``cancelled``, ``retry``, ``failed``, or None when the task changed meanwhile.
+    """
+    expired = and_(
+        T.c.id == task["id"],
+        T.c.status == TaskStatus.RUNNING.value,
+        T.c.dispatch_version == task["dispatch_version"],
+        T.c.lease_until <= db_now(),
+    )
+    common = {"lease_owner": None, "lease_until": None, "object_key": None, "updated_at": db_now()}
+    if task["cancel_requested"]:
+        done = conn.execute(
+            update(T).where(expired).values(
+                status=TaskStatus.CANCELLED.value, completed_at=db_now(),
+                failure_code="CANCELLED", failure_message="cancelled by the user", **common,
+            )
+        ).rowcount
+        return "cancelled" if done else None
+    attempt = task["attempt_count"]
+    if attempt < task["max_attempts"]:
+        done = conn.execute(
+            update(T).where(expired).values(
+                status=TaskStatus.PENDING.value,
+                phase=Phase.QUEUED.value,
+                dispatch_version=T.c.dispatch_version + 1,
+                next_retry_at=db_now(),
+                processed_rows=0,
+                total_rows=None,
+                failure_code="WORKER_LOST",
+                failure_message=(
+                    f"{task['phase']}: the worker stopped renewing its lease during attempt "
+                    f"{attempt}; retrying"
+                ),
+                **common,
+            )
+        ).rowcount
+        if not done:
+            return None
+        fresh = read_task(conn, task["id"])
+        assert fresh is not None
+        insert_outbox(conn, fresh, topic=topic, tag=tag)
+        return "retry"
+    done = conn.execute(
+        update(T).where(expired).values(
+            status=TaskStatus.FAILED.value,
+            completed_at=db_now(),
+            failure_code="WORKER_LOST",
+            failure_message=(
+                f"{task['phase']}: the worker stopped renewing its lease and all "
+                f"{task['max_attempts']} attempts are used"
+            ),
+            **common,
+        )
+    ).rowcount
+    return "failed" if done else None
+
+
+def release_expired_outbox_claims(conn: Connection) -> int:
+    """CLAIMED rows whose publisher lease ran out go back to PENDING, due now (002 §8.5-3)."""
+    return int(
+        conn.execute(
+            update(O)
+            .where(O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_until <= db_now())
+            .values(
+                status=OutboxStatus.PENDING.value,
+                next_retry_at=db_now(),
+                lease_owner=None,
+                lease_until=None,
+                updated_at=db_now(),
+            )
+        ).rowcount
+    )
+
+
+def tasks_past_retention(conn: Connection, limit: int) -> list[TaskRow]:
+    """SUCCEEDED tasks whose ``expires_at`` has passed (002 §8.5-4, §15)."""
+    return list(
+        conn.execute(
+            select(T)
+            .where(T.c.status == TaskStatus.SUCCEEDED.value, T.c.expires_at <= db_now())
+            .order_by(T.c.expires_at)
+            .limit(limit)
+        ).mappings()
+    )
+
+
+def mark_expired(conn: Connection, task_id: int, object_key: str | None) -> bool:
+    """SUCCEEDED -> EXPIRED once its file is deleted (only if the file is still the same)."""
+    return (
+        conn.execute(
+            update(T)
+            .where(
+                T.c.id == task_id,
+                T.c.status == TaskStatus.SUCCEEDED.value,
+                T.c.object_key == object_key,
+            )
+            .values(status=TaskStatus.EXPIRED.value, phase=Phase.STORE.value, updated_at=db_now())
+        ).rowcount
+        == 1
+    )
+
+
+def task_file_states(conn: Connection, task_nos: list[str]) -> dict[str, tuple[str, str | None]]:
+    """``{task_no: (status, object_key)}`` for the orphan scan."""
+    if not task_nos:
+        return {}
+    rows = conn.execute(
+        select(T.c.task_no, T.c.status, T.c.object_key).where(T.c.task_no.in_(task_nos))
+    )
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def purge_sent_outbox(conn: Connection, older_than_days: float, limit: int) -> int:
+    """Delete at most ``limit`` SENT rows older than ``older_than_days`` (002 §15)."""
+    ids = [
+        r[0]
+        for r in conn.execute(
+            select(O.c.id)
+            .where(
+                O.c.status == OutboxStatus.SENT.value,
+                O.c.sent_at <= db_now_plus(-older_than_days * 86400),
+            )
+            .order_by(O.c.id)
+            .limit(limit)
+        )
+    ]
+    if not ids:
+        return 0
+    return int(conn.execute(O.delete().where(O.c.id.in_(ids))).rowcount)
+

@@ -20,6 +20,7 @@ from export_center.models import GUARD_ROW_ID, ExportTaskGuard
 from export_center.pipeline import RunContext
 from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
+from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError, load_registry
 from export_center.settings import Settings
 from export_center.storage import LocalStorage, Storage
@@ -113,6 +114,9 @@ class Runtime:
             owner=settings.instance_id,
             threads=settings.consumer.concurrency,
         )
+        self.reconciler = Reconciler(
+            self.engine, self.storage, settings.reconciler, topic=settings.command_topic
+        )
         self._runner: LoopRunner | None = None
 
     def _check_guard_row(self) -> None:
@@ -157,6 +161,8 @@ class Runtime:
         """Start the enabled loops and the consumer threads."""
         s = self.settings
         self._runner = LoopRunner()
+        if s.reconciler.enabled:
+            self._runner.add("reconciler", self.reconciler, s.reconciler.loop_seconds)
         if s.publisher.enabled:
             self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
         self._runner.start()

@@ -51,6 +51,11 @@ _FORMULA_START = "=+-@\t\r\n\uff1d\uff0b\uff0d\uff20"
 _ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
 """Invisible characters treated as blanks before a formula character."""
 
+_GUARD_FIRST = frozenset(_FORMULA_START + _ZERO_WIDTH) | frozenset(
+    chr(code) for code in range(0x3001) if chr(code).isspace()
+)
+"""First characters after which ``needs_formula_guard`` must look closer."""
+
 _GUARD_RE = re.compile(rf"[\s{_ZERO_WIDTH}]*[{re.escape(_FORMULA_START)}]")
 """Blanks (Unicode ``\\s``: space, NBSP, ideographic space...) then a formula start."""
 
@@ -159,46 +164,51 @@ class CsvWriter:
 
     # --- value rendering -------------------------------------------------------------
 
-    def _renderer(self, column_type: ColumnType) -> Callable[[Any], Any]:
-        """Build the value -> cell function of one column type.
+    def _renderer(self, column_type: ColumnType) -> Callable[[list[Any]], list[Any]]:
+        """Build the function rendering one column of a batch (values -> fields).
 
-        The returned function yields str, int or None; ``csv`` writes int with
-        ``str()`` and None as an empty field.
+        A field is a str, an int or None; ``csv`` writes int with ``str()`` and None as
+        an empty field. The common cases are handled inside one list comprehension
+        per column; anything else goes through ``_render_other``.
         """
+        other = self._render_other
         if column_type is ColumnType.STRING:
+            risky_first = _GUARD_FIRST
 
-            def render_string(value: Any) -> Any:
-                if type(value) is str:
-                    if value and (
-                        value[0] in _FORMULA_START or value[0].isspace() or value[0] in _ZERO_WIDTH
-                    ):
-                        return _guard(value)
-                    return value
-                if value is None:
-                    return None
-                return self._render_other(value, guard=True)
+            def render_strings(values: list[Any]) -> list[Any]:
+                return [
+                    v
+                    if type(v) is str and (not v or v[0] not in risky_first)
+                    else other(v, guard=True)
+                    for v in values
+                ]
 
-            return render_string
+            return render_strings
         if column_type is ColumnType.INTEGER:
 
-            def render_integer(value: Any) -> Any:
-                if type(value) is int or value is None:
-                    return value
-                return self._render_other(value)
+            def render_integers(values: list[Any]) -> list[Any]:
+                return [v if type(v) is int or v is None else other(v) for v in values]
 
-            return render_integer
+            return render_integers
         if column_type is ColumnType.DECIMAL:
+            digits = "0123456789"
 
-            def render_decimal(value: Any) -> Any:
-                if type(value) is Decimal and value.is_finite():
-                    text = str(value)  # positional unless the exponent is large
-                    return text if "E" not in text else format(value, "f")
-                if value is None:
-                    return None
-                return self._render_other(value)
+            def render_decimals(values: list[Any]) -> list[Any]:
+                # str() of a finite Decimal ends with a digit; without "E" it is
+                # positional (the exponent form goes through format(d, "f")).
+                return [
+                    t
+                    if type(v) is Decimal and (t := str(v))[-1] in digits and "E" not in t
+                    else other(v)
+                    for v in values
+                ]
 
-            return render_decimal
-        return self._render_other
+            return render_decimals
+
+        def render_others(values: list[Any]) -> list[Any]:
+            return [other(v) for v in values]
+
+        return render_others
 
     def _render_other(self, value: Any, guard: bool = False) -> Any:
         """Render any typed value by its Python type (slow path, all column types)."""
@@ -248,8 +258,8 @@ class CsvWriter:
         """
         if self._closed or self._failed:
             raise ValueError("write_rows on a closed or failed CSV writer")
-        plan = self._plan
-        lines = [[render(row.get(key)) for key, render in plan] for row in rows]
+        columns = [render([row.get(key) for row in rows]) for key, render in self._plan]
+        lines = list(zip(*columns, strict=True))
         token = _replaced_counter.set(self._replaced)
         try:
             self._csv.writerows(lines)

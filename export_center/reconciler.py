@@ -1,0 +1,157 @@
+"""The reconciler: the only redispatch path (seed 002 §8.5, §15).
+
+``run_once()`` (every 30 s) does, each step bounded and idempotent:
+
+1. **redispatch** without a version change: a PENDING task past its retry time plus
+   grace with no outbox row for its version gets one; a SENT row older than the stale
+   window whose task still waits in PENDING goes back to PENDING and is sent again.
+   QUARANTINED rows are never touched, and ``max_attempts`` does not limit this: a
+   re-sent command is not a new attempt (002 §3 principle 5).
+2. **lease_recover**: a RUNNING task whose lease ran out gets ``dispatch_version + 1``
+   and PENDING with a new outbox row, or FAILED when its attempts are used.
+3. **outbox_release**: CLAIMED outbox rows whose publisher lease ran out return to
+   PENDING.
+4. **expire**: SUCCEEDED tasks past ``expires_at`` lose their file first, then become
+   EXPIRED (a failed delete keeps the state and is retried next pass);
+   **orphan_clean**: files under ``exports/`` older than the orphan age that belong to
+   no SUCCEEDED task (and to no running one) are deleted; **outbox_purge**: SENT rows
+   older than the retention are deleted in batches.
+
+Database times use the database clock; file ages use the storage's modification time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+
+from export_center import metrics, repository
+from export_center.pipeline import COMMAND_TAG
+from export_center.settings import ReconcilerSettings
+from export_center.states import TaskStatus
+from export_center.storage import Storage
+
+__all__ = ["Reconciler"]
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    """One reconciler; several instances may run at once (every step is conditional).
+
+    Args:
+        engine: the export center's database.
+        storage: file storage (expiry and orphans).
+        settings: reconciler settings (grace, stale window, orphan age, batch size).
+        topic: command topic for new outbox rows.
+    """
+
+    def __init__(self, engine: Engine, storage: Storage, settings: ReconcilerSettings, *, topic: str) -> None:
+        self.engine = engine
+        self.storage = storage
+        self.settings = settings
+        self.topic = topic
+        self.last: Counter[str] = Counter()
+
+    def run_once(self) -> int:
+        """One pass of every step; returns the number of actions taken."""
+        actions: Counter[str] = Counter()
+        for step in (self._redispatch, self._recover_leases, self._release_outbox,
+                     self._expire_files, self._clean_orphans, self._purge_outbox):
+            try:
+                actions.update(step())
+            except Exception:  # one failing step must not stop the others
+                log.exception("reconciler step %s failed", step.__name__)
+        for action, count in actions.items():
+            metrics.RECONCILER_ACTIONS.labels(action).inc(count)
+        self.last = actions
+        return sum(actions.values())
+
+    def _redispatch(self) -> Counter[str]:
+        done: Counter[str] = Counter()
+        s = self.settings
+        with self.engine.begin() as conn:
+            for task in repository.tasks_missing_outbox(conn, s.redispatch_grace_seconds, s.batch_size):
+                if repository.insert_outbox(conn, task, topic=self.topic, tag=COMMAND_TAG):
+                    done["redispatch"] += 1
+                    log.warning("outbox row was missing; written again",
+                                extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]})
+        with self.engine.begin() as conn:
+            ids = repository.stale_sent_outbox_ids(
+                conn, s.sent_stale_seconds, s.redispatch_grace_seconds, s.batch_size
+            )
+            for row_id in ids:
+                if repository.resend_outbox_row(conn, row_id):
+                    done["redispatch"] += 1
+        return done
+
+    def _recover_leases(self) -> Counter[str]:
+        done: Counter[str] = Counter()
+        with self.engine.connect() as conn:
+            tasks = repository.expired_running_tasks(conn, self.settings.batch_size)
+        for task in tasks:
+            with self.engine.begin() as conn:
+                outcome = repository.recover_expired_lease(conn, task, topic=self.topic, tag=COMMAND_TAG)
+            if outcome:
+                done["lease_recover"] += 1
+                log.warning("recovered an expired lease: %s", outcome,
+                            extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]})
+        return done
+
+    def _release_outbox(self) -> Counter[str]:
+        with self.engine.begin() as conn:
+            released = repository.release_expired_outbox_claims(conn)
+        return Counter({"outbox_release": released}) if released else Counter()
+
+    def _expire_files(self) -> Counter[str]:
+        done: Counter[str] = Counter()
+        with self.engine.connect() as conn:
+            tasks = repository.tasks_past_retention(conn, self.settings.batch_size)
+        for task in tasks:
+            key = task["object_key"]
+            try:
+                if key:
+                    self.storage.delete(key)
+            except Exception:
+                log.error("could not delete an expired file; will retry", exc_info=True,
+                          extra={"taskId": task["task_no"]})
+                continue
+            with self.engine.begin() as conn:
+                if repository.mark_expired(conn, task["id"], key):
+                    done["expire"] += 1
+        return done
+
+    def _clean_orphans(self) -> Counter[str]:
+        cutoff = time.time() - self.settings.orphan_age_seconds
+        candidates = [
+            obj for obj in self.storage.list()
+            if obj.modified_at <= datetime.fromtimestamp(cutoff, UTC)
+        ]
+        if not candidates:
+            return Counter()
+        task_nos = sorted({obj.key.split("/")[3] for obj in candidates if obj.key.count("/") >= 4})
+        with self.engine.connect() as conn:
+            states = repository.task_file_states(conn, task_nos)
+        done: Counter[str] = Counter()
+        for obj in candidates:
+            parts = obj.key.split("/")
+            status, current_key = states.get(parts[3], (None, None)) if len(parts) >= 5 else (None, None)
+            if status == TaskStatus.RUNNING:
+                continue  # an attempt may be writing it; judged again after it ends
+            if status == TaskStatus.SUCCEEDED and current_key == obj.key:
+                continue
+            try:
+                self.storage.delete(obj.key)
+                done["orphan_clean"] += 1
+            except Exception:
+                log.warning("could not delete orphan %s", obj.key, exc_info=True)
+        return done
+
+    def _purge_outbox(self) -> Counter[str]:
+        with self.engine.begin() as conn:
+            purged = repository.purge_sent_outbox(conn, self.settings.outbox_retention_days, 5000)
+        return Counter({"outbox_purge": purged}) if purged else Counter()

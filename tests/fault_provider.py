@@ -1,0 +1,138 @@
+"""A provider with injectable faults, served for real over HTTP on loopback.
+
+Type ``FLAKY`` serves ``rows`` integer ids through the provider SDK in batches; a
+:class:`Behaviour` decides per request whether to answer 503, 400, change the schema,
+stall the cursor, sleep, or send a NaN. Every request is recorded (time, version,
+batch) so tests can assert what was and was not fetched.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from export_center.embedded import ServerThread, free_port
+from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault
+
+TOKEN_ENV = "the-internal-token-of-the-tests"
+
+
+@dataclass
+class Behaviour:
+    """What the FLAKY provider does; tests change it between runs."""
+
+    rows: int = 2500
+    fail_versions: set[int] = field(default_factory=set)  # 503 for these dispatch versions
+    fail_status: int = 503
+    fail_at_batch: int = 1  # the batch (1-based) that fails
+    always_fail: bool = False
+    change_schema_at_batch: int | None = None
+    stall_cursor_at_batch: int | None = None
+    sleep_seconds: float = 0.0
+    nan_at_row: int | None = None
+    big_text: int = 0  # characters of filler per row (file size tests)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
+    columns = [Column("id", "Id", "INTEGER"), Column("amount", "Amount", "DECIMAL"),
+               Column("note", "Note", "STRING")]
+    provider = ExportProvider("FLAKY", columns, token=token, secret="fault-provider-secret")
+
+    @provider.fetcher
+    def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
+        after = int(cursor or 0)
+        batch = after // req.limit + 1
+        with behaviour.lock:
+            behaviour.requests.append({"at": time.monotonic(), "version": req.dispatchVersion,
+                                       "batch": batch, "task": req.taskId})
+        if behaviour.sleep_seconds:
+            time.sleep(behaviour.sleep_seconds)
+        failing = behaviour.always_fail or req.dispatchVersion in behaviour.fail_versions
+        if failing and batch == behaviour.fail_at_batch:
+            raise ProviderFault(behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}")
+        ids = range(after + 1, min(after + req.limit, behaviour.rows) + 1)
+        rows = []
+        for i in ids:
+            amount = Decimal(i) / 100
+            if behaviour.nan_at_row == i:
+                amount = Decimal("NaN")
+            rows.append({"id": i, "amount": format(amount, "f") if amount.is_finite() else "NaN",
+                         "note": ("x" * behaviour.big_text) or f"row {i}"})
+        has_more = after + req.limit < behaviour.rows
+        next_cursor = after + len(rows)
+        if behaviour.stall_cursor_at_batch == batch:
+            next_cursor = after if after else None
+        page = Page(rows=rows, next_cursor=next_cursor, has_more=has_more,
+                    snapshot={"rows": behaviour.rows}, total_rows=behaviour.rows)
+        return page
+
+    original = provider.handle
+
+    def handle(raw: bytes, token_value: str | None):  # type: ignore[no-untyped-def]
+        response = original(raw, token_value)
+        if behaviour.change_schema_at_batch is not None:
+            import orjson
+
+            body = orjson.loads(response.body)
+            if "rows" in body and body.get("columns") is None:
+                if behaviour.requests[-1]["batch"] >= behaviour.change_schema_at_batch:
+                    body["schemaHash"] = "sha256:changed"
+                    response.body = orjson.dumps(body)
+                    response.headers["content-length"] = str(len(response.body))
+        return response
+
+    provider.handle = handle  # type: ignore[method-assign]
+    return provider
+
+
+class FaultProviderServer:
+    """The FLAKY provider on its own loopback port."""
+
+    def __init__(self, token: str) -> None:
+        self.behaviour = Behaviour()
+        self.token = token
+        app = FastAPI()
+        app.include_router(flaky_provider(self.behaviour, token).router())
+        self.port = free_port()
+        self.server = ServerThread(app, "127.0.0.1", self.port)
+        self.url = self.server.url
+
+    def start(self) -> None:
+        self.server.start(timeout=30)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def reset(self, **values: Any) -> Behaviour:
+        self.behaviour.__init__(**values)  # type: ignore[misc]
+        return self.behaviour
+
+
+def registry_file(directory: Path, provider_url: str, *, max_rows: int = 5_000_000,
+                  batch_size: int = 1000, max_attempts: int = 3) -> Path:
+    """A registry with the sample ORDERS type and the FLAKY type at ``provider_url``."""
+    from export_center.runtime import default_registry_path
+
+    text = default_registry_path().read_text() + f"""
+FLAKY:
+  title: Flaky
+  provider_url: {provider_url}
+  provider_path: /internal/exports/v1/FLAKY/batches
+  required_permission: export:flaky:create
+  app_scope: PLATFORM
+  enabled: true
+  max_rows: {max_rows}
+  batch_size: {batch_size}
+  max_attempts: {max_attempts}
+"""
+    path = directory / "export_types.yaml"
+    path.write_text(text)
+    return path
