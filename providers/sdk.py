@@ -178,27 +178,29 @@ class ExportProvider:
     # ---------------------------------------------------------------- signing
 
     def _sign(self, kind: str, value: Any, task_id: str, expires: int | None = None) -> str:
-        body = orjson.dumps({"k": kind, "v": value, "t": task_id, "e": expires})
-        mac = hmac.new(self.secret.encode(), body, hashlib.sha256).digest()[:16]
-        return (
-            base64.urlsafe_b64encode(body).rstrip(b"=").decode()
-            + "."
-            + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
-        )
+        # An integer cursor stays readable ("120400.<mac>") so failure messages can name
+        # it; anything else travels as base64 JSON. The MAC binds kind, task and expiry.
+        if isinstance(value, int) and not isinstance(value, bool) and expires is None:
+            payload = str(value)
+        else:
+            raw = orjson.dumps({"v": value, "e": expires})
+            payload = "~" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        return f"{payload}.{self._mac(kind, task_id, payload)}"
+
+    def _mac(self, kind: str, task_id: str, payload: str) -> str:
+        message = f"{self.export_type}\n{kind}\n{task_id}\n{payload}".encode()
+        mac = hmac.new(self.secret.encode(), message, hashlib.sha256).digest()[:16]
+        return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
     def _verify(self, kind: str, token: str, task_id: str) -> tuple[Any, int | None]:
-        try:
-            body_b64, mac_b64 = token.split(".")
-            body = base64.urlsafe_b64decode(body_b64 + "=" * (-len(body_b64) % 4))
-            mac = base64.urlsafe_b64decode(mac_b64 + "=" * (-len(mac_b64) % 4))
-        except ValueError:
-            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} is malformed", kind) from None
-        expected = hmac.new(self.secret.encode(), body, hashlib.sha256).digest()[:16]
-        if not hmac.compare_digest(mac, expected):
-            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} signature does not match", kind)
-        data = orjson.loads(body)
-        if data.get("k") != kind or data.get("t") != task_id:
-            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{kind} belongs to another task", kind)
+        payload, _, mac = token.rpartition(".")
+        field = "cursor" if kind == "cursor" else "snapshotToken"
+        if not payload or not hmac.compare_digest(mac.encode(), self._mac(kind, task_id, payload).encode()):
+            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{field} was not issued for this task", field)
+        if not payload.startswith("~"):
+            return int(payload), None
+        raw = base64.urlsafe_b64decode(payload[1:] + "=" * (-len(payload[1:]) % 4))
+        data = orjson.loads(raw)
         return data.get("v"), data.get("e")
 
     # ---------------------------------------------------------------- serving

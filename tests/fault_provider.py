@@ -15,7 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+import orjson
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from export_center.embedded import ServerThread, free_port
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault
@@ -74,22 +76,6 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
                     snapshot={"rows": behaviour.rows}, total_rows=behaviour.rows)
         return page
 
-    original = provider.handle
-
-    def handle(raw: bytes, token_value: str | None):  # type: ignore[no-untyped-def]
-        response = original(raw, token_value)
-        if behaviour.change_schema_at_batch is not None:
-            import orjson
-
-            body = orjson.loads(response.body)
-            if "rows" in body and body.get("columns") is None:
-                if behaviour.requests[-1]["batch"] >= behaviour.change_schema_at_batch:
-                    body["schemaHash"] = "sha256:changed"
-                    response.body = orjson.dumps(body)
-                    response.headers["content-length"] = str(len(response.body))
-        return response
-
-    provider.handle = handle  # type: ignore[method-assign]
     return provider
 
 
@@ -100,7 +86,26 @@ class FaultProviderServer:
         self.behaviour = Behaviour()
         self.token = token
         app = FastAPI()
-        app.include_router(flaky_provider(self.behaviour, token).router())
+        provider = flaky_provider(self.behaviour, token)
+        behaviour = self.behaviour
+
+        @app.get("/healthz")
+        def healthz() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.post(provider.path)
+        async def batches(request: Request) -> Response:
+            raw = await request.body()
+            response = await run_in_threadpool(
+                provider.handle, raw, request.headers.get("x-internal-service-token")
+            )
+            if behaviour.change_schema_at_batch is not None and response.status_code == 200:
+                body = orjson.loads(response.body)
+                if behaviour.requests[-1]["batch"] >= behaviour.change_schema_at_batch:
+                    body["schemaHash"] = "sha256:changed"
+                    return Response(orjson.dumps(body), media_type="application/json")
+            return response
+
         self.port = free_port()
         self.server = ServerThread(app, "127.0.0.1", self.port)
         self.url = self.server.url

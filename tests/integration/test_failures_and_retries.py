@@ -1,0 +1,250 @@
+"""Errors, automatic and manual retry, cancel and the creation guard, over real HTTP.
+
+The FLAKY provider (tests/fault_provider.py) runs on its own loopback port; the stack
+calls it exactly as it would call a business service.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import func, select
+
+from export_center import repository
+from export_center.models import ExportOutbox, ExportTask
+from tests.fault_provider import FaultProviderServer, registry_file
+from tests.helpers import create, download, read_csv, wait_state
+
+TOKEN = "internal-token-for-fault-tests-0123456789"
+FLAKY = ["export:flaky:create", "export:orders:create"]
+
+
+@pytest.fixture
+def faulty():
+    server = FaultProviderServer(TOKEN)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def flaky_stack(make_stack, faulty, tmp_path):
+    def factory(max_attempts: int = 3, max_rows: int = 5_000_000, **overrides):
+        registry = registry_file(tmp_path, faulty.url, max_rows=max_rows, max_attempts=max_attempts)
+        provider = {"internal_token": TOKEN, **overrides.pop("provider", {})}
+        return make_stack(export_types_file=str(registry), provider=provider, **overrides)
+
+    return factory
+
+
+def flaky(client, **body):
+    return create(client, "csv", exportType="FLAKY", **body)
+
+
+def files(stack):
+    return [o for o in stack.runtime.storage.list()]
+
+
+def test_503_twice_then_200_succeeds_on_the_third_attempt(flaky_stack, faulty):
+    stack = flaky_stack()
+    faulty.reset(rows=2500, fail_versions={1, 2}, fail_at_batch=2)
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    detail = wait_state(client, task_id, timeout=60)
+    assert detail["state"] == "succeeded", detail
+    assert detail["attempts"] == 3
+    with stack.runtime.engine.connect() as conn:
+        row = repository.read_task_by_no(conn, task_id)
+        rows = repository.outbox_rows(conn, row["id"])
+    assert row["attempt_count"] == 3 and row["dispatch_version"] == 3
+    assert [(r["dispatch_version"], r["attempt_count"], r["status"]) for r in rows] == [
+        (1, 1, "SENT"), (2, 1, "SENT"), (3, 1, "SENT")]
+    ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert ids == list(range(1, 2501))
+    assert len(files(stack)) == 1  # the two failed attempts left no partial file
+
+
+def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=3)
+    behaviour = faulty.reset(rows=5000, always_fail=True, fail_at_batch=3)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=90)
+    assert detail["state"] == "failed", detail
+    assert detail["attempts"] == 3
+    message = detail["error"]["message"]
+    assert message.startswith("fetch: batch 3 (cursor "), message
+    assert "provider answered 503 on 3 attempts" in message
+    assert detail["error"]["code"] == "PROVIDER_UNAVAILABLE"
+    versions = {r["version"] for r in behaviour.requests}
+    assert versions == {1, 2, 3}
+    assert files(stack) == []
+    # Backoff between attempts: not earlier than configured (0.5 s, then 1 s).
+    firsts = [min(r["at"] for r in behaviour.requests if r["version"] == v) for v in (1, 2, 3)]
+    assert firsts[1] - firsts[0] >= 0.5 and firsts[2] - firsts[1] >= 1.0
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "limits", "code", "fragment"),
+    [
+        ({"always_fail": True, "fail_status": 400, "fail_at_batch": 2}, {}, "PROVIDER_REJECTED", "provider answered 400"),
+        ({"always_fail": True, "fail_status": 410, "fail_at_batch": 2}, {}, "SNAPSHOT_EXPIRED", "snapshot expired"),
+        ({"change_schema_at_batch": 2}, {}, "SCHEMA_CHANGED", "schemaHash changed"),
+        ({"nan_at_row": 1500}, {}, "INVALID_VALUE", "row 1500, column amount"),
+        ({}, {"max_rows": 1200}, "ROW_LIMIT_EXCEEDED", "1,200 rows"),
+        ({"big_text": 2000}, {"task": {"max_file_size_mb": 1}}, "FILE_TOO_LARGE", "1"),
+    ],
+)
+def test_permanent_errors_fail_at_once(flaky_stack, faulty, behaviour, limits, code, fragment):
+    stack = flaky_stack(max_rows=limits.pop("max_rows", 5_000_000), **limits)
+    requests = faulty.reset(rows=2500, **behaviour).requests
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed", detail
+    assert detail["attempts"] == 1 and detail["error"]["code"] == code
+    assert fragment in detail["error"]["message"], detail["error"]
+    assert {r["version"] for r in requests} == {1}
+    assert files(stack) == []
+
+
+def test_a_cursor_that_does_not_advance_is_transient(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=2)
+    faulty.reset(rows=2500, stall_cursor_at_batch=2)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["attempts"] == 2
+    assert detail["error"]["code"] == "CURSOR_STALLED"
+    assert detail["error"]["message"].startswith("fetch: batch 2 (cursor 1000.")
+
+
+def test_deadline_is_transient_and_checked_with_the_database_clock(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=2, task={"max_duration_minutes": 2 / 60, "heartbeat_seconds": 0.3})
+    faulty.reset(rows=50_000, sleep_seconds=0.2)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["attempts"] == 2
+    assert detail["error"]["code"] == "DEADLINE_PASSED", detail
+    assert files(stack) == []
+
+
+def test_manual_retry_runs_a_failed_export_again(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=1)
+    faulty.reset(rows=2500, fail_versions={1}, fail_at_batch=1)
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    assert wait_state(client, task_id)["state"] == "failed"
+    answer = client.post(f"/api/v1/exports/{task_id}/retry")
+    assert answer.status_code == 202 and answer.json()["state"] in ("queued", "running")
+    assert answer.json()["error"] is None and answer.json()["processed"] == 0
+    detail = wait_state(client, task_id)
+    assert detail["state"] == "succeeded" and detail["attempts"] == 1
+    with stack.runtime.engine.connect() as conn:
+        assert repository.read_task_by_no(conn, task_id)["dispatch_version"] == 2
+    again = client.post(f"/api/v1/exports/{task_id}/retry")
+    assert again.status_code == 409 and again.json()["code"] == "NOT_RETRYABLE"
+
+
+def test_cancel_a_queued_task_at_once_and_ack_its_late_command(flaky_stack, faulty):
+    stack = flaky_stack(consumer={"enabled": False})
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    answer = client.post(f"/api/v1/exports/{task_id}/cancel")
+    assert answer.status_code == 202 and answer.json()["state"] == "cancelled"
+    time.sleep(0.3)  # the publisher has sent the command by now
+    runtime = stack.runtime
+    delivery = runtime.transport.receive(2)
+    assert delivery is not None
+    assert runtime.consumer.handle_delivery(delivery) == "terminal"
+    assert client.post(f"/api/v1/exports/{task_id}/cancel").status_code == 409
+    assert client.post(f"/api/v1/exports/{task_id}/retry").status_code == 409
+    assert faulty.behaviour.requests == []
+
+
+def test_cancel_a_running_export_stops_within_10_seconds(flaky_stack, faulty):
+    stack = flaky_stack(task={"heartbeat_seconds": 5})
+    behaviour = faulty.reset(rows=400_000, sleep_seconds=0.05)
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    wait_state(client, task_id, {"running"})
+    while client.get(f"/api/v1/exports/{task_id}").json()["processed"] < 3000:
+        time.sleep(0.05)
+    asked = time.monotonic()
+    assert client.post(f"/api/v1/exports/{task_id}/cancel").json()["state"] == "running"
+    detail = wait_state(client, task_id, {"cancelled", "succeeded", "failed"}, timeout=15)
+    stopped = time.monotonic()
+    assert detail["state"] == "cancelled" and stopped - asked < 10
+    time.sleep(1.0)
+    assert not [r for r in behaviour.requests if r["at"] > stopped]
+    assert files(stack) == []
+
+
+def test_concurrent_creates_with_one_request_id_make_one_task(make_stack):
+    stack = make_stack()
+    client = stack.client()
+    for _ in range(20):
+        key = uuid.uuid4().hex
+        results: list = []
+
+        def post():
+            results.append(create(client, "csv", requestId=key,
+                                  parameters={"from": "1995-01-01", "to": "1995-01-31"}))
+
+        threads = [threading.Thread(target=post) for _ in range(10)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert sorted(r.status_code for r in results) == [200] * 9 + [202]
+        assert len({r.json()["taskId"] for r in results}) == 1
+        assert wait_state(client, results[0].json()["taskId"])["state"] == "succeeded"
+    with stack.runtime.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(ExportTask.__table__)).scalar() == 20
+        assert conn.execute(select(func.count()).select_from(ExportOutbox.__table__)).scalar() == 20
+    assert len([o for o in stack.runtime.storage.list()]) == 20
+
+
+def test_duplicate_window_and_active_limits(make_stack):
+    stack = make_stack(limits={"max_active_per_user": 3, "max_active_per_type": 5},
+                       consumer={"enabled": False})
+    alice = stack.client("alice")
+    first = create(alice, "csv", parameters={"from": "1995-01-01"})
+    again = create(alice, "csv", parameters={"from": "1995-01-01"})
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.json()["taskId"] == first.json()["taskId"]
+    for day in ("02", "03"):
+        assert create(alice, "csv", parameters={"from": f"1995-01-{day}"}).status_code == 202
+    refused = create(alice, "csv", parameters={"from": "1995-01-04"})
+    assert refused.status_code == 429 and refused.json()["code"] == "TOO_MANY_ACTIVE_TASKS"
+    bob = stack.client("bob")
+    assert create(bob, "csv", parameters={"from": "1995-01-05"}).status_code == 202
+    assert create(bob, "xlsx", parameters={"from": "1995-01-05"}).status_code == 202
+    per_type = create(stack.client("carol"), "csv")
+    assert per_type.status_code == 429 and per_type.json()["code"] == "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"
+    # Cancelling frees a slot.
+    alice.post(f"/api/v1/exports/{first.json()['taskId']}/cancel")
+    assert create(alice, "csv", parameters={"from": "1995-01-06"}).status_code == 202
+
+
+def test_a_queued_task_past_the_stale_window_still_runs_with_its_version(make_stack):
+    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False,
+                       "sent_stale_seconds": 1, "redispatch_grace_seconds": 0})
+    client = stack.client()
+    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"]
+    time.sleep(1.5)  # the command waits in the queue longer than the stale window
+    runtime = stack.runtime
+    assert runtime.reconciler.run_once() == 1 and runtime.reconciler.last["redispatch"] == 1
+    time.sleep(0.3)
+    assert runtime.transport.pending() == 2  # the original and the re-sent command, same version
+    runtime.consumer.start()
+    detail = wait_state(client, task_id)
+    assert detail["state"] == "succeeded"
+    deadline = time.monotonic() + 5
+    while len(runtime.consumer.handled) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    outcomes = sorted(o for _, o in runtime.consumer.handled)
+    assert outcomes[0] == "executed" and outcomes[1] in ("running_live_lease", "terminal")
+    with runtime.engine.connect() as conn:
+        assert repository.read_task_by_no(conn, task_id)["dispatch_version"] == 1
+    assert len(list(runtime.storage.list())) == 1
