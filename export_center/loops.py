@@ -35,12 +35,10 @@ class LoopRunner:
         )
 
     def add(self, name: str, loop: PassLoop, every_seconds: float) -> None:
-        """Run ``loop.run_once`` every ``every_seconds`` (first pass right away)."""
+        """Run ``loop.run_once`` every ``every_seconds`` (the first pass after one period)."""
         self._scheduler.add_job(
-            _guarded(name, loop.run_once), "interval", seconds=every_seconds, id=name,
-            next_run_time=None,
+            _guarded(name, loop.run_once), "interval", seconds=every_seconds, id=name
         )
-        self._scheduler.modify_job(name, next_run_time=_now())
 
     def start(self) -> None:
         """Start the scheduler thread."""
@@ -50,12 +48,6 @@ class LoopRunner:
         """Stop scheduling and wait for running passes to end."""
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
-
-
-def _now():  # type: ignore[no-untyped-def]
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc)
 
 
 def _guarded(name: str, fn: Callable[[], int]) -> Callable[[], None]:

@@ -193,6 +193,7 @@ class ExportRun:
         max_bytes = settings.file_size_cap_bytes
         stream = self.ctx.storage.open_write(self.object_key)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
+        writer = None
         try:
             self.batch_no = 1
             batch = self._fetch(request, None, None)
@@ -253,6 +254,8 @@ class ExportRun:
             size = self.ctx.storage.commit(self.object_key)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
+            if writer is not None:
+                writer.abort()
             if not stream.closed:
                 stream.close()
             raise

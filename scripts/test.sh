@@ -50,6 +50,16 @@ else
     echo "$stamp" >"$stamp_file"
 fi
 
+# libfaketime runs a worker whose clock is 5 minutes ahead (tests/integration/test_crash_recovery.py).
+if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
+    step "Installing faketime from Debian's packages"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get install -y -qq faketime >/dev/null 2>&1 \
+        || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq faketime >/dev/null; }
+fi
+
 step "Starting the MariaDB test server (scripts/mariadb.sh start)"
 bash scripts/mariadb.sh start
 EXPORT_CENTER_TEST_MARIADB_URL="$(bash scripts/mariadb.sh url)"

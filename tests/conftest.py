@@ -72,37 +72,34 @@ def dialect(db_url: str) -> str:
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data dir holding the generated TPC-H CSV files of the test scale."""
-    from providers import tpch
-
     data = Path(os.environ.get("EXPORT_CENTER_TEST_SAMPLE_DIR", tmp_path_factory.mktemp("tpch")))
-    tpch.generate(SAMPLE_SCALE, data)
     return data
 
 
-_SAMPLES: dict[str, str] = {}
+_SAMPLES: dict[tuple[str, float], str] = {}
 
 
-def sample_url(dialect: str, sample_dir: Path) -> str:
-    """A database with the TPC-H sample loaded, one per dialect per session."""
-    if dialect in _SAMPLES:
-        return _SAMPLES[dialect]
+def sample_url(dialect: str, sample_dir: Path, scale: float = SAMPLE_SCALE) -> str:
+    """A database with the TPC-H sample of ``scale`` loaded, one per dialect and scale."""
+    if (dialect, scale) in _SAMPLES:
+        return _SAMPLES[dialect, scale]
     from export_center.db import make_engine
     from providers import tpch
 
+    suffix = str(scale).replace(".", "_")
     if dialect == "sqlite":
-        url = f"sqlite:///{sample_dir / 'sample.db'}"
+        url = f"sqlite:///{sample_dir / f'sample-{suffix}.db'}"
     else:
-        url = make_url(mariadb_base_url()).set(database="export_center_sample").render_as_string(
-            hide_password=False
-        )
+        name = f"export_center_sample_{suffix}"
+        url = make_url(mariadb_base_url()).set(database=name).render_as_string(hide_password=False)
         admin = create_engine(make_url(mariadb_base_url()))
         with admin.begin() as conn:
-            conn.execute(text("CREATE DATABASE IF NOT EXISTS export_center_sample CHARACTER SET utf8mb4"))
+            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4"))
         admin.dispose()
     engine = make_engine(url, immediate=False)
-    tpch.ensure_loaded(engine, SAMPLE_SCALE, sample_dir)
+    tpch.ensure_loaded(engine, scale, sample_dir)
     engine.dispose()
-    _SAMPLES[dialect] = url
+    _SAMPLES[dialect, scale] = url
     return url
 
 
@@ -113,11 +110,11 @@ def make_stack(
     """Factory for a running embedded stack on loopback; stops them all at teardown."""
     stacks: list[Stack] = []
 
-    def factory(**overrides: Any) -> Stack:
+    def factory(scale: float = SAMPLE_SCALE, **overrides: Any) -> Stack:
         stack = Stack.start(
             data_dir=tmp_path / f"data{len(stacks)}",
             database_url=db_url,
-            sample_database_url=sample_url(dialect, sample_dir),
+            sample_database_url=sample_url(dialect, sample_dir, scale),
             overrides=overrides,
         )
         stacks.append(stack)

@@ -161,3 +161,7 @@ class ExportWriter(Protocol):
             The statistics of the written file.
         """
         ...
+
+    def abort(self) -> None:
+        """Abandon the file after a failure: nothing more is written (the caller deletes it)."""
+        ...

@@ -301,6 +301,10 @@ class CsvWriter:
         stats.bytes = self._counting.count
         return dataclasses.replace(stats)
 
+    def abort(self) -> None:
+        """Abandon the file after a failure elsewhere: nothing more is written."""
+        self._fail()
+
     def _fail(self) -> None:
         """Stop the writer after an error; later finalizer writes go nowhere."""
         self._failed = True

@@ -357,6 +357,11 @@ class XlsxWriter:
 
     # --- sheets -----------------------------------------------------------------------
 
+    def abort(self) -> None:
+        """Abandon the file after a failure elsewhere: the ZIP ends into the void."""
+        self._failed = True
+        self._discard()
+
     def _guarded(self, action: Callable[..., None], *args: Any) -> None:
         """Run ``action``; on any error mark the writer failed and drop later output."""
         try:
