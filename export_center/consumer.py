@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 import orjson
 from sqlalchemy import Engine, select
@@ -142,7 +141,6 @@ class Consumer:
         self.threads = threads
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
-        self.on_claimed: Callable[[Delivery | None], None] | None = None
         self.handled: list[tuple[str, str]] = []  # (task_no, outcome), for tests and logs
 
     def start(self) -> None:
@@ -223,8 +221,11 @@ class Consumer:
             self.handled.append((command.task_no, branch))
             return branch
         assert task is not None
-        if self.on_claimed is not None:
-            self.on_claimed(delivery)
+        if delivery is not None:
+            # The claim is committed: from here the database protects the attempt
+            # (lease, watchdog, reconciler), so the message is acknowledged now rather
+            # than held for the whole export (docs/operations.md, "Acknowledgement").
+            delivery.ack()
         ExportRun(self.engine, self.context, task, command.dispatch_version, owner).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))
         return ClaimBranch.EXECUTED

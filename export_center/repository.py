@@ -949,3 +949,73 @@ def purge_sent_outbox(conn: Connection, older_than_days: float, limit: int) -> i
         return 0
     return int(conn.execute(O.delete().where(O.c.id.in_(ids))).rowcount)
 
+
+
+# --------------------------------------------------------------------------- dead letters
+
+QUARANTINE_MESSAGE = "command message corrupted; create the export again"
+
+
+class QuarantineMismatch(Exception):
+    """An update of the quarantine transaction did not touch exactly one row."""
+
+
+def quarantine(conn: Connection, *, event_id: str, task_no: str, version: int, reason: str) -> str:
+    """Quarantine a dead-lettered command and fail its task, in one transaction (002 §9.4.2).
+
+    The outbox row (same ``event_id``, task and version; SENT, PENDING or CLAIMED) becomes
+    QUARANTINED, which stops the reconciler from sending it again; the task (same
+    version, PENDING) becomes FAILED with a message a person can act on.
+
+    Returns:
+        ``quarantined``; or ``stale`` when the message no longer matches the current
+        attempt (nothing is changed: the caller logs it for audit and acknowledges).
+
+    Raises:
+        QuarantineMismatch: an UPDATE touched a number of rows other than one (the
+            caller's transaction must roll back and the message stay unacknowledged).
+    """
+    task = read_task_by_no(conn, task_no)
+    if task is None or task["dispatch_version"] != version or task["status"] != TaskStatus.PENDING:
+        return "stale"
+    row = conn.execute(select(O).where(O.c.event_id == event_id)).mappings().first()
+    if row is None or row["task_id"] != task["id"] or row["dispatch_version"] != version:
+        return "stale"
+    quarantined = conn.execute(
+        update(O)
+        .where(
+            O.c.event_id == event_id,
+            O.c.task_id == task["id"],
+            O.c.dispatch_version == version,
+            O.c.status.in_(
+                [OutboxStatus.SENT.value, OutboxStatus.PENDING.value, OutboxStatus.CLAIMED.value]
+            ),
+        )
+        .values(
+            status=OutboxStatus.QUARANTINED.value,
+            last_error=f"quarantined from the dead-letter queue: {reason}"[:1000],
+            lease_owner=None,
+            lease_until=None,
+            updated_at=db_now(),
+        )
+    ).rowcount
+    failed = conn.execute(
+        update(T)
+        .where(
+            T.c.id == task["id"],
+            T.c.dispatch_version == version,
+            T.c.status == TaskStatus.PENDING.value,
+        )
+        .values(
+            status=TaskStatus.FAILED.value,
+            failure_code="COMMAND_CORRUPTED",
+            failure_message=QUARANTINE_MESSAGE,
+            completed_at=db_now(),
+            lease_owner=None,
+            lease_until=None,
+            updated_at=db_now(),
+        )
+    ).rowcount
+    if quarantined != 1 or failed != 1:
+        raise QuarantineMismatch(f"outbox rows {quarantined}, task rows {failed}")
+    return "quarantined"

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, select
 
 from export_center.consumer import Consumer
 from export_center.db import make_engine
+from export_center.dlq import DlqHandler, DlqReceiver
 from export_center.loops import LoopRunner
 from export_center.models import GUARD_ROW_ID, ExportTaskGuard
 from export_center.pipeline import RunContext
@@ -84,7 +85,7 @@ class Runtime:
         self._check_guard_row()
         self.registry = self.load_registry()
         self.storage = storage or LocalStorage(settings.files_dir)
-        self.transport = transport or MemoryTransport()
+        self.transport = transport or self._make_transport()
         self.self_url = self_url
         self.provider_client = ProviderClient(
             token=settings.internal_token,
@@ -117,7 +118,35 @@ class Runtime:
         self.reconciler = Reconciler(
             self.engine, self.storage, settings.reconciler, topic=settings.command_topic
         )
+        self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None
+
+    def _make_transport(self) -> Transport:
+        s = self.settings
+        if s.transport == "memory":
+            return MemoryTransport()
+        from export_center.transport.rocketmq import RocketMQTransport
+
+        return RocketMQTransport(
+            s.rocketmq.endpoint, s.command_topic, s.worker_group,
+            invisible_seconds=s.rocketmq.invisible_seconds, await_seconds=s.rocketmq.await_seconds,
+            request_timeout=s.rocketmq.request_timeout_seconds, consume=s.loop_enabled(s.consumer),
+        )
+
+    def _dead_letters(self) -> DlqReceiver | None:
+        s = self.settings
+        if not s.dlq_enabled:
+            return None
+        if isinstance(self.transport, MemoryTransport):
+            return self.transport.dead_letter_receiver()  # type: ignore[return-value]
+        if s.transport != "rocketmq":
+            return None
+        from export_center.transport.rocketmq import RocketMQDeadLetters
+
+        return RocketMQDeadLetters(  # type: ignore[return-value]
+            s.rocketmq.endpoint, s.dlq_topic, s.dlq_group,
+            await_seconds=s.rocketmq.await_seconds, request_timeout=s.rocketmq.request_timeout_seconds,
+        )
 
     def _check_guard_row(self) -> None:
         table = ExportTaskGuard.__table__
@@ -161,13 +190,14 @@ class Runtime:
         """Start the enabled loops and the consumer threads."""
         s = self.settings
         self._runner = LoopRunner()
-        if s.reconciler.enabled:
+        if s.loop_enabled(s.reconciler):
             self._runner.add("reconciler", self.reconciler, s.reconciler.loop_seconds)
-        if s.publisher.enabled:
+        if s.loop_enabled(s.publisher):
             self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
         self._runner.start()
-        if s.consumer.enabled:
+        if s.loop_enabled(s.consumer):
             self.consumer.start()
+        self.dlq_handler.start()
 
     def stop(self) -> None:
         """Stop loops and consumers, then release connections."""
@@ -175,6 +205,9 @@ class Runtime:
             self._runner.stop()
             self._runner = None
         self.consumer.stop()
+        self.dlq_handler.stop()
+        if self.dlq_handler.receiver is not None:
+            self.dlq_handler.receiver.close()
         self.transport.close()
         self.provider_client.close()
         self.engine.dispose()

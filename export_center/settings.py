@@ -28,6 +28,7 @@ __all__ = [
     "ProviderSettings",
     "PublisherSettings",
     "ReconcilerSettings",
+    "RocketMQSettings",
     "Settings",
     "TaskSettings",
     "load_or_create_secret",
@@ -37,7 +38,9 @@ __all__ = [
 class LoopSettings(BaseModel):
     """Switch and period of one background loop (seed 002 §16.3)."""
 
-    enabled: bool = Field(True, description="Run this loop in this process")
+    enabled: bool | None = Field(
+        None, description="Run this loop here; unset: on, except in production (turn on in order)"
+    )
     loop_seconds: float = Field(1.0, description="Seconds between two passes")
 
 
@@ -104,6 +107,18 @@ class LimitSettings(BaseModel):
     max_active_per_type: int = Field(5, description="Queued or running tasks per export type")
 
 
+class RocketMQSettings(BaseModel):
+    """The RocketMQ transport (seed 002 §6): gRPC through the proxy, official client."""
+
+    endpoint: str = Field("127.0.0.1:8081", description="Proxy gRPC endpoint host:port")
+    invisible_seconds: int = Field(60, description="Invisible time of a received command (>= 10)")
+    await_seconds: int = Field(5, description="Long-poll wait of one receive (5..20)")
+    request_timeout_seconds: float = Field(5.0, description="gRPC request timeout (send, ack)")
+    dlq_enabled: bool | None = Field(
+        None, description="Run the dead-letter handler here; unset: same as the consumer switch"
+    )
+
+
 class ApiSettings(BaseModel):
     """HTTP API: bind address, JWT and download-link signing."""
 
@@ -143,7 +158,9 @@ class Settings(BaseSettings):
     provider_allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1", "localhost"], description="Hosts a provider_url may name"
     )
-    topic_prefix: str = Field("", description="Environment prefix of topic and group names")
+    topic_prefix: str | None = Field(
+        None, description="Environment prefix of topic and group names; production must set it (may be empty)"
+    )
 
     api: ApiSettings = Field(default_factory=ApiSettings)
     publisher: PublisherSettings = Field(default_factory=PublisherSettings)
@@ -152,11 +169,52 @@ class Settings(BaseSettings):
     task: TaskSettings = Field(default_factory=TaskSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    rocketmq: RocketMQSettings = Field(default_factory=RocketMQSettings)
+
+    @property
+    def prefix(self) -> str:
+        """The environment prefix; production refuses an unset one (seed 002 §6.2)."""
+        if self.topic_prefix is None:
+            if self.environment == "production":
+                raise ValueError("EXPORT_CENTER_TOPIC_PREFIX must be set explicitly in production")
+            return "test-" if self.environment == "test" else ""
+        return self.topic_prefix
 
     @property
     def command_topic(self) -> str:
         """Command topic name with the environment prefix (seed 002 §6.2)."""
-        return f"{self.topic_prefix}export-center-command-v1"
+        return f"{self.prefix}export-center-command-v1"
+
+    @property
+    def worker_group(self) -> str:
+        """Consumer group of the workers."""
+        return f"{self.prefix}export-center-worker-v1"
+
+    @property
+    def dlq_group(self) -> str:
+        """Consumer group of the dead-letter handler."""
+        return f"{self.prefix}export-center-dlq-handler-v1"
+
+    @property
+    def dlq_topic(self) -> str:
+        """RocketMQ's dead-letter topic of the worker group."""
+        return f"%DLQ%{self.worker_group}"
+
+    def loop_enabled(self, loop: LoopSettings) -> bool:
+        """A loop's switch: explicit value, else on (embedded, test) or off (production).
+
+        Production turns them on one by one: reconciler, publisher, consumer (002 §18).
+        """
+        if loop.enabled is not None:
+            return loop.enabled
+        return self.environment != "production"
+
+    @property
+    def dlq_enabled(self) -> bool:
+        """Whether this process runs the dead-letter handler."""
+        if self.rocketmq.dlq_enabled is not None:
+            return self.rocketmq.dlq_enabled
+        return self.loop_enabled(self.consumer)
 
     @property
     def resolved_database_url(self) -> str:

@@ -24,7 +24,7 @@ class _MemoryDelivery:
     body: bytes
     properties: dict[str, str]
     delivery_attempt: int
-    transport: MemoryTransport
+    transport: MemoryTransport | _DeadLetters
     message: OutgoingMessage = field(repr=False)
     settled: bool = False
 
@@ -53,6 +53,8 @@ class MemoryTransport:
         self.dead_letters: list[_MemoryDelivery] = []
         self.fail_sends = 0  # test hook: the next n sends raise TransportError
         self.closed = False
+        self._dead: queue.Queue[_MemoryDelivery] = queue.Queue()
+        self._dead_owner = _DeadLetters(self._dead)
 
     def send(self, message: OutgoingMessage) -> str:
         """Queue a message; raises TransportError when closed or when told to fail."""
@@ -79,6 +81,10 @@ class MemoryTransport:
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         if delivery.delivery_attempt >= self.max_deliveries:
             self.dead_letters.append(delivery)
+            self._dead.put(
+                _MemoryDelivery(delivery.message_id, delivery.body, delivery.properties, 1,
+                                self._dead_owner, delivery.message)
+            )
             return
         self._queue.put(
             _MemoryDelivery(
@@ -91,6 +97,10 @@ class MemoryTransport:
             )
         )
 
+    def dead_letter_receiver(self) -> _DeadLetters:
+        """The in-process dead-letter queue, read by the DLQ handler."""
+        return self._dead_owner
+
     def pending(self) -> int:
         """Messages waiting to be received."""
         return self._queue.qsize()
@@ -98,3 +108,25 @@ class MemoryTransport:
     def close(self) -> None:
         """Refuse further sends."""
         self.closed = True
+
+
+class _DeadLetters:
+    """Dead-lettered messages; a released one is queued again (never lost)."""
+
+    def __init__(self, dead: queue.Queue[_MemoryDelivery]) -> None:
+        self._dead = dead
+
+    def receive(self, timeout_seconds: float) -> _MemoryDelivery | None:
+        try:
+            return self._dead.get(timeout=timeout_seconds)
+        except queue.Empty:
+            return None
+
+    def _redeliver(self, delivery: _MemoryDelivery) -> None:
+        self._dead.put(
+            _MemoryDelivery(delivery.message_id, delivery.body, delivery.properties,
+                            delivery.delivery_attempt + 1, self, delivery.message)  # type: ignore[arg-type]
+        )
+
+    def close(self) -> None:
+        return None

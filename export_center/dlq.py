@@ -1,0 +1,134 @@
+"""The dead-letter handler (seed 002 §9.4).
+
+Reads ``%DLQ%<worker group>`` with its own consumer group. It reads the message's
+user properties (``eventId``, ``taskId``, ``dispatchVersion``, ``schemaVersion``), never
+the body, which is the part that was broken. Outcomes:
+
+* properties match the current attempt -> in one transaction the outbox row becomes
+  QUARANTINED and the task FAILED ("command message corrupted; create the export
+  again"); acknowledged after the commit. Both updates must touch exactly one row or
+  the transaction rolls back and the message stays unacknowledged.
+* version or event no longer matches -> logged for audit, acknowledged, nothing touched.
+* a property missing or malformed -> logged at CRITICAL with the message id and the
+  properties, acknowledged (never a second-level dead-letter loop).
+* a database error -> not acknowledged: the broker delivers it again.
+
+``export_dlq_messages_total`` counts every message read. DLQ messages page an operator
+(docs/operations.md "DLQ runbook").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+
+from sqlalchemy import Engine
+
+from export_center import metrics, repository
+from export_center.transport.base import Delivery
+
+__all__ = ["DlqHandler", "DlqReceiver"]
+
+log = logging.getLogger(__name__)
+REQUIRED = ("eventId", "taskId", "dispatchVersion", "schemaVersion")
+
+
+class DlqReceiver:
+    """What the handler reads from: ``receive(timeout) -> Delivery | None`` and ``close()``."""
+
+    def receive(self, timeout_seconds: float) -> Delivery | None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class DlqHandler:
+    """Quarantines dead-lettered commands.
+
+    Args:
+        engine: the export center's database.
+        receiver: the dead-letter source (RocketMQ DLQ consumer, or the in-process one).
+    """
+
+    def __init__(self, engine: Engine, receiver: DlqReceiver | None = None) -> None:
+        self.engine = engine
+        self.receiver = receiver
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.outcomes: list[tuple[str, str]] = []
+
+    def handle(self, message_id: str, properties: Mapping[str, str]) -> str:
+        """Handle one dead letter; returns ``quarantined``, ``stale`` or ``missing_properties``.
+
+        Raises:
+            Exception: a database error or a quarantine mismatch (do not acknowledge).
+        """
+        metrics.DLQ_MESSAGES.inc()
+        missing = [name for name in REQUIRED if not properties.get(name)]
+        version_text = properties.get("dispatchVersion", "")
+        if missing or not version_text.isdigit():
+            log.critical(
+                "dead letter without usable properties; acknowledged without changes",
+                extra={"messageId": message_id, "reason": f"missing {missing or ['dispatchVersion']}",
+                       "properties": dict(properties)},
+            )
+            return "missing_properties"
+        with self.engine.begin() as conn:
+            outcome = repository.quarantine(
+                conn,
+                event_id=properties["eventId"],
+                task_no=properties["taskId"],
+                version=int(version_text),
+                reason=f"message {message_id} dead-lettered (schemaVersion {properties['schemaVersion']})",
+            )
+        level = logging.ERROR if outcome == "quarantined" else logging.WARNING
+        log.log(
+            level,
+            "dead letter %s",
+            "quarantined: task failed" if outcome == "quarantined" else "is stale: nothing changed (audit)",
+            extra={"messageId": message_id, "taskId": properties["taskId"],
+                   "eventId": properties["eventId"], "dispatchVersion": int(version_text)},
+        )
+        return outcome
+
+    def handle_delivery(self, delivery: Delivery) -> str:
+        """Handle and settle one delivery: acknowledged unless the database failed."""
+        try:
+            outcome = self.handle(delivery.message_id, delivery.properties)
+        except Exception:
+            log.exception("dead letter not handled; left for redelivery",
+                          extra={"messageId": delivery.message_id})
+            delivery.release()
+            return "error"
+        delivery.ack()
+        self.outcomes.append((delivery.message_id, outcome))
+        return outcome
+
+    def start(self) -> None:
+        """Read the dead-letter source in a background thread."""
+        if self.receiver is None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="dlq-handler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop reading."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+
+    def _loop(self) -> None:
+        assert self.receiver is not None
+        while not self._stop.is_set():
+            try:
+                delivery = self.receiver.receive(1.0)
+            except Exception:
+                log.exception("dead-letter receive failed")
+                self._stop.wait(2.0)
+                continue
+            if delivery is not None:
+                self.handle_delivery(delivery)

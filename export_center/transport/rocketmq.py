@@ -1,0 +1,180 @@
+"""RocketMQ 5.x transport: the official ``rocketmq-python-client`` (gRPC through the proxy).
+
+Producer: message key = public task id, tag ``EXPORT_TASK``, user properties
+``eventId``, ``taskId``, ``dispatchVersion``, ``schemaVersion`` (equal to the payload and
+to the outbox row; seed 002 §6.4); the body holds identifiers only.
+
+Consumer: ``SimpleConsumer`` in the worker group. A long export does not hold its
+message: the consumer acknowledges it as soon as the claim UPDATE has committed
+(``Consumer.handle``). From then on the database protects the running task (lease,
+watchdog, reconciler), so renewing the invisible time for 30 minutes would add nothing
+but a second, weaker lease; and an ack after a long run risks the redelivery of a
+message whose invisible time ran out (CASES E23). Every claim branch acknowledges too.
+A body that does not parse, or an unsupported ``schemaVersion``, is not acknowledged:
+the proxy delivers it again after the invisible time and, after the group's retry
+limit, moves it to ``%DLQ%<worker group>``, which :class:`RocketMQDeadLetters` reads.
+
+The client is imported lazily so the embedded default never needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from export_center.transport.base import OutgoingMessage, TransportError
+
+__all__ = ["RocketMQDeadLetters", "RocketMQTransport"]
+
+log = logging.getLogger(__name__)
+
+
+def _client() -> Any:
+    try:
+        import rocketmq
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise TransportError(
+            "the RocketMQ transport needs rocketmq-python-client (pip install 'export-center[rocketmq]')"
+        ) from exc
+    return rocketmq
+
+
+@dataclass(slots=True)
+class _RocketDelivery:
+    message_id: str
+    body: bytes
+    properties: dict[str, str]
+    delivery_attempt: int
+    consumer: Any = field(repr=False)
+    message: Any = field(repr=False)
+    settled: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def ack(self) -> None:
+        with self.lock:
+            if self.settled:
+                return
+            self.settled = True
+        try:
+            self.consumer.ack(self.message)
+        except Exception as exc:  # the database already decided; a redelivery is harmless
+            log.warning("ack failed (%s); the command may be delivered again", exc,
+                        extra={"messageId": self.message_id})
+
+    def release(self) -> None:
+        # Not acknowledged: the proxy delivers it again when its invisible time ends.
+        with self.lock:
+            self.settled = True
+
+
+class _SimpleReceiver:
+    def __init__(self, endpoint: str, group: str, topic: str, *, invisible_seconds: int,
+                 await_seconds: int, request_timeout: float, tag: str = "*") -> None:
+        rmq = _client()
+        config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
+        self.invisible_seconds = max(10, invisible_seconds)
+        self._consumer = rmq.SimpleConsumer(
+            config, group, {topic: rmq.FilterExpression(tag)}, await_duration=await_seconds
+        )
+        self._consumer.startup()
+        self._closed = False
+
+    def receive(self, timeout_seconds: float) -> _RocketDelivery | None:
+        if self._closed:
+            return None
+        try:
+            messages = self._consumer.receive(1, self.invisible_seconds)
+        except Exception as exc:
+            raise TransportError(f"receive failed: {exc}") from exc
+        if not messages:
+            return None
+        m = messages[0]
+        return _RocketDelivery(
+            message_id=str(m.message_id),
+            body=bytes(m.body or b""),
+            properties=dict(m.properties or {}),
+            delivery_attempt=int(m.delivery_attempt or 1),
+            consumer=self._consumer,
+            message=m,
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self._consumer.shutdown()
+            except Exception:  # pragma: no cover - best effort
+                log.warning("consumer shutdown failed", exc_info=True)
+
+
+class RocketMQTransport:
+    """:class:`~export_center.transport.base.Transport` on a RocketMQ 5.x proxy.
+
+    Args:
+        endpoint: proxy gRPC ``host:port``.
+        topic: command topic.
+        group: worker consumer group.
+        tag: message tag of commands.
+        invisible_seconds: invisible time of a received command (>= 10 s).
+        await_seconds: long-poll wait of one receive.
+        request_timeout: gRPC request timeout in seconds.
+        consume: start a consumer (False for a publisher-only process).
+    """
+
+    def __init__(self, endpoint: str, topic: str, group: str, *, tag: str = "EXPORT_TASK",
+                 invisible_seconds: int = 60, await_seconds: int = 5,
+                 request_timeout: float = 5.0, consume: bool = True) -> None:
+        rmq = _client()
+        self._rmq = rmq
+        self.topic = topic
+        self.tag = tag
+        config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
+        self._producer = rmq.Producer(config, (topic,))
+        self._producer.startup()
+        self._receiver = (
+            _SimpleReceiver(endpoint, group, topic, invisible_seconds=invisible_seconds,
+                            await_seconds=await_seconds, request_timeout=request_timeout, tag=tag)
+            if consume else None
+        )
+        self._lock = threading.Lock()
+
+    def send(self, message: OutgoingMessage) -> str:
+        """Send one command; raises :class:`TransportError` when the proxy refuses or is down."""
+        m = self._rmq.Message()
+        m.topic = message.topic
+        m.body = message.body
+        m.tag = message.tag
+        m.keys = message.key  # the setter adds one key per assignment
+        for name, value in message.properties.items():
+            m.add_property(name, value)
+        try:
+            receipt = self._producer.send(m)
+        except Exception as exc:
+            raise TransportError(f"send failed: {exc}") from exc
+        return str(receipt.message_id)
+
+    def receive(self, timeout_seconds: float) -> _RocketDelivery | None:
+        """Long-poll one command (blocks up to the proxy's await time)."""
+        if self._receiver is None:
+            return None
+        return self._receiver.receive(timeout_seconds)
+
+    def close(self) -> None:
+        """Shut the producer and consumer down."""
+        if self._receiver is not None:
+            self._receiver.close()
+        try:
+            self._producer.shutdown()
+        except Exception:  # pragma: no cover - best effort
+            log.warning("producer shutdown failed", exc_info=True)
+
+
+class RocketMQDeadLetters(_SimpleReceiver):
+    """Reads ``%DLQ%<worker group>`` with the dead-letter handler's own group."""
+
+    def __init__(self, endpoint: str, dlq_topic: str, group: str, *, invisible_seconds: int = 30,
+                 await_seconds: int = 5, request_timeout: float = 5.0) -> None:
+        super().__init__(endpoint, group, dlq_topic, invisible_seconds=invisible_seconds,
+                         await_seconds=await_seconds, request_timeout=request_timeout, tag="*")
