@@ -81,7 +81,7 @@ NAMESRV_MAIN="org.apache.rocketmq.namesrv.NamesrvStartup"
 PROXY_MAIN="org.apache.rocketmq.proxy.ProxyStartup"
 ADMIN_MAIN="org.apache.rocketmq.tools.command.MQAdminStartup"
 
-log() { echo "[rocketmq.sh] $*" >&2; }
+log() { echo "[rocketmq.sh] $(date +%T) $*" >&2; }
 die() { echo "[rocketmq.sh] ERROR: $*" >&2; exit 1; }
 
 # Print the tail of every log that can explain a failure, then fail.
