@@ -319,27 +319,49 @@ wait_for_broker() {
     done
 }
 
-# admin_ok DESCRIPTION SUBCOMMAND ARGS...: run mqadmin and require "success" in its output.
-admin_ok() {
-    local what="$1" out
+# Each mqadmin JVM needs ~1.5 s for its work and then ~3 s more to exit (Netty's
+# graceful shutdown of its event loops), so the idempotent create commands run in
+# parallel, each with its output in its own file, and are checked afterwards.
+ADMIN_JOBS=()
+
+# admin_bg DESCRIPTION SUBCOMMAND ARGS...: start one mqadmin command in the background.
+admin_bg() {
+    local what="$1" out="$HOME_DIR/admin.${#ADMIN_JOBS[@]}.out"
     shift
-    out="$(mqadmin "$@")"
-    if ! grep -q "success" <<<"$out" || grep -q "Exception" <<<"$out"; then
-        echo "$out" >&2
-        fail_with_logs "mqadmin $1 failed: $what"
-    fi
-    log "$what: ok"
+    mqadmin "$@" >"$out" &
+    ADMIN_JOBS+=("$!|$out|$1|$what")
+}
+
+# admin_wait: wait for the background mqadmin commands and require "success" in each
+# output (the exit code of mqadmin means nothing: it prints exceptions and exits 0).
+admin_wait() {
+    local job pid out sub what failed=0
+    for job in "${ADMIN_JOBS[@]}"; do
+        IFS='|' read -r pid out sub what <<<"$job"
+        wait "$pid" || true
+        if grep -q "success" "$out" && ! grep -q "Exception" "$out"; then
+            log "$what: ok"
+        else
+            echo "[rocketmq.sh] mqadmin $sub failed ($what):" >&2
+            cat "$out" >&2
+            failed=1
+        fi
+        rm -f "$out"
+    done
+    ADMIN_JOBS=()
+    [ "$failed" -eq 0 ] || fail_with_logs "creating the topics and groups failed"
 }
 
 ensure_resources() {
-    admin_ok "topic $COMMAND_TOPIC (4 queues, NORMAL)" \
+    admin_bg "topic $COMMAND_TOPIC (4 queues, NORMAL)" \
         updateTopic -c "$CLUSTER" -t "$COMMAND_TOPIC" -r 4 -w 4 -p 6 -a "+message.type=NORMAL"
-    admin_ok "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)" \
+    admin_bg "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)" \
         updateSubGroup -c "$CLUSTER" -g "$WORKER_GROUP" -r "$WORKER_RETRY_MAX_TIMES"
-    admin_ok "group $DLQ_GROUP" \
+    admin_bg "group $DLQ_GROUP" \
         updateSubGroup -c "$CLUSTER" -g "$DLQ_GROUP"
-    admin_ok "topic $DLQ_TOPIC (1 queue, perm 6)" \
+    admin_bg "topic $DLQ_TOPIC (1 queue, perm 6)" \
         updateTopic -c "$CLUSTER" -t "$DLQ_TOPIC" -r 1 -w 1 -p 6
+    admin_wait
 }
 
 # ---------------------------------------------------------------------------

@@ -70,23 +70,50 @@ class _RocketDelivery:
 
 
 class _SimpleReceiver:
+    """A SimpleConsumer that is rebuilt after a failed receive (e.g. a proxy restart)."""
+
     def __init__(self, endpoint: str, group: str, topic: str, *, invisible_seconds: int,
                  await_seconds: int, request_timeout: float, tag: str = "*") -> None:
-        rmq = _client()
-        config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
-        self.invisible_seconds = max(10, invisible_seconds)
-        self._consumer = rmq.SimpleConsumer(
-            config, group, {topic: rmq.FilterExpression(tag)}, await_duration=await_seconds
+        self._rmq = _client()
+        self._config = self._rmq.ClientConfiguration(
+            endpoint, self._rmq.Credentials(), request_timeout=request_timeout
         )
-        self._consumer.startup()
+        self._group, self._topic, self._tag = group, topic, tag
+        self.invisible_seconds = max(10, invisible_seconds)
+        self.await_seconds = await_seconds
+        self._consumer: Any = None
         self._closed = False
+        self._lock = threading.Lock()
+        self._connect()
+
+    def _connect(self) -> Any:
+        with self._lock:
+            if self._consumer is None and not self._closed:
+                consumer = self._rmq.SimpleConsumer(
+                    self._config, self._group, {self._topic: self._rmq.FilterExpression(self._tag)},
+                    await_duration=self.await_seconds,
+                )
+                consumer.startup()
+                self._consumer = consumer
+            return self._consumer
+
+    def _drop(self) -> None:
+        with self._lock:
+            consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.shutdown()
+            except Exception:  # pragma: no cover - best effort
+                log.debug("consumer shutdown failed", exc_info=True)
 
     def receive(self, timeout_seconds: float) -> _RocketDelivery | None:
-        if self._closed:
+        consumer = self._connect()
+        if consumer is None:
             return None
         try:
-            messages = self._consumer.receive(1, self.invisible_seconds)
+            messages = consumer.receive(1, self.invisible_seconds)
         except Exception as exc:
+            self._drop()
             raise TransportError(f"receive failed: {exc}") from exc
         if not messages:
             return None
@@ -96,17 +123,13 @@ class _SimpleReceiver:
             body=bytes(m.body or b""),
             properties=dict(m.properties or {}),
             delivery_attempt=int(m.delivery_attempt or 1),
-            consumer=self._consumer,
+            consumer=consumer,
             message=m,
         )
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            try:
-                self._consumer.shutdown()
-            except Exception:  # pragma: no cover - best effort
-                log.warning("consumer shutdown failed", exc_info=True)
+        self._closed = True
+        self._drop()
 
 
 class RocketMQTransport:
@@ -130,9 +153,8 @@ class RocketMQTransport:
         self._rmq = rmq
         self.topic = topic
         self.tag = tag
-        config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
-        self._producer = rmq.Producer(config, (topic,))
-        self._producer.startup()
+        self._config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
+        self._producer: Any = None
         self._receiver = (
             _SimpleReceiver(endpoint, group, topic, invisible_seconds=invisible_seconds,
                             await_seconds=await_seconds, request_timeout=request_timeout, tag=tag)
@@ -149,11 +171,26 @@ class RocketMQTransport:
         m.keys = message.key  # the setter adds one key per assignment
         for name, value in message.properties.items():
             m.add_property(name, value)
-        try:
-            receipt = self._producer.send(m)
-        except Exception as exc:
-            raise TransportError(f"send failed: {exc}") from exc
+        with self._lock:
+            try:
+                if self._producer is None:
+                    self._producer = self._rmq.Producer(self._config, (self.topic,))
+                    self._producer.startup()
+                receipt = self._producer.send(m)
+            except Exception as exc:
+                # A new producer next time: after a proxy restart the old channel may
+                # stay broken. The outbox row backs off and is sent again (002 §7.4).
+                self._drop_producer()
+                raise TransportError(f"send failed: {exc}") from exc
         return str(receipt.message_id)
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.shutdown()
+            except Exception:  # pragma: no cover - best effort
+                log.debug("producer shutdown failed", exc_info=True)
 
     def receive(self, timeout_seconds: float) -> _RocketDelivery | None:
         """Long-poll one command (blocks up to the proxy's await time)."""
@@ -165,10 +202,8 @@ class RocketMQTransport:
         """Shut the producer and consumer down."""
         if self._receiver is not None:
             self._receiver.close()
-        try:
-            self._producer.shutdown()
-        except Exception:  # pragma: no cover - best effort
-            log.warning("producer shutdown failed", exc_info=True)
+        with self._lock:
+            self._drop_producer()
 
 
 class RocketMQDeadLetters(_SimpleReceiver):
