@@ -95,6 +95,8 @@ fail_with_logs() {
         tail -n 30 "$f" >&2
     done
     echo "[rocketmq.sh] --- end of logs ---" >&2
+    echo "[rocketmq.sh] processes that did start are left running for inspection;" \
+        "'$0 stop' stops them, '$0 start' waits for them again" >&2
     exit 1
 }
 
@@ -274,6 +276,7 @@ start_namesrv() {
     launch namesrv "${JAVA_CMD[@]}" -XX:+UseG1GC -Xms256m -Xmx256m \
         "$NAMESRV_MAIN" -c "$CONF_DIR/namesrv.properties"
     wait_for namesrv "$NAMESRV_MAIN" "boot success"
+    log "NameServer up"
 }
 
 start_proxy() {
@@ -292,6 +295,7 @@ start_proxy() {
         -XX:MaxDirectMemorySize=512m "$PROXY_MAIN" -pm local -n "$NAMESRV_ADDR" \
         -bc "$CONF_DIR/broker.conf" -pc "$CONF_DIR/rmq-proxy.json"
     wait_for proxy "$PROXY_MAIN" "startup successfully"
+    log "Proxy up"
 }
 
 # mqadmin SUBCOMMAND ARGS...: run the admin tool against our NameServer, print its
@@ -308,6 +312,7 @@ wait_for_broker() {
     while :; do
         out="$(mqadmin clusterList)"
         if grep -q "$BROKER_NAME .*127\.0\.0\.1:$BROKER_PORT" <<<"$out"; then
+            log "broker $BROKER_NAME registered (clusterList)"
             return 0
         fi
         pid_alive proxy "$PROXY_MAIN" || fail_with_logs "the Proxy exited"

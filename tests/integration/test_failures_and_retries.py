@@ -98,6 +98,7 @@ def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack,
     ],
 )
 def test_permanent_errors_fail_at_once(flaky_stack, faulty, behaviour, limits, code, fragment):
+    limits = dict(limits)  # parametrize values are shared by the SQLite and MariaDB runs
     stack = flaky_stack(max_rows=limits.pop("max_rows", 5_000_000), **limits)
     requests = faulty.reset(rows=2500, **behaviour).requests
     client = stack.client(perms=FLAKY)

@@ -1,0 +1,185 @@
+"""One end-to-end export in this process, measured: the worker of ``python -m bench``.
+
+Does what ``export-center demo`` does, for ONE format, so that the peak RSS of this
+process belongs to one export of one size:
+
+1. ``--prepare``: generate and load the TPC-H sample of ``--scale`` (nothing else),
+   so that the measured run below finds it loaded and its RSS is the export's;
+2. otherwise: start the embedded stack (API, outbox publisher, consumer, sample
+   provider) on loopback, create one ORDERS export over HTTP, poll it until it ends,
+   download the file through its signed link, and write a JSON result.
+
+The process is the worker: provider, API and consumer all run here, as in the
+embedded default. Result keys: ``format``, ``rows``, ``seconds`` (create -> file
+downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
+``cpuSeconds`` (this process, all threads), ``rssStartMb`` (after start-up),
+``peakRssMb`` (``ru_maxrss``), ``bytes``, ``database``, ``scale``.
+
+Usage::
+
+    python -m bench.e2e_run --data-dir DIR --scale 0.27 [--database-url URL]
+                            (--prepare | --format csv|xlsx) [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TERMINAL = ("succeeded", "failed", "cancelled", "expired")
+
+
+def _settings(data_dir: Path, scale: float, database_url: str | None) -> Any:
+    from export_center.settings import Settings
+
+    data = Settings().model_dump()  # the environment's settings, like the demo
+    data.update(
+        {
+            "data_dir": data_dir,
+            "database_url": database_url,
+            "sample_scale": scale,
+            "mount_sample_providers": True,
+            "load_sample_data": True,
+            "environment": "embedded",
+        }
+    )
+    return Settings.model_validate(data)
+
+
+def _rss_now_mb() -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def prepare(data_dir: Path, scale: float, database_url: str | None) -> dict[str, Any]:
+    """Generate and load the sample (once), run the migrations; no export."""
+    from export_center.db import make_engine
+    from export_center.runtime import upgrade_database
+    from providers import tpch
+
+    settings = _settings(data_dir, scale, database_url)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    engine = make_engine(settings.resolved_database_url)
+    upgrade_database(engine)
+    engine.dispose()
+    sample = make_engine(settings.resolved_sample_database_url, immediate=False)
+    orders = tpch.ensure_loaded(sample, scale, data_dir, progress=lambda m: print(m, file=sys.stderr))
+    sample.dispose()
+    return {"orders": orders, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str) -> dict[str, Any]:
+    """Start the embedded stack, export all orders as ``fmt``, download, measure."""
+    from export_center.auth import issue_token
+    from export_center.embedded import ServerThread, build_app, free_port
+    from export_center.logs import configure_logging
+
+    settings = _settings(data_dir, scale, database_url)
+    configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = ServerThread(build_app(settings, self_url=url), "127.0.0.1", port)
+    server.start()
+    target = data_dir / f"bench-{os.getpid()}.{fmt}"
+    try:
+        bearer = issue_token(settings.jwt_secret, user="bench", tenant="bench",
+                             permissions=["export:orders:create"], ttl_seconds=3600)
+        with httpx.Client(base_url=url, headers={"authorization": f"Bearer {bearer}"},
+                          timeout=120, follow_redirects=True) as client:
+            rss_start = _rss_now_mb()
+            cpu_start = _cpu_seconds()
+            started = time.perf_counter()
+            answer = client.post(
+                "/api/v1/exports",
+                json={"exportType": "ORDERS", "format": fmt, "taskName": "bench orders",
+                      "parameters": {}, "requestId": f"bench-{fmt}-{os.getpid()}-{time.time_ns()}"},
+            )
+            if answer.status_code >= 300:
+                raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
+            task_id = answer.json()["taskId"]
+            while True:
+                detail = client.get(f"/api/v1/exports/{task_id}").json()
+                if detail["state"] in TERMINAL:
+                    break
+                time.sleep(0.1)
+            task_seconds = time.perf_counter() - started
+            if detail["state"] != "succeeded":
+                raise RuntimeError(f"{fmt} export ended {detail['state']}: {detail['error']}")
+            with client.stream("GET", detail["downloadUrl"]) as response:
+                if response.status_code != 200:
+                    raise RuntimeError(f"download {fmt}: HTTP {response.status_code}")
+                with open(target, "wb") as fh:
+                    for chunk in response.iter_bytes(1 << 20):
+                        fh.write(chunk)
+            seconds = time.perf_counter() - started
+            cpu = _cpu_seconds() - cpu_start
+    finally:
+        server.stop()
+    rows = int(detail["processed"])
+    size = target.stat().st_size
+    target.unlink(missing_ok=True)
+    shutil.rmtree(settings.files_dir, ignore_errors=True)  # stored files of this run
+    return {
+        "format": fmt,
+        "rows": rows,
+        "seconds": round(seconds, 3),
+        "taskSeconds": round(task_seconds, 3),
+        "rowsPerSecond": round(rows / seconds, 1),
+        "cpuSeconds": round(cpu, 3),
+        "rssStartMb": round(rss_start, 1),
+        "peakRssMb": round(_peak_rss_mb(), 1),
+        "bytes": size,
+        "database": settings.resolved_database_url.split("://")[0],
+        "scale": scale,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.e2e_run", description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--scale", type=float, required=True)
+    parser.add_argument("--database-url", default=None)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--prepare", action="store_true", help="only generate and load the sample")
+    group.add_argument("--format", choices=["csv", "xlsx"])
+    parser.add_argument("--json", type=Path, default=None, help="write the result here (default: stdout)")
+    args = parser.parse_args(argv)
+    if args.prepare:
+        result = prepare(args.data_dir, args.scale, args.database_url)
+    else:
+        result = run_export(args.data_dir, args.scale, args.database_url, args.format)
+    text = json.dumps(result, indent=2) + "\n"
+    if args.json:
+        args.json.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
