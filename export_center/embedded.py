@@ -39,7 +39,7 @@ def mount_samples(
 
     def mount(app: FastAPI, runtime: Runtime) -> None:
         from providers import tpch
-        from providers.samples import sample_router
+        from providers.catalog import sample_router
 
         engine = make_engine(settings.resolved_sample_database_url, immediate=False)
         if settings.load_sample_data:
