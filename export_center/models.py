@@ -81,6 +81,7 @@ class ExportTask(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     failure_code: Mapped[str | None] = mapped_column(String(64))
     failure_message: Mapped[str | None] = mapped_column(String(1000))
+    warning_message: Mapped[str | None] = mapped_column(String(1000))
     object_key: Mapped[str | None] = mapped_column(String(512))
     file_name: Mapped[str | None] = mapped_column(String(255))
     content_type: Mapped[str | None] = mapped_column(String(128))

@@ -90,6 +90,20 @@ def download_file_name(task_name: str, extension: str) -> str:
     return f"{base[:120]}.{extension}"
 
 
+def _warning(stats: Any) -> str | None:
+    """A sentence on what the writer had to change, or None (CASES E08, E10, E15)."""
+    parts = []
+    if stats.truncated_cells:
+        parts.append(f"{stats.truncated_cells:,} cell(s) cut to Excel's 32,767-character limit")
+    if stats.replaced_chars:
+        parts.append(f"{stats.replaced_chars:,} control character(s) replaced with U+FFFD")
+    if getattr(stats, "invalid_numbers", 0):
+        parts.append(f"{stats.invalid_numbers:,} NaN/Infinity value(s) written as empty cells")
+    if stats.sheets > 1:
+        parts.append(f"rows split over {stats.sheets} sheets (1,048,575 rows per sheet)")
+    return "; ".join(parts) or None
+
+
 class ExportRun:
     """Runs one claimed attempt to its end.
 
@@ -260,8 +274,9 @@ class ExportRun:
                 stream.close()
             raise
         pool.shutdown(wait=True)
-        if stats.truncated_cells:
-            log.warning("cells truncated to 32,767 characters: %d", stats.truncated_cells, extra=self._log())
+        warning = _warning(stats)
+        if warning:
+            log.warning("export succeeded with changes: %s", warning, extra=self._log())
         metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
         metrics.STORAGE_BYTES.inc(size)
         return repository.StoredFile(
@@ -270,6 +285,7 @@ class ExportRun:
             content_type=CONTENT_TYPES[self.ext],
             size_bytes=size,
             row_count=self.processed,
+            warning=warning,
         )
 
     def _fetch(self, request: ProviderRequest, cursor: str | None, snapshot: str | None) -> Batch:

@@ -432,6 +432,7 @@ def claim_task(
                 total_rows=None,
                 failure_code=None,
                 failure_message=None,
+                warning_message=None,
                 updated_at=db_now(),
             )
         ).rowcount
@@ -497,6 +498,7 @@ class StoredFile:
     content_type: str
     size_bytes: int
     row_count: int
+    warning: str | None = None
 
 
 def commit_success(
@@ -525,6 +527,7 @@ def commit_success(
                 content_type=stored.content_type,
                 size_bytes=stored.size_bytes,
                 row_count=stored.row_count,
+                warning_message=stored.warning,
                 processed_rows=stored.row_count,
                 total_rows=stored.row_count,
                 completed_at=db_now(),

@@ -76,6 +76,7 @@ class ExportPublic(BaseModel):
     finishedAt: datetime | None
     expiresAt: datetime | None
     error: TaskError | None
+    warning: str | None = None
     downloadUrl: str | None
     fileName: str | None
     sizeBytes: int | None

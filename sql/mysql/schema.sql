@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `completed_at` datetime(3) DEFAULT NULL,
   `expires_at` datetime(3) DEFAULT NULL,
   `updated_at` datetime(3) NOT NULL,
+  `warning_message` varchar(1000) DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),

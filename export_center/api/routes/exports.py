@@ -83,6 +83,7 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         finishedAt=finished,
         expiresAt=task["expires_at"] if status == TaskStatus.SUCCEEDED else None,
         error=error,
+        warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
         downloadUrl=url,
         fileName=task["file_name"],
         sizeBytes=task["size_bytes"],
