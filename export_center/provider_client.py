@@ -226,7 +226,7 @@ class ProviderClient:
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise _contract(f"answer is not JSON ({exc})") from None
+            data = _lenient_loads(raw, exc)
         if isinstance(data, Mapping) and "data" in data and "rows" not in data:
             data = data["data"]  # tolerate the {code, message, data} envelope of seed 002
         if not isinstance(data, Mapping):
@@ -253,6 +253,26 @@ class ProviderClient:
             snapshot_token=token,
             schema_hash=data.get("schemaHash"),
         )
+
+
+class NonFiniteNumber(str):
+    """A bare ``NaN``/``Infinity`` literal from a provider; the converters reject it with
+    the row and column named (CASES E15)."""
+
+
+def _lenient_loads(raw: bytes, error: Exception) -> Any:
+    """Decode what orjson refused because of bare NaN/Infinity or huge exponents.
+
+    Numbers are decoded as Decimal (never float) and the non-finite literals as
+    :class:`NonFiniteNumber`, so the value checks can name the row and column.
+    """
+    import json
+    from decimal import Decimal
+
+    try:
+        return json.loads(raw, parse_float=Decimal, parse_constant=NonFiniteNumber)
+    except ValueError:
+        raise _contract(f"answer is not JSON ({error})") from None
 
 
 def _error_detail(raw: bytes) -> str:

@@ -32,7 +32,9 @@ import base64
 import hashlib
 import hmac
 import logging
-import time
+import time as _time
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -45,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
     "BatchRequest",
+    "day_range_utc",
     "Column",
     "ExportProvider",
     "Page",
@@ -71,6 +74,33 @@ class Column:
         if self.width:
             out["width"] = self.width
         return out
+
+
+def day_range_utc(first: str, last: str, tz: str = "UTC") -> tuple[datetime, datetime]:
+    """Half-open UTC bounds ``[start, end)`` of the days ``first``..``last`` (both inclusive)
+    in time zone ``tz`` (CASES E21: an inclusive ``to`` date ends at the next midnight).
+
+    Args:
+        first: ``YYYY-MM-DD``, the first day included.
+        last: ``YYYY-MM-DD``, the last day included.
+        tz: IANA time zone of the days (``Asia/Shanghai``).
+
+    Returns:
+        ``(start, end)`` as tz-aware UTC datetimes; query ``ts >= start AND ts < end``.
+
+    Raises:
+        ProviderFault: 400 for a malformed date or zone, or ``first`` after ``last``.
+    """
+    try:
+        zone = ZoneInfo(tz)
+        start_day, end_day = date.fromisoformat(first), date.fromisoformat(last)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise ProviderFault(400, "INVALID_PARAMETER", "dates must be YYYY-MM-DD and tz an IANA zone") from None
+    if start_day > end_day:
+        raise ProviderFault(400, "INVALID_DATE_RANGE", f"{first} is after {last}", "parameters.from")
+    start = datetime.combine(start_day, time.min, zone).astimezone(timezone.utc)
+    end = datetime.combine(end_day + timedelta(days=1), time.min, zone).astimezone(timezone.utc)
+    return start, end
 
 
 def schema_hash(columns: Sequence[Column]) -> str:
@@ -223,7 +253,7 @@ class ExportProvider:
                 cursor, _ = self._verify("cursor", req.cursor, req.taskId)
             if req.snapshotToken is not None:
                 snapshot, expires = self._verify("snapshot", req.snapshotToken, req.taskId)
-                if expires is not None and expires < time.time():
+                if expires is not None and expires < _time.time():
                     raise ProviderFault(410, "SNAPSHOT_EXPIRED", "the snapshot token has expired", "snapshotToken")
             page = self.fetch(req, cursor, snapshot)
         except ProviderFault as fault:
@@ -236,7 +266,7 @@ class ExportProvider:
         snapshot_token = req.snapshotToken
         if first and snapshot_value is not None:
             snapshot_token = self._sign(
-                "snapshot", snapshot_value, req.taskId, int(time.time()) + self.snapshot_ttl_seconds
+                "snapshot", snapshot_value, req.taskId, int(_time.time()) + self.snapshot_ttl_seconds
             )
         body: dict[str, Any] = {
             "schemaVersion": self.schema_version,

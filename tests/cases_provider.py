@@ -1,0 +1,127 @@
+"""Providers for the cases of ../shared/cases/CASES.md, served over real HTTP.
+
+* ``CASES``: answers raw JSON pages written by the test (so a test can send what a
+  broken provider sends: unquoted 18-digit numbers, ``NaN``, control characters).
+* ``EVENTS``: an SDK provider over a small SQLite table of events with a
+  ``(created_at, id)`` keyset cursor, a snapshot upper bound and day filters in a time
+  zone (CASES E17, E19, E21).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from export_center.embedded import ServerThread, free_port
+from providers.sdk import BatchRequest, Column, ExportProvider, Page, day_range_utc
+
+
+class CasesServer:
+    """Both case providers on one loopback port."""
+
+    def __init__(self, token: str, db_path: Path) -> None:
+        self.pages: list[str] = []
+        self.requests: list[dict[str, Any]] = []
+        self.after_page: Callable[[int], None] | None = None
+        self.lock = threading.Lock()
+        self.db_path = db_path
+        self.db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+        self.db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, created_at TEXT NOT NULL)")
+        app = FastAPI()
+        server = self
+
+        @app.get("/healthz")
+        def healthz() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.post("/internal/exports/v1/CASES/batches")
+        async def cases(request: Request) -> Response:
+            body = await request.json()
+            index = int(body["cursor"] or 0)
+            server.requests.append(body)
+            return Response(server.pages[index], media_type="application/json")
+
+        events = ExportProvider(
+            "EVENTS",
+            [Column("id", "id", "INTEGER"), Column("created_at", "created_at", "STRING")],
+            token=token, secret="cases-secret",
+        )
+
+        @events.fetcher
+        def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
+            with server.lock:
+                server.requests.append(req.model_dump())
+                where, binds = "", []
+                if snapshot is None:
+                    upper = req.parameters.get("snapshotUpper") or "9999"
+                    snapshot = {"upper": upper}
+                where += " AND created_at <= ?"
+                binds.append(snapshot["upper"])
+                if req.parameters.get("from"):
+                    start, end = day_range_utc(req.parameters["from"], req.parameters["to"],
+                                               req.parameters.get("tz", "UTC"))
+                    where += " AND created_at >= ? AND created_at < ?"
+                    binds += [start.strftime("%Y-%m-%dT%H:%M:%S.%f"), end.strftime("%Y-%m-%dT%H:%M:%S.%f")]
+                if cursor is not None:
+                    where += " AND (created_at, id) > (?, ?)"
+                    binds += [cursor[0], cursor[1]]
+                limit = min(req.limit, int(req.parameters.get("pageSize") or req.limit))
+                rows = server.db.execute(
+                    f"SELECT id, created_at FROM events WHERE 1=1{where} ORDER BY created_at, id LIMIT ?",
+                    [*binds, limit + 1],
+                ).fetchall()
+                page_no = len([r for r in server.requests if r.get("taskId") == req.taskId])
+            has_more = len(rows) > limit
+            rows = rows[:limit]
+            result = Page(
+                rows=[{"id": r[0], "created_at": r[1]} for r in rows],
+                next_cursor=[rows[-1][1], rows[-1][0]] if rows else None,
+                has_more=has_more, snapshot=snapshot,
+            )
+            if server.after_page is not None:
+                server.after_page(page_no)
+            return result
+
+        app.include_router(events.router())
+        self.port = free_port()
+        self.thread = ServerThread(app, "127.0.0.1", self.port)
+        self.url = self.thread.url
+
+    def start(self) -> None:
+        self.thread.start(timeout=30)
+
+    def stop(self) -> None:
+        self.thread.stop()
+        self.db.close()
+
+
+def cases_registry(directory: Path, provider_url: str) -> Path:
+    """Registry: the samples plus CASES and EVENTS at ``provider_url`` (batch size 50)."""
+    from export_center.runtime import default_registry_path
+
+    extra = ""
+    for code, params in (("CASES", ""), ("EVENTS", """
+  parameters:
+    - {name: from, type: date}
+    - {name: to, type: date}
+    - {name: tz, type: string}
+    - {name: snapshotUpper, type: string}
+    - {name: pageSize, type: integer}
+  date_range: [from, to]""")):
+        extra += f"""
+{code}:
+  provider_url: {provider_url}
+  provider_path: /internal/exports/v1/{code}/batches
+  required_permission: export:cases:create
+  app_scope: PLATFORM
+  batch_size: 50
+  max_attempts: 1{params}
+"""
+    path = directory / "cases_types.yaml"
+    path.write_text(default_registry_path().read_text() + extra)
+    return path
