@@ -242,6 +242,7 @@ launch() {
     # setsid: the servers must outlive this shell and never get its signals (Ctrl-C in
     # pytest must not take the broker down); 9>&- keeps the start lock from being
     # inherited.
+    # shellcheck disable=SC2016 # $$ and $@ belong to the inner shell
     ROCKETMQ_HOME="$HOME_DIR" setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" "$@" \
         </dev/null >"$out" 2>&1 9>&- &
     disown || true
@@ -298,75 +299,94 @@ start_proxy() {
     log "Proxy up"
 }
 
-# mqadmin SUBCOMMAND ARGS...: run the admin tool against our NameServer, print its
-# output. Its exit code means nothing (it prints exceptions and exits 0).
-mqadmin() {
-    local JAVA_CMD
+# mqadmin (MQAdminStartup) quirks handled here:
+# - its exit code means nothing: it prints exceptions and exits 0, so the output is
+#   checked ("success", the broker line of clusterList);
+# - a JVM has its answer after ~1.5 s but needs ~3 s more to exit (Netty's graceful
+#   shutdown of its event loops), so the commands run in the background with their
+#   output in a file, the script goes on as soon as the expected line is there and the
+#   JVM finishes exiting on its own; the independent create commands run in parallel.
+
+# admin_bg OUT SUBCOMMAND ARGS...: start mqadmin against our NameServer in the
+# background with its output in OUT; sets ADMIN_PID.
+admin_bg() {
+    local out="$1" JAVA_CMD
+    shift
     java_cmd rmq.tools.logback.xml
     ROCKETMQ_HOME="$HOME_DIR" "${JAVA_CMD[@]}" -XX:+UseSerialGC -Xms64m -Xmx256m \
-        -XX:TieredStopAtLevel=1 "$ADMIN_MAIN" "$@" -n "$NAMESRV_ADDR" 2>&1 </dev/null || true
+        -XX:TieredStopAtLevel=1 "$ADMIN_MAIN" "$@" -n "$NAMESRV_ADDR" \
+        </dev/null >"$out" 2>&1 9>&- &
+    ADMIN_PID=$!
+}
+
+# admin_result OUT PID REGEX TIMEOUT: 0 as soon as REGEX is in OUT; 1 when the process
+# ended without printing it or TIMEOUT seconds passed (the process is then killed).
+admin_result() {
+    local out="$1" pid="$2" re="$3" end=$((SECONDS + $4))
+    while :; do
+        grep -q -- "$re" "$out" 2>/dev/null && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null || true
+            grep -q -- "$re" "$out" 2>/dev/null && return 0
+            return 1
+        fi
+        if [ "$SECONDS" -ge "$end" ]; then
+            kill "$pid" 2>/dev/null || true
+            return 1
+        fi
+        sleep 0.2
+    done
 }
 
 wait_for_broker() {
-    local out
+    local out="$HOME_DIR/admin.clusterList.out" re
+    re="$BROKER_NAME .*127\.0\.0\.1:$BROKER_PORT"
     while :; do
-        out="$(mqadmin clusterList)"
-        if grep -q "$BROKER_NAME .*127\.0\.0\.1:$BROKER_PORT" <<<"$out"; then
+        admin_bg "$out" clusterList
+        if admin_result "$out" "$ADMIN_PID" "$re" 60; then
             log "broker $BROKER_NAME registered (clusterList)"
             return 0
         fi
         pid_alive proxy "$PROXY_MAIN" || fail_with_logs "the Proxy exited"
-        [ "$SECONDS" -lt "$DEADLINE" ] || {
-            echo "$out" >&2
+        if [ "$SECONDS" -ge "$DEADLINE" ]; then
+            cat "$out" >&2
             fail_with_logs "broker $BROKER_NAME not in clusterList within ${START_TIMEOUT}s"
-        }
+        fi
         sleep 2
     done
 }
 
-# Each mqadmin JVM needs ~1.5 s for its work and then ~3 s more to exit (Netty's
-# graceful shutdown of its event loops), so the idempotent create commands run in
-# parallel, each with its output in its own file, and are checked afterwards.
-ADMIN_JOBS=()
-
-# admin_bg DESCRIPTION SUBCOMMAND ARGS...: start one mqadmin command in the background.
-admin_bg() {
-    local what="$1" out="$HOME_DIR/admin.${#ADMIN_JOBS[@]}.out"
-    shift
-    mqadmin "$@" >"$out" &
-    ADMIN_JOBS+=("$!|$out|$1|$what")
-}
-
-# admin_wait: wait for the background mqadmin commands and require "success" in each
-# output (the exit code of mqadmin means nothing: it prints exceptions and exits 0).
-admin_wait() {
-    local job pid out sub what failed=0
-    for job in "${ADMIN_JOBS[@]}"; do
-        IFS='|' read -r pid out sub what <<<"$job"
-        wait "$pid" || true
-        if grep -q "success" "$out" && ! grep -q "Exception" "$out"; then
-            log "$what: ok"
+ensure_resources() {
+    local -a what=(
+        "topic $COMMAND_TOPIC (4 queues, NORMAL)"
+        "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)"
+        "group $DLQ_GROUP"
+        "topic $DLQ_TOPIC (1 queue, perm 6)"
+    )
+    local -a pids=()
+    admin_bg "$HOME_DIR/admin.0.out" updateTopic -c "$CLUSTER" -t "$COMMAND_TOPIC" \
+        -r 4 -w 4 -p 6 -a "+message.type=NORMAL"
+    pids+=("$ADMIN_PID")
+    admin_bg "$HOME_DIR/admin.1.out" updateSubGroup -c "$CLUSTER" -g "$WORKER_GROUP" \
+        -r "$WORKER_RETRY_MAX_TIMES"
+    pids+=("$ADMIN_PID")
+    admin_bg "$HOME_DIR/admin.2.out" updateSubGroup -c "$CLUSTER" -g "$DLQ_GROUP"
+    pids+=("$ADMIN_PID")
+    # -r 1 -w 1: the broker's own DLQ topics have one queue (updateTopic defaults to 8).
+    admin_bg "$HOME_DIR/admin.3.out" updateTopic -c "$CLUSTER" -t "$DLQ_TOPIC" \
+        -r 1 -w 1 -p 6
+    pids+=("$ADMIN_PID")
+    local i failed=0
+    for i in 0 1 2 3; do
+        if admin_result "$HOME_DIR/admin.$i.out" "${pids[$i]}" "success" 60; then
+            log "${what[$i]}: ok"
         else
-            echo "[rocketmq.sh] mqadmin $sub failed ($what):" >&2
-            cat "$out" >&2
+            echo "[rocketmq.sh] mqadmin failed: ${what[$i]}:" >&2
+            cat "$HOME_DIR/admin.$i.out" >&2
             failed=1
         fi
-        rm -f "$out"
     done
-    ADMIN_JOBS=()
     [ "$failed" -eq 0 ] || fail_with_logs "creating the topics and groups failed"
-}
-
-ensure_resources() {
-    admin_bg "topic $COMMAND_TOPIC (4 queues, NORMAL)" \
-        updateTopic -c "$CLUSTER" -t "$COMMAND_TOPIC" -r 4 -w 4 -p 6 -a "+message.type=NORMAL"
-    admin_bg "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)" \
-        updateSubGroup -c "$CLUSTER" -g "$WORKER_GROUP" -r "$WORKER_RETRY_MAX_TIMES"
-    admin_bg "group $DLQ_GROUP" \
-        updateSubGroup -c "$CLUSTER" -g "$DLQ_GROUP"
-    admin_bg "topic $DLQ_TOPIC (1 queue, perm 6)" \
-        updateTopic -c "$CLUSTER" -t "$DLQ_TOPIC" -r 1 -w 1 -p 6
-    admin_wait
 }
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ else's. Measured timings are printed (``pytest -s`` or ``-rP`` shows them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -59,7 +60,8 @@ def rocketmq_endpoint() -> str:
     endpoint = os.environ.get("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT")
     if not endpoint:
         if os.environ.get("CI"):
-            pytest.fail("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set: RocketMQ tests must run in CI")
+            pytest.fail("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set: "
+                        "RocketMQ tests must run in CI")
         pytest.skip("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set (scripts/rocketmq.sh start)")
     return endpoint
 
@@ -69,7 +71,8 @@ def rocketmq_client() -> Any:
     try:
         import rocketmq
     except ImportError as exc:
-        message = f"rocketmq-python-client is not installed ({exc}): pip install rocketmq-python-client==5.1.2"
+        message = (f"rocketmq-python-client is not installed ({exc}): "
+                   "pip install rocketmq-python-client==5.1.2")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -86,7 +89,8 @@ class Client:
     started: list[Any] = field(default_factory=list)
 
     def config(self) -> Any:
-        return self.rmq.ClientConfiguration(self.endpoint, self.rmq.Credentials(), request_timeout=5)
+        return self.rmq.ClientConfiguration(self.endpoint, self.rmq.Credentials(),
+                                            request_timeout=5)
 
     def producer(self) -> Any:
         producer = self.rmq.Producer(self.config(), (TOPIC,))
@@ -96,9 +100,9 @@ class Client:
 
     def consumer(self, group: str, topic: str, tag: str) -> Any:
         # Keyword arguments: 5.1.2 inserted a parameter before tls_enable.
-        consumer = self.rmq.SimpleConsumer(
-            self.config(), group, {topic: self.rmq.FilterExpression(tag)}, await_duration=AWAIT_SECONDS
-        )
+        consumer = self.rmq.SimpleConsumer(self.config(), group,
+                                           {topic: self.rmq.FilterExpression(tag)},
+                                           await_duration=AWAIT_SECONDS)
         consumer.startup()
         self.started.append(consumer)
         return consumer
@@ -131,10 +135,8 @@ def client() -> Iterator[Client]:
         yield c
     finally:
         for started in reversed(c.started):
-            try:
+            with contextlib.suppress(Exception):
                 started.shutdown()
-            except Exception:  # pragma: no cover - best effort
-                pass
 
 
 def test_send_receive_ack_keeps_tag_key_properties_and_body(client: Client) -> None:
@@ -198,7 +200,8 @@ def test_unacked_message_is_redelivered_then_dead_lettered_with_its_properties(
             while not done.is_set():
                 for m in worker.receive(16, INVISIBLE_SECONDS):
                     if key in m.keys:  # never acked: the poison message
-                        deliveries.append((m.delivery_attempt, time.monotonic() - sent_at, m.message_id))
+                        seen = time.monotonic() - sent_at
+                        deliveries.append((m.delivery_attempt, seen, m.message_id))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -230,7 +233,8 @@ def test_unacked_message_is_redelivered_then_dead_lettered_with_its_properties(
     assert dead, f"{key} not in {DLQ_TOPIC} within 180 s; deliveries: {timeline or 'none'}"
     dead_message, dead_after = dead[0]
     print(f"\ninvisible {INVISIBLE_SECONDS}s, long poll {AWAIT_SECONDS}s: {timeline}; "
-          f"in {DLQ_TOPIC} at +{dead_after:.1f}s (delivery_attempt there {dead_message.delivery_attempt})")
+          f"in {DLQ_TOPIC} at +{dead_after:.1f}s "
+          f"(delivery_attempt there {dead_message.delivery_attempt})")
 
     # Redelivery: attempts 1, 2, 3 (the first may have gone to a receive left waiting by
     # a killed client), each one only after the previous invisible time ran out.
@@ -238,7 +242,8 @@ def test_unacked_message_is_redelivered_then_dead_lettered_with_its_properties(
     assert attempts in ([1, 2, 3], [2, 3]), timeline
     assert {i for _, _, i in deliveries} == {receipt.message_id}
     gaps = [b - a for (_, a, _), (_, b, _) in zip(deliveries, deliveries[1:], strict=False)]
-    assert all(INVISIBLE_SECONDS - 1 <= g <= INVISIBLE_SECONDS + 2 * AWAIT_SECONDS + 10 for g in gaps), timeline
+    slowest = INVISIBLE_SECONDS + 2 * AWAIT_SECONDS + 10
+    assert all(INVISIBLE_SECONDS - 1 <= g <= slowest for g in gaps), timeline
     assert dead_after >= deliveries[-1][1] + INVISIBLE_SECONDS - 1, timeline
 
     # Dead-lettered: same message, user properties intact (what the DLQ handler needs).
