@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from enum import Enum
 import resource
 import sys
 import time
@@ -27,6 +28,14 @@ from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
 from export_center.settings import Settings
 
 __all__ = ["app", "main"]
+
+
+class AppCode(str, Enum):
+    """App codes of the registry's ``app_scope``."""
+
+    PLATFORM = "PLATFORM"
+    MERCHANT = "MERCHANT"
+
 
 app = typer.Typer(help="Export Center: background data exports with signed download links.",
                   no_args_is_help=True, add_completion=False)
@@ -58,20 +67,28 @@ def _registry_permissions(settings: Settings) -> list[str]:
 def token(
     user: Annotated[str, typer.Option(help="Subject (user id)")],
     tenant: Annotated[str, typer.Option(help="Tenant id")],
-    app_code: Annotated[str, typer.Option("--app", help="App code: PLATFORM or MERCHANT")] = "PLATFORM",
+    app_code: Annotated[AppCode, typer.Option("--app", help="App code")] = AppCode.PLATFORM,
     perm: Annotated[list[str] | None, typer.Option(help="Permission (repeatable); default: every registered type's")] = None,
     download_all: Annotated[bool, typer.Option(help="Grant the tenant-wide download-all permission")] = False,
     admin: Annotated[bool, typer.Option(help="Grant the admin permission (registry reload)")] = False,
-    ttl: Annotated[int, typer.Option(help="Lifetime in seconds")] = 24 * 3600,
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds", min=1)] = 24 * 3600,
 ) -> None:
-    """Print a bearer token signed with this installation's secret."""
+    """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
+    if not user.strip() or not tenant.strip():
+        raise typer.BadParameter("--user and --tenant must not be empty")
     settings = _settings()
+    secret_file = settings.data_dir / "jwt-secret.txt"
+    if settings.api.jwt_secret is None and not secret_file.exists():
+        typer.echo(
+            f"note: no secret yet under {settings.data_dir.resolve()}; created one. A server "
+            "started from another directory will not accept this token.", err=True
+        )
     perms = list(perm) if perm else _registry_permissions(settings)
     if download_all:
         perms.append(DOWNLOAD_ALL)
     if admin:
         perms.append(ADMIN)
-    typer.echo(issue_token(settings.jwt_secret, user=user, tenant=tenant, app_code=app_code,
+    typer.echo(issue_token(settings.jwt_secret, user=user, tenant=tenant, app_code=app_code.value,
                            permissions=perms, ttl_seconds=ttl))
 
 
@@ -84,10 +101,16 @@ def db_upgrade(
     from export_center.runtime import upgrade_database
 
     settings = _settings(database_url=database_url)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url)
-    upgrade_database(engine)
-    engine.dispose()
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = make_engine(settings.resolved_database_url)
+        upgrade_database(engine)
+        engine.dispose()
+    except Exception as exc:  # one line for the operator, not a traceback
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        typer.echo(f"db upgrade failed: {type(exc).__name__}: {reason}", err=True)
+        raise typer.Exit(1) from None
     console.print(f"database at head: {engine.url.render_as_string(hide_password=True)}")
 
 
@@ -101,20 +124,20 @@ def registry_check(file: Annotated[Path, typer.Argument(help="YAML or TOML regis
         registry = load_registry(file, allowed_hosts=set(settings.provider_allowed_hosts),
                                  allow_self=settings.mount_sample_providers)
     except RegistryError as exc:
-        console.print(f"[red]invalid:[/red] {exc}")
+        typer.echo(f"invalid: {exc}", err=True)
         raise typer.Exit(1) from None
     console.print(f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})")
 
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Bind address")] = None,
-    port: Annotated[int | None, typer.Option(help="Bind port")] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address [default: 127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="Bind port [default: 8000]", min=1, max=65535)] = None,
 ) -> None:
     """Run the API, the loops and (embedded default) the sample providers."""
     import uvicorn
 
-    from export_center.embedded import build_app
+    from export_center.embedded import GracefulServer, build_app
     from export_center.logs import configure_logging
 
     settings = _settings()
@@ -122,7 +145,10 @@ def serve(
     port = port or settings.api.port
     configure_logging()
     self_url = settings.api.public_base_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    uvicorn.run(build_app(settings, self_url=self_url), host=host, port=port, log_level="info")
+    app = build_app(settings, self_url=self_url)
+    server = GracefulServer(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                           timeout_graceful_shutdown=30))
+    server.run()
 
 
 @app.command()

@@ -151,6 +151,10 @@ class Consumer:
             worker.start()
             self._workers.append(worker)
 
+    def request_stop(self) -> None:
+        """Take no new command (running exports go on until they reach a check)."""
+        self._stop.set()
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking commands and wait for running exports (graceful stop)."""
         self._stop.set()
@@ -197,6 +201,11 @@ class Consumer:
         Returns:
             ``executed`` or the name of the claim branch that applied.
         """
+        if self._stop.is_set():
+            # Shutting down: the command is acknowledged unexecuted; the database still
+            # has the task PENDING and the reconciler sends the command again.
+            self.handled.append((command.task_no, "stopping"))
+            return "stopping"
         # The lease owner names this attempt, not just this process: a restarted process
         # with the same instance id can never renew or commit an old attempt (CASES E24).
         owner = f"{self.owner}/{secrets.token_hex(4)}"

@@ -72,6 +72,18 @@ def build_app(settings: Settings, *, self_url: str, start_loops: bool = True,
     )
 
 
+class GracefulServer(uvicorn.Server):
+    """uvicorn that hands running exports back before it stops serving (the embedded
+    default serves the providers its exports read, so they must stop first)."""
+
+    def handle_exit(self, sig: int, frame: object) -> None:  # type: ignore[override]
+        runtime = getattr(getattr(self.config.app, "state", None), "runtime", None)
+        if runtime is not None:
+            # Only flags here: this runs on the event loop that still serves providers.
+            runtime.begin_shutdown()
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+
 class ServerThread:
     """Runs uvicorn in a background thread (demo and tests).
 
@@ -83,7 +95,7 @@ class ServerThread:
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
         self.url = f"http://{host}:{port}"
-        self.server = uvicorn.Server(
+        self.server = GracefulServer(
             uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                            timeout_graceful_shutdown=30)
         )
@@ -109,6 +121,10 @@ class ServerThread:
         raise RuntimeError(f"the server did not answer on {self.url} within {timeout:.0f} s")
 
     def stop(self) -> None:
-        """Ask uvicorn to exit and wait for it."""
+        """Hand running exports back, then ask uvicorn to exit and wait for it."""
+        runtime = getattr(self.server.config.app.state, "runtime", None)
+        if runtime is not None:
+            runtime.begin_shutdown()
+            runtime.consumer.stop(timeout=20)
         self.server.should_exit = True
         self.thread.join(60)

@@ -21,7 +21,8 @@
     │       ├── CursorStalled       hasMore with a cursor that did not advance
     │       ├── StorageError        the file could not be written or moved
     │       └── DeadlinePassed      execution_deadline_at reached
-    └── LeaseLost                   this attempt no longer owns the task: stop, delete, write nothing
+    ├── LeaseLost                   this attempt no longer owns the task: stop, delete, write nothing
+    └── WorkerStopping              graceful shutdown: hand the attempt back, no retry used
 
 Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
 """
@@ -50,6 +51,7 @@ __all__ = [
     "TransientExportError",
     "Unauthorized",
     "ValidationFailed",
+    "WorkerStopping",
 ]
 
 
@@ -194,6 +196,10 @@ class DeadlinePassed(TransientExportError):
 
 class LeaseLost(ExportCenterError):
     """This attempt lost its lease (or was aborted): delete the partial file, write nothing."""
+
+
+class WorkerStopping(ExportCenterError):
+    """The process is shutting down: the attempt is handed back without using a retry."""
 
 
 class ExportCancelled(ExportCenterError):

@@ -13,7 +13,11 @@ import hmac
 import time
 from urllib.parse import urlencode
 
+import re
+
 from export_center.errors import Forbidden
+
+_EXPIRES = re.compile(r"^[1-9][0-9]{0,11}$")
 
 __all__ = ["sign_download", "verify_download"]
 
@@ -43,7 +47,7 @@ def verify_download(
         Forbidden: ``LINK_INVALID`` for a bad signature or malformed field,
             ``LINK_EXPIRED`` once ``expires`` has passed.
     """
-    if not expires.isdigit() or len(signature) != 64:
+    if not _EXPIRES.fullmatch(expires) or not re.fullmatch(r"[0-9a-f]{64}", signature):
         raise Forbidden("the download link is not valid", code="LINK_INVALID")
     expected = _mac(secret, task_no, user, int(expires))
     if not hmac.compare_digest(expected, signature):

@@ -44,6 +44,11 @@ class LoopRunner:
         """Start the scheduler thread."""
         self._scheduler.start()
 
+    def pause(self) -> None:
+        """Run no further passes (returns at once; a running pass finishes)."""
+        if self._scheduler.running:
+            self._scheduler.pause()
+
     def stop(self) -> None:
         """Stop scheduling and wait for running passes to end."""
         if self._scheduler.running:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ from export_center.errors import (
     SchemaChanged,
     StorageError,
     TransientExportError,
+    WorkerStopping,
 )
 from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import Registry
@@ -79,14 +81,19 @@ class RunContext:
     topic: str
     self_url: str | None = None
     fault: Callable[[str], None] | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 _UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
 
 
 def download_file_name(task_name: str, extension: str) -> str:
-    """A safe download name from the task name: no path separators or control chars."""
-    base = _UNSAFE_NAME.sub("_", task_name).strip(" ._") or "export"
+    """A safe download name from the task name: no path separators, control characters
+    or invisible format characters (a right-to-left override can disguise ``.exe``)."""
+    import unicodedata
+
+    visible = "".join(c for c in task_name if unicodedata.category(c) not in ("Cf", "Cc", "Co", "Cs"))
+    base = _UNSAFE_NAME.sub("_", visible).strip(" ._") or "export"
     return f"{base[:120]}.{extension}"
 
 
@@ -145,6 +152,7 @@ class ExportRun:
             owner=owner,
             lease_seconds=settings.lease_seconds,
             heartbeat_seconds=settings.heartbeat_seconds,
+            stopping=context.stopping,
         )
 
     # ------------------------------------------------------------------ driver
@@ -163,13 +171,18 @@ class ExportRun:
         except ExportCancelled:
             self._discard()
             outcome = self._settle_cancel()
+        except WorkerStopping:
+            self._discard()
+            outcome = self._release()
         except LeaseLost as exc:
             self._discard()
             log.warning("attempt stopped without writing: %s", exc, extra=self._log())
             outcome = "lease_lost"
         except ExportFailure as exc:
             self._discard()
-            outcome = self._settle_failure(exc)
+            # During a shutdown the provider may vanish first (the embedded default
+            # serves it): that is the shutdown, not the export's fault.
+            outcome = self._release() if self.ctx.stopping.is_set() else self._settle_failure(exc)
         except Exception as exc:  # a bug or an unexpected library error: retry like transient
             log.exception("attempt crashed", extra=self._log())
             self._discard()
@@ -381,6 +394,14 @@ class ExportRun:
             self.ctx.storage.delete(self.object_key)
         except Exception:  # the reconciler's orphan scan removes it later (002 §9.5)
             log.warning("could not delete the partial file", extra=self._log(), exc_info=True)
+
+    def _release(self) -> str:
+        with self.engine.begin() as conn:
+            ok = repository.release_for_shutdown(
+                conn, self.task_id, self.version, self.owner, topic=self.ctx.topic, tag=COMMAND_TAG
+            )
+        log.info("shutting down: attempt handed back for another worker", extra=self._log())
+        return "released" if ok else "lease_lost"
 
     def _settle_cancel(self) -> str:
         with self.engine.begin() as conn:

@@ -138,9 +138,13 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     if not isinstance(raw, list):
         raise RegistryError(f"{code}.parameters: must be a list of parameter specs")
     specs = []
+    names: set[str] = set()
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
             raise RegistryError(f"{code}.parameters[{i}]: needs a string 'name'")
+        if item["name"] in names:
+            raise RegistryError(f"{code}.parameters[{i}]: parameter {item['name']!r} is declared twice")
+        names.add(item["name"])
         ptype = item.get("type", "string")
         if ptype not in PARAM_TYPES:
             raise RegistryError(f"{code}.parameters[{i}].type: must be one of {PARAM_TYPES}")
@@ -247,7 +251,8 @@ def parse_registry(
     try:
         data = tomllib.loads(text) if source.endswith(".toml") else yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise RegistryError(f"{source}: not valid YAML/TOML: {exc}") from exc
+        detail = str(exc).replace('"<unicode string>"', source)
+        raise RegistryError(f"{source}: not valid YAML/TOML: {detail}") from None
     if isinstance(data, Mapping) and "export_types" in data:
         data = data["export_types"]
     if not isinstance(data, Mapping) or not data:
@@ -269,4 +274,6 @@ def load_registry(
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return parse_registry(text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self)

@@ -109,7 +109,7 @@ class CreateResult:
 
     task: TaskRow
     created: bool
-    reason: str  # "created" | "idempotent" | "duplicate"
+    reason: str  # "created" | "idempotent" | "key_reused" | "duplicate"
 
 
 class LimitReached(Exception):
@@ -155,7 +155,12 @@ def create_task(
             )
         ).mappings().first()
         if existing is not None:
-            return CreateResult(existing, False, "idempotent")
+            same = (
+                existing["export_type"] == new.export_type
+                and existing["format"] == new.format
+                and existing["parameters_hash"] == params_hash
+            )
+            return CreateResult(existing, False, "idempotent" if same else "key_reused")
     active = [TaskStatus.PENDING.value, TaskStatus.RUNNING.value]
     duplicate = conn.execute(
         select(T)
@@ -464,6 +469,13 @@ def renew_lease(
     return renewed, bool(cancel)
 
 
+def retention_passed(conn: Connection, task_id: int) -> bool:
+    """True when the task's file is past ``expires_at`` by the database clock."""
+    return bool(
+        conn.execute(select(T.c.expires_at <= db_now()).where(T.c.id == task_id)).scalar()
+    )
+
+
 def deadline_passed(conn: Connection, task_id: int) -> bool:
     """True when the task's ``execution_deadline_at`` is at or before db now."""
     row = conn.execute(
@@ -616,6 +628,40 @@ def record_failure(
         .values(status=TaskStatus.FAILED.value, completed_at=db_now(), **common)
     )
     return "failed"
+
+
+def release_for_shutdown(
+    conn: Connection, task_id: int, version: int, owner: str, *, topic: str, tag: str
+) -> bool:
+    """Hand a running attempt back on graceful shutdown: PENDING, due now, version + 1,
+    and the attempt not counted (the process stopped, the export did not fail).
+
+    Returns:
+        False when the attempt had already lost its lease.
+    """
+    released = conn.execute(
+        update(T)
+        .where(_attempt(task_id, version, owner))
+        .values(
+            status=TaskStatus.PENDING.value,
+            phase=Phase.QUEUED.value,
+            dispatch_version=T.c.dispatch_version + 1,
+            attempt_count=T.c.attempt_count - 1,
+            next_retry_at=db_now(),
+            processed_rows=0,
+            total_rows=None,
+            lease_owner=None,
+            lease_until=None,
+            object_key=None,
+            updated_at=db_now(),
+        )
+    ).rowcount
+    if not released:
+        return False
+    fresh = read_task(conn, task_id)
+    assert fresh is not None
+    insert_outbox(conn, fresh, topic=topic, tag=tag)
+    return True
 
 
 def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -> bool:

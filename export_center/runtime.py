@@ -199,8 +199,17 @@ class Runtime:
             self.consumer.start()
         self.dlq_handler.start()
 
+    def begin_shutdown(self) -> None:
+        """First step of a graceful stop: running attempts hand their tasks back at the next
+        check (no retry used) and the consumer takes no new command."""
+        self.context.stopping.set()
+        self.consumer.request_stop()
+        if self._runner is not None:
+            self._runner.pause()  # no more sends into a transport that is going away
+
     def stop(self) -> None:
         """Stop loops and consumers, then release connections."""
+        self.begin_shutdown()
         if self._runner is not None:
             self._runner.stop()
             self._runner = None

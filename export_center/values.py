@@ -12,7 +12,8 @@ STRING     string; number/boolean (-> their JSON text)  ``str``
 INTEGER    integer; string of digits ("-12"); integral  ``int`` (exact, any size)
            float up to 2**53
 DECIMAL    numeric string ("182210.40", "-1.5E-3");     ``decimal.Decimal``
-           integer; finite float (via ``repr``)
+           integer; finite float (via ``repr``)        (``DecimalText`` from
+                                                       ``make_converters``, below)
 BOOLEAN    true/false; "true"/"false" (any case)        ``bool``
 DATE       "YYYY-MM-DD"                                 ``datetime.date``
 DATETIME   ISO 8601, with or without offset, "Z" ok     aware ``datetime.datetime``
@@ -20,6 +21,18 @@ DATETIME   ISO 8601, with or without offset, "Z" ok     aware ``datetime.datetim
 
 ``None`` (JSON null) stays ``None`` for every type. Anything else raises
 :class:`InvalidValue`; the caller adds the row number to the message.
+
+Speed (``bench/README.md``): the converters of :func:`make_converters` run once per
+cell of every export, so their common cases cost one type check and, for DECIMAL, one
+compiled regex:
+
+* a DECIMAL string in plain positional form (``-?digits[.digits]``, no leading zero,
+  at most 20 integer and 18 fraction digits, so always within 38 digits and exponent
+  +-38) becomes a :class:`DecimalText`: the validated text itself, which the CSV writer
+  writes as is and the XLSX writer puts straight into ``<v>``. Every other DECIMAL
+  value takes the full path and becomes a ``Decimal`` as :func:`coerce` returns it.
+* DATE strings are parsed once per distinct value and export (a bounded cache); the
+  result is the same ``datetime.date``.
 
 Policies:
     * Big integers stay exact (CASES E04): ``json.loads`` keeps them as ``int`` and no
@@ -45,6 +58,7 @@ from export_center.columns import Column, ColumnType
 
 __all__ = [
     "Converter",
+    "DecimalText",
     "InvalidValue",
     "MAX_DECIMAL_DIGITS",
     "MAX_DECIMAL_EXPONENT",
@@ -66,6 +80,11 @@ Converter = Callable[[Any], Any]
 
 _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 _DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_PLAIN_DECIMAL_RE = re.compile(r"-?(?:0|[1-9][0-9]{0,19})(?:\.[0-9]{1,18})?\Z")
+"""DECIMAL text that is already canonical positional notation and within range: no
+sign but ``-``, no leading zero, no exponent, <= 20 integer and <= 18 fraction digits
+(so <= 38 digits, exponent within +-38). ``str(Decimal(t))`` may differ ("1E-8") but
+``format(Decimal(t), "f") == t``, the positional text the writers use."""
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 _DATETIME_RE = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -73,6 +92,40 @@ _DATETIME_RE = re.compile(
     r"(?:[Zz]|[+-][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2})?)?)?)?\Z"
 )
 _UTC = _dt.UTC
+
+
+class DecimalText(str):
+    """A DECIMAL value kept as its validated, exact positional text (``"182210.40"``).
+
+    Made by the DECIMAL converter of :func:`make_converters` for strings that match
+    the plain positional form (see the module docstring); the text is exactly
+    ``format(Decimal(text), "f")``, so writers use it without parsing: CSV writes it
+    as is, XLSX writes it into ``<v>`` with the number format of its scale.
+
+    It is a ``str`` (text operations see the digits) that compares equal to the
+    ``Decimal`` of the same value, so ``DecimalText("1.50") == Decimal("1.50")``.
+    Its hash is the text's: do not mix it with ``Decimal`` keys in one set or dict.
+    """
+
+    __slots__ = ()
+
+    def to_decimal(self) -> Decimal:
+        """The value as ``decimal.Decimal``."""
+        return Decimal(str(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Decimal | int) and not isinstance(other, bool):
+            return Decimal(str(self)) == other
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
+
+    def __repr__(self) -> str:
+        return f"DecimalText({str.__repr__(self)})"
 
 
 class InvalidValue(ValueError):
@@ -299,6 +352,10 @@ _PASS_THROUGH: dict[ColumnType, type] = {
 """Per type, the Python type whose values are already final (checked with ``type() is``)."""
 
 
+_DATE_CACHE_SIZE = 10_000
+"""Distinct DATE strings one converter remembers (an export's dates repeat a lot)."""
+
+
 def _bind(column_type: ColumnType, key: str) -> Converter:
     """Build the converter of one column: fast path, then the type's converter.
 
@@ -306,6 +363,10 @@ def _bind(column_type: ColumnType, key: str) -> Converter:
         column_type: the column's type.
         key: the column key put into ``InvalidValue.column``.
     """
+    if column_type is ColumnType.DECIMAL:
+        return _bind_decimal(key)
+    if column_type is ColumnType.DATE:
+        return _bind_date(key)
     convert = _CONVERTERS[column_type]
     final = _PASS_THROUGH.get(column_type, type(None))
 
@@ -320,12 +381,55 @@ def _bind(column_type: ColumnType, key: str) -> Converter:
     return convert_column
 
 
+def _bind_decimal(key: str) -> Converter:
+    """DECIMAL: plain positional strings -> ``DecimalText`` after one regex match."""
+    plain = _PLAIN_DECIMAL_RE.match
+    text = DecimalText
+
+    def convert_decimal(value: Any) -> Any:
+        if type(value) is str and plain(value) is not None:
+            return text(value)
+        if value is None:
+            return None
+        try:
+            return _to_decimal(value)
+        except InvalidValue as exc:
+            raise InvalidValue(exc.message, key) from None
+
+    return convert_decimal
+
+
+def _bind_date(key: str) -> Converter:
+    """DATE: each distinct ISO string is parsed once (bounded cache of ``date`` values)."""
+    seen: dict[str, _dt.date] = {}
+    known = seen.get
+
+    def convert_date(value: Any) -> Any:
+        if type(value) is str:
+            day = known(value)
+            if day is not None:
+                return day
+        if value is None:
+            return None
+        try:
+            day = _to_date(value)
+        except InvalidValue as exc:
+            raise InvalidValue(exc.message, key) from None
+        if type(value) is str and len(seen) < _DATE_CACHE_SIZE:
+            seen[value] = day
+        return day
+
+    return convert_date
+
+
 def make_converters(columns: Sequence[Column]) -> list[Converter]:
     """Build one converter per column, in column order, for converting many rows.
 
-    Each converter takes a JSON value and returns the typed value exactly as
-    :func:`coerce` does for the column's type, with a fast path for values already of
-    the target type; an :class:`InvalidValue` it raises carries the column key.
+    Each converter takes a JSON value and returns the typed value as :func:`coerce`
+    does for the column's type, with a fast path for values already of the target
+    type; an :class:`InvalidValue` it raises carries the column key. One difference:
+    a DECIMAL string in plain positional form becomes a :class:`DecimalText` (equal
+    to the ``Decimal`` that :func:`coerce` returns, and written identically).
 
     Typical use (the caller adds the row number to errors)::
 

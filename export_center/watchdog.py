@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select
 
 from export_center import repository
 from export_center.db import db_now
-from export_center.errors import DeadlinePassed, ExportCancelled, LeaseLost
+from export_center.errors import DeadlinePassed, ExportCancelled, LeaseLost, WorkerStopping
 from export_center.models import ExportTask
 
 __all__ = ["Watchdog"]
@@ -50,6 +50,7 @@ class Watchdog:
         lease_seconds: float,
         heartbeat_seconds: float,
         cancel_poll_seconds: float = 2.0,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.engine = engine
         self.task_id = task_id
@@ -60,6 +61,7 @@ class Watchdog:
         self.cancel_poll_seconds = min(cancel_poll_seconds, heartbeat_seconds)
         self._stop = threading.Event()
         self._abort = threading.Event()
+        self.stopping = stopping or threading.Event()
         self.reason: str | None = None
         self.renewals = 0
         self._thread = threading.Thread(
@@ -95,6 +97,8 @@ class Watchdog:
             LeaseLost: the lease or version is gone, or the watchdog failed.
         """
         if not self._abort.is_set():
+            if self.stopping.is_set():
+                raise WorkerStopping("the worker is shutting down")
             return
         if self.reason == "cancel":
             raise ExportCancelled("cancel requested")

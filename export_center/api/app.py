@@ -53,6 +53,9 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, dict[str, Any]]:
     if kind == "json_invalid":
         message = "the request body is not valid JSON"
         field = None
+    elif field is None and kind in ("missing", "model_attributes_type", "dict_type"):
+        status, code = 400, "BODY_REQUIRED"
+        message = "send a JSON object body with content-type application/json"
     elif kind == "missing":
         message = f"{field} is required"
     elif kind == "extra_forbidden":
@@ -101,8 +104,14 @@ def create_app(
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, exc: RequestError) -> JSONResponse:
+        headers = {}
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="export-center"'
+        elif exc.status == 429:
+            headers["Retry-After"] = "30"
         return JSONResponse(
-            {"code": exc.code, "message": exc.message, "field": exc.field}, status_code=exc.status
+            {"code": exc.code, "message": exc.message, "field": exc.field},
+            status_code=exc.status, headers=headers,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -121,4 +130,69 @@ def create_app(
 
     app.include_router(exports.router)
     app.include_router(system.router)
-    return app
+    return BodyGuard(app)  # type: ignore[return-value]
+
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+class BodyGuard:
+    """ASGI middleware in front of the API: request bodies over 64 KB answer 413 (counted
+    while reading, whatever Content-Length says), and an API call that sends a body
+    without a bearer token answers 401 before the body is read."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.state = app.state
+        self.router = app.router
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        path = scope.get("path", "")
+        if path.startswith("/api/") and b"authorization" not in headers:
+            await _reply(send, 401, "UNAUTHORIZED", "a bearer token is required",
+                         [(b"www-authenticate", b'Bearer realm="export-center"')])
+            return
+        length = headers.get(b"content-length", b"0")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES and not path.startswith("/internal/"):
+            await _reply(send, 413, "BODY_TOO_LARGE", "the request body may have at most 64 KB")
+            return
+        if path.startswith("/internal/"):
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > MAX_BODY_BYTES:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await _reply(send, 413, "BODY_TOO_LARGE", "the request body may have at most 64 KB")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _reply(send: Any, status: int, code: str, message: str,
+                 extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    import json
+
+    body = json.dumps({"code": code, "message": message, "field": None}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})

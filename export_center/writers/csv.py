@@ -3,8 +3,10 @@
 Rules (DESIGN.md "Files", CASES.md):
 
 * UTF-8 with exactly one BOM at the start of the file, however many batches (E01).
-* RFC 4180 quoting (``csv`` module, ``QUOTE_MINIMAL``) and CRLF row ends, so embedded
-  LF, bare CR, quotes and commas stay inside their cell (E02).
+* RFC 4180 quoting exactly as the ``csv`` module's ``QUOTE_MINIMAL`` (a field with a
+  comma, quote, CR or LF is quoted, quotes doubled; a row made of one empty field is
+  written ``""``) and CRLF row ends, so embedded LF, bare CR, quotes and commas stay
+  inside their cell (E02).
 * A header row of column titles (formula-guarded like STRING cells).
 * Formula guard on STRING cells only (E06): a value whose first character is
   ``= + - @``, TAB, CR, LF or a full-width ``＝ ＋ － ＠``, or which starts with
@@ -20,16 +22,20 @@ Rules (DESIGN.md "Files", CASES.md):
   export time zone ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (E13), None -> empty cell. NaN or
   Infinity, which ``export_center.values`` rejects, are written empty and counted (E15).
 * No truncation: CSV cells have no length limit (E10 applies to XLSX only).
+
+Speed: a batch is rendered column by column; a column whose values are all of its
+type's common Python type (``str``, ``int``, ``DecimalText``, ``date``) is checked and
+converted with C-level operations only (one ``join`` to find quoting needs, one
+``map(str, ...)``), and rows are assembled with ``",".join`` over ``zip``. The batch is
+encoded to UTF-8 once and written with one call. Everything else goes through one
+per-value path that holds all the rules.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextvars
-import csv
 import dataclasses
 import datetime as _dt
-import io
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +44,7 @@ from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
+from export_center.values import DecimalText
 from export_center.writers.base import CountingStream, WriterStats
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
@@ -59,28 +66,13 @@ _GUARD_FIRST = frozenset(_FORMULA_START + _ZERO_WIDTH) | frozenset(
 _GUARD_RE = re.compile(rf"[\s{_ZERO_WIDTH}]*[{re.escape(_FORMULA_START)}]")
 """Blanks (Unicode ``\\s``: space, NBSP, ideographic space...) then a formula start."""
 
-_REPLACE_ERRORS = "export_center.csv.replace"
-_replaced_counter: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "export_center_csv_replaced", default=None
-)
+_QUOTE_RE = re.compile('[,"\r\n]')
+"""Characters that make ``QUOTE_MINIMAL`` quote a field: delimiter, quote, CR, LF."""
 
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+"""Lone surrogates: the only code points UTF-8 cannot encode (E08: become U+FFFD)."""
 
-def _replace_unencodable(error: UnicodeError) -> tuple[bytes, int]:
-    """Codec error handler: lone surrogates -> U+FFFD, counted for the active writer.
-
-    Returns the UTF-8 bytes of U+FFFD (the UTF-8 encoder accepts only ASCII text or
-    bytes as a replacement).
-    """
-    if not isinstance(error, UnicodeEncodeError):
-        raise error
-    count = error.end - error.start
-    counter = _replaced_counter.get()
-    if counter is not None:
-        counter[0] += count
-    return "\ufffd".encode() * count, error.end
-
-
-codecs.register_error(_REPLACE_ERRORS, _replace_unencodable)
+_LINE_END = "\r\n"
 
 
 def needs_formula_guard(text: str) -> bool:
@@ -107,6 +99,13 @@ def needs_formula_guard(text: str) -> bool:
 def _guard(text: str) -> str:
     """Prefix a formula-looking text with ``'`` (E06)."""
     return "'" + text if needs_formula_guard(text) else text
+
+
+def _quote(text: str) -> str:
+    """One field as ``QUOTE_MINIMAL`` writes it (quotes doubled inside quotes)."""
+    if _QUOTE_RE.search(text) is None:
+        return text
+    return '"' + text.replace('"', '""') + '"'
 
 
 class CsvWriter:
@@ -141,94 +140,121 @@ class CsvWriter:
         self._columns = list(columns)
         self._zone = ZoneInfo(time_zone)
         self._stats = WriterStats(sheets=1)
-        self._replaced = [0]
-        self._invalid = [0]
+        self._replaced = 0
+        self._invalid = 0
         self._counting = CountingStream(stream, max_bytes)
-        self._text = io.TextIOWrapper(  # type: ignore[type-var]
-            self._counting,
-            encoding="utf-8",
-            errors=_REPLACE_ERRORS,
-            newline="",
-            write_through=False,
-        )
-        self._csv = csv.writer(self._text, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
         self._plan = [(c.key, self._renderer(ColumnType(c.type))) for c in self._columns]
+        self._single = len(self._columns) == 1
         self._closed = False
         self._failed = False
         try:
-            self._counting.write(BOM)  # once, before anything else (E01)
-            self._csv.writerow([_guard(c.title) for c in self._columns])
+            header = [[_quote(_guard(c.title))] for c in self._columns]
+            self._counting.write(BOM + self._encode(self._lines(header)))  # one BOM (E01)
         except BaseException:
             self._fail()
             raise
 
     # --- value rendering -------------------------------------------------------------
 
-    def _renderer(self, column_type: ColumnType) -> Callable[[list[Any]], list[Any]]:
-        """Build the function rendering one column of a batch (values -> fields).
+    def _renderer(self, column_type: ColumnType) -> Callable[[list[Any]], list[str]]:
+        """Build the function rendering one column of a batch (values -> final fields).
 
-        A field is a str, an int or None; ``csv`` writes int with ``str()`` and None as
-        an empty field. The common cases are handled inside one list comprehension
-        per column; anything else goes through ``_render_other``.
+        A field is the cell's text, quoted when needed. Each function first tries the
+        column's common case with C-level operations over the whole column; any
+        other value (None, another type, a text that needs a guard) sends the column
+        through ``_field``, which applies every rule to one value.
         """
-        other = self._render_other
+        field = self._field
+        quote_search = _QUOTE_RE.search
+
         if column_type is ColumnType.STRING:
             risky_first = _GUARD_FIRST
 
-            def render_strings(values: list[Any]) -> list[Any]:
-                return [
-                    v
-                    if type(v) is str and (not v or v[0] not in risky_first)
-                    else other(v, guard=True)
-                    for v in values
-                ]
+            def render_strings(values: list[Any]) -> list[str]:
+                try:
+                    joined = "".join(values)  # TypeError unless every value is a str
+                except TypeError:
+                    return [field(v, True) for v in values]
+                if not risky_first.isdisjoint("".join([v[:1] for v in values])):
+                    values = [
+                        _guard(v) if v and v[0] in risky_first and type(v) is not DecimalText else v
+                        for v in values
+                    ]
+                if quote_search(joined) is not None:
+                    values = [_quote(v) for v in values]
+                return values
 
             return render_strings
+
         if column_type is ColumnType.INTEGER:
 
-            def render_integers(values: list[Any]) -> list[Any]:
-                return [v if type(v) is int or v is None else other(v) for v in values]
+            def render_integers(values: list[Any]) -> list[str]:
+                if set(map(type, values)) == {int}:
+                    return list(map(str, values))
+                return [field(v) for v in values]
 
             return render_integers
+
         if column_type is ColumnType.DECIMAL:
             digits = "0123456789"
 
-            def render_decimals(values: list[Any]) -> list[Any]:
+            def render_decimals(values: list[Any]) -> list[str]:
+                kinds = set(map(type, values))
+                if kinds == {DecimalText}:
+                    return values  # validated positional text, nothing to quote
                 # str() of a finite Decimal ends with a digit; without "E" it is
                 # positional (the exponent form goes through format(d, "f")).
                 return [
-                    t
+                    v
+                    if type(v) is DecimalText
+                    else t
                     if type(v) is Decimal and (t := str(v))[-1] in digits and "E" not in t
-                    else other(v)
+                    else field(v)
                     for v in values
                 ]
 
             return render_decimals
 
-        def render_others(values: list[Any]) -> list[Any]:
-            return [other(v) for v in values]
+        if column_type is ColumnType.DATE:
+            iso = _dt.date.isoformat
+
+            def render_dates(values: list[Any]) -> list[str]:
+                if set(map(type, values)) == {_dt.date}:
+                    return list(map(iso, values))
+                return [field(v) for v in values]
+
+            return render_dates
+
+        def render_others(values: list[Any]) -> list[str]:
+            return [field(v) for v in values]
 
         return render_others
 
-    def _render_other(self, value: Any, guard: bool = False) -> Any:
-        """Render any typed value by its Python type (slow path, all column types)."""
+    def _field(self, value: Any, guard: bool = False) -> str:
+        """One value as its final field text (quoted when needed); all rules here."""
         if value is None:
-            return None
+            return ""
+        return _quote(self._text(value, guard))
+
+    def _text(self, value: Any, guard: bool) -> str:
+        """Render any typed value by its Python type (slow path, all column types)."""
+        if isinstance(value, DecimalText):
+            return str(value)  # a typed number: never guarded
         if isinstance(value, str):
             return _guard(str(value)) if guard else str(value)
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, int):
-            return int(value)
+            return str(int(value))
         if isinstance(value, Decimal):
             if not value.is_finite():
-                self._invalid[0] += 1
-                return None
+                self._invalid += 1
+                return ""
             return format(value, "f")
         if isinstance(value, float):
             if not math.isfinite(value):
-                self._invalid[0] += 1
-                return None
+                self._invalid += 1
+                return ""
             return repr(value)
         if isinstance(value, _dt.datetime):
             if value.tzinfo is not None:
@@ -241,6 +267,21 @@ class CsvWriter:
             return value.isoformat()
         text = str(value)
         return _guard(text) if guard else text
+
+    def _lines(self, columns: list[list[str]]) -> str:
+        """Rows of final fields (given column by column) as CRLF-terminated lines."""
+        if self._single:  # csv writes a row of one empty field as "" (not a blank line)
+            return "".join([(f or '""') + _LINE_END for f in columns[0]])
+        return _LINE_END.join(map(",".join, zip(*columns, strict=True))) + _LINE_END
+
+    def _encode(self, text: str) -> bytes:
+        """UTF-8 bytes of ``text``; lone surrogates become U+FFFD and are counted (E08)."""
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            text, replaced = _SURROGATE_RE.subn("\ufffd", text)
+            self._replaced += replaced
+            return text.encode("utf-8")
 
     # --- ExportWriter -----------------------------------------------------------------
 
@@ -258,17 +299,15 @@ class CsvWriter:
         """
         if self._closed or self._failed:
             raise ValueError("write_rows on a closed or failed CSV writer")
-        columns = [render([row.get(key) for row in rows]) for key, render in self._plan]
-        lines = list(zip(*columns, strict=True))
-        token = _replaced_counter.set(self._replaced)
+        if not rows:
+            return
         try:
-            self._csv.writerows(lines)
+            columns = [render([row.get(key) for row in rows]) for key, render in self._plan]
+            self._counting.write(self._encode(self._lines(columns)))
         except BaseException:
             self._fail()
             raise
-        finally:
-            _replaced_counter.reset(token)
-        self._stats.rows += len(lines)
+        self._stats.rows += len(rows)
 
     def close(self) -> WriterStats:
         """Flush the file and return its stats; the output stream stays open.
@@ -278,26 +317,20 @@ class CsvWriter:
             bytes (BOM included).
 
         Raises:
-            FileTooLarge: the last buffered bytes crossed ``max_bytes``.
             ValueError: the writer failed before.
         """
         if self._failed:
             raise ValueError("close on a failed CSV writer")
         if not self._closed:
-            token = _replaced_counter.set(self._replaced)
             try:
-                self._text.flush()
-                self._text.detach()
                 self._counting.flush()
             except BaseException:
                 self._fail()
                 raise
-            finally:
-                _replaced_counter.reset(token)
             self._closed = True
         stats = self._stats
-        stats.replaced_chars = self._replaced[0]
-        stats.invalid_numbers = self._invalid[0]
+        stats.replaced_chars = self._replaced
+        stats.invalid_numbers = self._invalid
         stats.bytes = self._counting.count
         return dataclasses.replace(stats)
 
@@ -306,6 +339,6 @@ class CsvWriter:
         self._fail()
 
     def _fail(self) -> None:
-        """Stop the writer after an error; later finalizer writes go nowhere."""
+        """Stop the writer after an error; later writes go nowhere."""
         self._failed = True
         self._counting.abandon()

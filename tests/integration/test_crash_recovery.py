@@ -200,3 +200,19 @@ def test_cancel_an_export_of_all_405000_orders(make_stack):
     time.sleep(1)
     assert [t for t in requests if t > stopped] == []
     assert list(stack.runtime.storage.list()) == []
+
+
+def test_graceful_shutdown_hands_the_attempt_back_without_using_a_retry(make_stack):
+    first = make_stack(scale=0.27)
+    client = first.client()
+    task_id = create(client, "csv").json()["taskId"]
+    detail = wait_state(client, task_id, {"running"})
+    while detail["processed"] < 20_000:
+        detail = client.get(f"/api/v1/exports/{task_id}").json()
+        time.sleep(0.05)
+    first.stop()  # SIGTERM path: begin_shutdown, then uvicorn stops
+    with first.runtime.engine.connect() as conn:
+        task = repository.read_task_by_no(conn, task_id)
+    assert task["status"] == "PENDING" and task["attempt_count"] == 0 and task["dispatch_version"] == 2
+    assert task["failure_message"] is None
+    assert list(first.runtime.storage.list()) == []

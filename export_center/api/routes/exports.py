@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -53,6 +54,13 @@ _STATE_FILTER = {
 }
 
 
+def _utc(value: Any) -> Any:
+    """Database times are UTC; say so in the API (``...Z``)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+
+
 def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> ExportPublic:
     """Render a task row for the API; the download link is signed for ``viewer``."""
     status = TaskStatus(task["status"])
@@ -78,10 +86,10 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         processed=task["processed_rows"],
         total=task["total_rows"],
         attempts=task["attempt_count"],
-        requestedAt=task["requested_at"],
-        startedAt=task["started_at"],
-        finishedAt=finished,
-        expiresAt=task["expires_at"] if status == TaskStatus.SUCCEEDED else None,
+        requestedAt=_utc(task["requested_at"]),
+        startedAt=_utc(task["started_at"]),
+        finishedAt=_utc(finished),
+        expiresAt=_utc(task["expires_at"]) if status == TaskStatus.SUCCEEDED else None,
         error=error,
         warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
         downloadUrl=url,
@@ -97,7 +105,7 @@ def _visible_task(runtime: Runtime, task_no: str, user: Identity) -> Mapping[str
         raise missing
     with runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_no)
-    if task is None or task["tenant_id"] != user.tenant:
+    if task is None or task["tenant_id"] != user.tenant or task["app_code"] != user.app_code:
         raise missing
     if task["requested_by"] != user.user and not user.can(DOWNLOAD_ALL):
         raise missing
@@ -165,18 +173,30 @@ def create_export(
                 ),
             )
     except repository.LimitReached as exc:
-        what = "you have" if exc.scope == "user" else f"{etype.code} has"
+        if exc.scope == "user":
+            message = f"you already have {exc.limit} exports queued or running; wait for one to finish"
+        else:
+            message = f"too many {etype.code} exports are running right now; try again in a few minutes"
         raise TooManyActiveTasks(
-            f"{what} {exc.limit} exports queued or running; wait for one to finish",
+            message,
             code="TOO_MANY_ACTIVE_TASKS" if exc.scope == "user" else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
         ) from None
     task = result.task
+    if result.reason == "key_reused":
+        raise Conflict(
+            f"requestId {request_id!r} was already used for a different export "
+            f"({task['export_type']}, {str(task['format']).lower()}, other parameters); use a new one",
+            code="IDEMPOTENCY_KEY_REUSED", field="requestId",
+        )
     if result.created:
         metrics.TASKS_CREATED.labels(etype.code).inc()
         response.status_code = 202
-    else:
+    elif result.reason == "idempotent":
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
+    else:  # the same export asked again within the duplicate window (002 §14)
+        response.status_code = 200
+        response.headers["Duplicate-Of-Active-Task"] = "true"
     return ExportAccepted(
         taskId=task["task_no"],
         state=api_state(task["status"]),
@@ -215,6 +235,9 @@ def list_exports(
             ) from None
     before_id = None
     if cursor:
+        if not TASK_NO_PATTERN.match(cursor):
+            raise ValidationFailed("cursor must be the nextCursor of a previous page",
+                                   code="INVALID_CURSOR", field="cursor")
         before_id = _visible_task(runtime, cursor, user)["id"]
     owner = None if user.can(DOWNLOAD_ALL) else user.user
     with runtime.engine.connect() as conn:
@@ -282,6 +305,9 @@ def download(
     if task is None:
         raise NotFound("no such export task", code="TASK_NOT_FOUND")
     _require_file(task)
+    with runtime.engine.connect() as conn:
+        if repository.retention_passed(conn, task["id"]):
+            raise Conflict("the file has expired; export again", code="FILE_EXPIRED")
     key = task["object_key"]
     if not runtime.storage.exists(key):
         raise NotFound("the file is no longer stored", code="FILE_GONE")
@@ -296,6 +322,8 @@ def _require_file(task: Mapping[str, Any]) -> None:
     status = TaskStatus(task["status"])
     if status == TaskStatus.EXPIRED:
         raise Conflict("the file has expired and was deleted; export again", code="FILE_EXPIRED")
+    if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
+        raise Conflict(f"the export is {api_state(status)}; it has no file", code="NO_FILE")
     if status != TaskStatus.SUCCEEDED or not task["object_key"]:
         raise Conflict(f"the export is {api_state(status)}, no file yet", code="NOT_READY")
 

@@ -34,7 +34,7 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", tags=["system"])
-def readyz(runtime: RuntimeDep, response: Response) -> dict[str, str]:
+def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     """Ready when the database answers and the registry is loaded."""
     try:
         with runtime.engine.connect() as conn:
@@ -42,7 +42,7 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, str]:
     except Exception:
         response.status_code = 503
         return {"status": "database unavailable"}
-    return {"status": "ready", "exportTypes": str(len(runtime.registry.types))}
+    return {"status": "ready", "exportTypes": len(runtime.registry.types)}
 
 
 @router.get("/metrics", tags=["system"])
