@@ -32,6 +32,7 @@ import providers
 import pytest  # noqa: F401
 import pytest_timeout  # noqa: F401
 import hypothesis  # noqa: F401
+import rocketmq  # noqa: F401
 
 root = Path(sys.argv[1]).resolve()
 for module in (export_center, providers):
@@ -66,9 +67,11 @@ EXPORT_CENTER_TEST_MARIADB_URL="$(bash scripts/mariadb.sh url)"
 export EXPORT_CENTER_TEST_MARIADB_URL
 echo "EXPORT_CENTER_TEST_MARIADB_URL=$EXPORT_CENTER_TEST_MARIADB_URL"
 
-# Placeholder for the RocketMQ transport tests (not needed yet):
-# step "Starting RocketMQ (scripts/rocketmq.sh start)"
-# [ -x scripts/rocketmq.sh ] && bash scripts/rocketmq.sh start
+step "Starting the RocketMQ test broker (scripts/rocketmq.sh start)"
+bash scripts/rocketmq.sh start
+EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT="$(bash scripts/rocketmq.sh endpoint)"
+export EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT
+echo "EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT=$EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT"
 
 step "Running pytest -rs $*"
 status=0
