@@ -13,7 +13,7 @@ claim makes harmless (CASES E28).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -66,12 +66,14 @@ class Publisher:
         owner: str,
         batch_size: int = 50,
         lease_seconds: float = 60.0,
+        backoff_seconds: Sequence[float] = repository.OUTBOX_BACKOFF_SECONDS,
     ) -> None:
         self.engine = engine
         self.transport = transport
         self.owner = owner
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
+        self.backoff_seconds = tuple(backoff_seconds)
         self.crash_after_send = False  # fault hook for tests: send, then stop before SENT
 
     def run_once(self) -> int:
@@ -94,7 +96,8 @@ class Publisher:
         except Exception as exc:  # any send failure backs off; the row is never dropped
             with self.engine.begin() as conn:
                 repository.outbox_send_failed(
-                    conn, row["id"], self.owner, row["attempt_count"], f"{type(exc).__name__}: {exc}"
+                    conn, row["id"], self.owner, row["attempt_count"], f"{type(exc).__name__}: {exc}",
+                    self.backoff_seconds,
                 )
             metrics.OUTBOX_SEND_FAILURES.inc()
             log.warning(

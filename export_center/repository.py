@@ -73,10 +73,10 @@ def canonical_parameters(parameters: Mapping[str, Any]) -> tuple[str, str]:
     return text, hashlib.sha256(text.encode()).hexdigest()
 
 
-def outbox_backoff(attempt_count: int) -> float:
+def outbox_backoff(attempt_count: int, schedule: Sequence[float] = OUTBOX_BACKOFF_SECONDS) -> float:
     """Seconds to wait after the ``attempt_count``-th failed send (1-based; 002 §7.4)."""
     index = max(attempt_count, 1) - 1
-    return OUTBOX_BACKOFF_SECONDS[min(index, len(OUTBOX_BACKOFF_SECONDS) - 1)]
+    return float(schedule[min(index, len(schedule) - 1)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +361,12 @@ def mark_outbox_sent(conn: Connection, row_id: int, owner: str) -> bool:
 
 
 def outbox_send_failed(
-    conn: Connection, row_id: int, owner: str, attempt_count: int, error: str
+    conn: Connection,
+    row_id: int,
+    owner: str,
+    attempt_count: int,
+    error: str,
+    schedule: Sequence[float] = OUTBOX_BACKOFF_SECONDS,
 ) -> bool:
     """CLAIMED -> PENDING with the backoff of ``attempt_count``; never gives up (002 §7.4)."""
     return (
@@ -374,7 +379,7 @@ def outbox_send_failed(
             )
             .values(
                 status=OutboxStatus.PENDING.value,
-                next_retry_at=db_now_plus(outbox_backoff(attempt_count)),
+                next_retry_at=db_now_plus(outbox_backoff(attempt_count, schedule)),
                 lease_owner=None,
                 lease_until=None,
                 last_error=error[:1000],

@@ -107,6 +107,7 @@ class Runtime:
             owner=settings.instance_id,
             batch_size=settings.publisher.batch_size,
             lease_seconds=settings.publisher.lease_seconds,
+            backoff_seconds=settings.publisher.backoff_seconds,
         )
         self.consumer = Consumer(
             self.engine,

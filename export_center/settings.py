@@ -50,6 +50,10 @@ class PublisherSettings(LoopSettings):
     loop_seconds: float = Field(0.5, description="Seconds between two publisher passes")
     batch_size: int = Field(50, description="Outbox rows claimed per pass")
     lease_seconds: int = Field(60, description="Lease of a claimed outbox row (far above one send)")
+    backoff_seconds: list[float] = Field(
+        default_factory=lambda: [5.0, 15.0, 60.0, 300.0, 900.0],
+        description="Wait after failed send n (last repeats forever; seed 002 §7.4)",
+    )
 
 
 class ConsumerSettings(LoopSettings):
@@ -113,7 +117,7 @@ class RocketMQSettings(BaseModel):
     endpoint: str = Field("127.0.0.1:8081", description="Proxy gRPC endpoint host:port")
     invisible_seconds: int = Field(60, description="Invisible time of a received command (>= 10)")
     await_seconds: int = Field(5, description="Long-poll wait of one receive (5..20)")
-    request_timeout_seconds: float = Field(5.0, description="gRPC request timeout (send, ack)")
+    request_timeout_seconds: int = Field(5, description="gRPC request timeout in whole seconds (send, ack)")
     dlq_enabled: bool | None = Field(
         None, description="Run the dead-letter handler here; unset: same as the consumer switch"
     )

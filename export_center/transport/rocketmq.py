@@ -41,6 +41,12 @@ def _client() -> Any:
     return rocketmq
 
 
+def _whole_seconds(seconds: float) -> int:
+    # rocketmq-python-client 5.1.2 needs an int here: with a float every route lookup
+    # fails ("failed to fetch topic ... route") although the proxy answered.
+    return max(1, int(round(seconds)))
+
+
 @dataclass(slots=True)
 class _RocketDelivery:
     message_id: str
@@ -76,7 +82,7 @@ class _SimpleReceiver:
                  await_seconds: int, request_timeout: float, tag: str = "*") -> None:
         self._rmq = _client()
         self._config = self._rmq.ClientConfiguration(
-            endpoint, self._rmq.Credentials(), request_timeout=request_timeout
+            endpoint, self._rmq.Credentials(), request_timeout=_whole_seconds(request_timeout)
         )
         self._group, self._topic, self._tag = group, topic, tag
         self.invisible_seconds = max(10, invisible_seconds)
@@ -153,7 +159,9 @@ class RocketMQTransport:
         self._rmq = rmq
         self.topic = topic
         self.tag = tag
-        self._config = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=request_timeout)
+        self._config = rmq.ClientConfiguration(
+            endpoint, rmq.Credentials(), request_timeout=_whole_seconds(request_timeout)
+        )
         self._producer: Any = None
         self._receiver = (
             _SimpleReceiver(endpoint, group, topic, invisible_seconds=invisible_seconds,

@@ -69,6 +69,7 @@ from xml.sax.saxutils import quoteattr as _xml_quoteattr
 from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
+from export_center.values import DecimalText
 from export_center.writers.base import CountingStream, WriterStats
 
 __all__ = [
@@ -544,10 +545,20 @@ class XlsxWriter:
             scale_styles = _SCALE_STYLES
             short = MAX_NUMERIC_DIGITS
             digits = _DIGITS
+            decimal_text = DecimalText
 
             def render_decimals(
                 chunk: Sequence[Mapping[str, Any]], numbers: list[str]
             ) -> list[str]:
+                values = [row.get(key) for row in chunk]
+                if set(map(type, values)) == {decimal_text} and max(map(len, values)) <= short:
+                    # Validated positional text of at most 15 characters: at most 15
+                    # digits; the scale is the length after the dot.
+                    return [
+                        f'<c r="{letter}{n}" s="{scale_styles[len(v.partition(".")[2])]}">'
+                        f"<v>{v}</v></c>"
+                        for v, n in zip(values, numbers, strict=True)
+                    ]
                 # str(v) of a finite Decimal ends with a digit ("NaN", "Infinity" do
                 # not); without "E" it is positional, and <= 15 characters means <= 15
                 # digits. Its scale is the length after the dot (<= 14 here).
@@ -559,7 +570,7 @@ class XlsxWriter:
                     and t[-1] in digits
                     and "E" not in t
                     else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                    for v, n in zip(values, numbers, strict=True)
                 ]
 
             return render_decimals
@@ -587,6 +598,8 @@ class XlsxWriter:
         """Render any typed value by its Python type (all cell rules in one place)."""
         if value is None:
             return ""
+        if isinstance(value, DecimalText):
+            return self._decimal_text_cell(str(value), ref)
         if isinstance(value, str):
             return self._text_cell(str(value), ref)
         if isinstance(value, bool):
@@ -620,6 +633,10 @@ class XlsxWriter:
         text = str(value)
         if "E" in text:
             text = format(value, "f")
+        return self._decimal_text_cell(text, ref)
+
+    def _decimal_text_cell(self, text: str, ref: str) -> str:
+        """A DECIMAL cell from exact positional text (``DecimalText`` or formatted)."""
         if len(text) > MAX_NUMERIC_DIGITS and _significant_digits(text) > MAX_NUMERIC_DIGITS:
             return self._text_cell(text, ref)
         scale = len(text.partition(".")[2])
