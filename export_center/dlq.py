@@ -57,7 +57,7 @@ class DlqHandler:
         self.receiver = receiver
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.outcomes: list[tuple[str, str]] = []
+        self.outcomes: list[tuple[str, str, str | None]] = []  # (messageId, outcome, taskId)
 
     def handle(self, message_id: str, properties: Mapping[str, str]) -> str:
         """Handle one dead letter; returns ``quarantined``, ``stale`` or ``missing_properties``.
@@ -103,7 +103,7 @@ class DlqHandler:
             delivery.release()
             return "error"
         delivery.ack()
-        self.outcomes.append((delivery.message_id, outcome))
+        self.outcomes.append((delivery.message_id, outcome, delivery.properties.get("taskId")))
         return outcome
 
     def start(self) -> None:

@@ -119,8 +119,8 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
                                "message": "command message corrupted; create the export again"}
     task, rows = outbox_of(stack, task_id)
     assert rows[0]["status"] == "QUARANTINED" and task["dispatch_version"] == 1
-    mine = [o for m, o in runtime.dlq_handler.outcomes if o == "quarantined"]
-    assert len(mine) == 1
+    mine = [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id]
+    assert mine == ["quarantined"], runtime.dlq_handler.outcomes
     # Twice the stale window later: the reconciler sent nothing again, no new dead letter.
     with runtime.engine.begin() as conn:
         conn.execute(update(O).where(O.c.id == rows[0]["id"]).values(sent_at=db_now_plus(-3600)))
@@ -129,7 +129,7 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
         time.sleep(1)
     task, rows = outbox_of(stack, task_id)
     assert rows[0]["status"] == "QUARANTINED" and len(rows) == 1 and task["status"] == "FAILED"
-    assert [o for m, o in runtime.dlq_handler.outcomes if o == "quarantined"] == mine
+    assert [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id] == mine
 
 
 def _worker(stack, endpoint: str, name: str) -> subprocess.Popen:
