@@ -134,20 +134,50 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address [default: 127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="Bind port [default: 8000]", min=1, max=65535)] = None,
 ) -> None:
-    """Run the API, the loops and (embedded default) the sample providers."""
+    """Run the API, the loops and (embedded default) the sample providers.
+
+    SIGHUP reloads the export-type registry (an invalid file keeps the old one).
+    """
+    import signal
+
     import uvicorn
 
     from export_center.embedded import GracefulServer, build_app
     from export_center.logs import configure_logging
 
+    from export_center.registry import RegistryError
+
     settings = _settings()
     host = host or settings.api.host
     port = port or settings.api.port
+    try:  # fail before binding, with one line naming the key and the rule
+        _registry_permissions(settings)
+    except RegistryError as exc:
+        typer.echo(f"cannot start: invalid export-type registry: {exc}", err=True)
+        raise typer.Exit(2) from None
     configure_logging()
     self_url = settings.api.public_base_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     app = build_app(settings, self_url=self_url)
     server = GracefulServer(uvicorn.Config(app, host=host, port=port, log_level="info",
                                            timeout_graceful_shutdown=30))
+
+    def reload_on_sighup(*_: object) -> None:
+        import logging
+
+        from export_center.registry import RegistryError
+
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is None:
+            return
+        try:
+            registry = runtime.reload_registry()
+            logging.getLogger("export_center.registry").warning(
+                "registry reloaded on SIGHUP: %s", ", ".join(sorted(registry.types)))
+        except RegistryError as exc:
+            logging.getLogger("export_center.registry").error(
+                "registry reload refused, the previous registry stays: %s", exc)
+
+    signal.signal(signal.SIGHUP, reload_on_sighup)
     server.run()
 
 
@@ -250,6 +280,7 @@ def demo(
         server.stop()
     results["peakRssMb"] = round(_peak_rss_mb(), 1)
     results["database"] = settings.resolved_database_url.split("://")[0]
+    results["transport"] = settings.transport
     results["scale"] = scale
     (output_dir / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
     table = Table(title=f"Export Center demo: TPC-H orders, scale {scale}")

@@ -36,8 +36,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo-data")
 
 
-def _run_demo(data_dir: Path, out: Path, *extra: str) -> dict:
-    env = {**os.environ, "EXPORT_CENTER_DATA_DIR": str(data_dir)}
+def _run_demo(data_dir: Path, out: Path, *extra: str, env_extra: dict | None = None) -> dict:
+    env = {**os.environ, "EXPORT_CENTER_DATA_DIR": str(data_dir), **(env_extra or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "export_center.cli", "demo", "--scale", str(SCALE),
          "--output-dir", str(out), *extra],
@@ -110,6 +110,33 @@ def test_demo_on_mariadb(data_dir: Path, tmp_path: Path) -> None:
         url = base.set(database=name).render_as_string(hide_password=False)
         summary = _run_demo(data_dir, tmp_path / "out", "--database-url", url)
         assert summary["database"].startswith("mysql")
+        _check_files(data_dir, tmp_path / "out", summary)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+
+
+@pytest.mark.mariadb
+@pytest.mark.rocketmq
+def test_demo_through_rocketmq_on_mariadb(data_dir: Path, tmp_path: Path) -> None:
+    from tests.conftest import mariadb_base_url
+    from tests.integration.test_rocketmq_broker import rocketmq_endpoint
+
+    endpoint = rocketmq_endpoint()
+    base = make_url(mariadb_base_url())
+    name = f"export_center_demo_mq_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    try:
+        url = base.set(database=name).render_as_string(hide_password=False)
+        summary = _run_demo(
+            data_dir, tmp_path / "out", "--database-url", url,
+            env_extra={"EXPORT_CENTER_TRANSPORT": "rocketmq", "EXPORT_CENTER_TOPIC_PREFIX": "test-",
+                       "EXPORT_CENTER_ROCKETMQ__ENDPOINT": endpoint},
+        )
+        assert summary["transport"] == "rocketmq"
         _check_files(data_dir, tmp_path / "out", summary)
     finally:
         with admin.begin() as conn:
