@@ -17,6 +17,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 __all__ = ["LoopRunner", "PassLoop"]
 
 log = logging.getLogger(__name__)
+# "skipped: maximum number of running instances reached" is the point of max_instances=1.
+logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 
 class PassLoop(Protocol):

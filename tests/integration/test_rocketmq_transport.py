@@ -186,9 +186,8 @@ def _broker(action: str) -> None:
 
 
 @pytest.mark.mariadb
-def test_broker_down_for_60_seconds_delays_but_never_loses_a_task(make_stack, endpoint, dialect):
-    if dialect != "mariadb":
-        pytest.skip("the outage test runs once, on MariaDB (the production database)")
+@pytest.mark.parametrize("db_url", ["mariadb"], indirect=True)  # once, on the production database
+def test_broker_down_for_60_seconds_delays_but_never_loses_a_task(make_stack, endpoint, db_url):
     stack = make_stack(**mq_settings(endpoint, publisher={"backoff_seconds": [2, 5, 10]}))
     client = stack.client()
     _broker("stop")
