@@ -7,6 +7,7 @@
     │   ├── ValidationFailed        422, with a field path
     │   ├── NotFound                404 (also for tasks of other users: no existence oracle)
     │   ├── Conflict                409
+    │   ├── Gone                    410 (file past its retention)
     │   ├── TooManyActiveTasks      429
     │   ├── Unauthorized            401
     │   └── Forbidden               403
@@ -38,6 +39,7 @@ __all__ = [
     "ExportFailure",
     "FileTooLarge",
     "Forbidden",
+    "Gone",
     "LeaseLost",
     "NotFound",
     "PermanentExportError",
@@ -92,6 +94,13 @@ class Conflict(RequestError):
 
     status = 409
     code = "CONFLICT"
+
+
+class Gone(RequestError):
+    """410: the file existed but its retention ended and it was deleted."""
+
+    status = 410
+    code = "FILE_EXPIRED"
 
 
 class TooManyActiveTasks(RequestError):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
 
 from export_center.embedded import ServerThread, free_port
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, day_range_utc
@@ -44,7 +45,16 @@ class CasesServer:
             body = await request.json()
             index = int(body["cursor"] or 0)
             server.requests.append(body)
-            return Response(server.pages[index], media_type="application/json")
+            text = server.pages[index]
+            if text.startswith("STREAM:"):  # chunked, no Content-Length: counted while read
+                data = text[len("STREAM:"):].encode()
+
+                async def chunks():  # type: ignore[no-untyped-def]
+                    for i in range(0, len(data), 65536):
+                        yield data[i:i + 65536]
+
+                return StreamingResponse(chunks(), media_type="application/json")
+            return Response(text, media_type="application/json")
 
         events = ExportProvider(
             "EVENTS",

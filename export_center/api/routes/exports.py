@@ -25,6 +25,7 @@ from export_center.auth import DOWNLOAD_ALL, Identity
 from export_center.errors import (
     Conflict,
     Forbidden,
+    Gone,
     NotFound,
     RequestError,
     TooManyActiveTasks,
@@ -42,7 +43,7 @@ __all__ = ["create_export", "router", "task_public"]
 router = APIRouter(prefix="/api/v1/exports", tags=["exports"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 422, 429)
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 410, 413, 422, 429)
 }
 _STATE_FILTER = {
     "queued": TaskStatus.PENDING,
@@ -307,7 +308,7 @@ def download(
     _require_file(task)
     with runtime.engine.connect() as conn:
         if repository.retention_passed(conn, task["id"]):
-            raise Conflict("the file has expired; export again", code="FILE_EXPIRED")
+            raise Gone("the file has expired; export again")
     key = task["object_key"]
     if not runtime.storage.exists(key):
         raise NotFound("the file is no longer stored", code="FILE_GONE")
@@ -321,7 +322,7 @@ def download(
 def _require_file(task: Mapping[str, Any]) -> None:
     status = TaskStatus(task["status"])
     if status == TaskStatus.EXPIRED:
-        raise Conflict("the file has expired and was deleted; export again", code="FILE_EXPIRED")
+        raise Gone("the file has expired and was deleted; export again")
     if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         raise Conflict(f"the export is {api_state(status)}; it has no file", code="NO_FILE")
     if status != TaskStatus.SUCCEEDED or not task["object_key"]:

@@ -1,0 +1,113 @@
+"""Input limits, permissions, provider-answer checks and file retention (seed 002 §10-§12)."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+from sqlalchemy import update
+
+from export_center.db import db_now_plus
+from export_center.models import ExportTask
+from tests.cases_provider import CasesServer, cases_registry
+from tests.helpers import create, wait_state
+
+TOKEN = "internal-token-for-the-cases-0123456789"
+T = ExportTask.__table__
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        ({"parameters": {f"k{i}": "x" for i in range(21)}}, "TOO_MANY_PARAMETERS", "parameters"),
+        ({"parameters": {"from": "x" * 4100}}, "PARAMETERS_TOO_LARGE", "parameters"),
+        ({"parameters": {"status": "O" * 257}}, "PARAMETER_TOO_LONG", "parameters.status"),
+        ({"parameters": {"a": {"b": {"c": 1}}}}, "PARAMETERS_TOO_DEEP", "parameters.a.b"),
+        ({"parameters": {"status": "X"}}, "INVALID_VALUE", "parameters.status"),
+        ({"parameters": {"tenantId": "other"}}, "UNKNOWN_PARAMETER", "parameters.tenantId"),
+        ({"taskName": "n" * 101}, "TOO_LONG", "taskName"),
+        ({"requestId": "r" * 129}, "TOO_LONG", "requestId"),
+        ({"callbackUrl": "http://x"}, "UNKNOWN_FIELD", "callbackUrl"),
+    ],
+)
+def test_each_input_limit_answers_422_with_code_and_path(stack, body, code, field):
+    answer = create(stack.client(), "csv", **body)
+    assert answer.status_code == 422, answer.text
+    assert (answer.json()["code"], answer.json()["field"]) == (code, field)
+
+
+def test_big_bodies_and_anonymous_posts_are_refused_before_parsing(stack):
+    client = stack.client()
+    big = client.post("/api/v1/exports", content=b"{" + b" " * 70_000 + b"}",
+                      headers={"content-type": "application/json"})
+    assert big.status_code == 413 and big.json()["code"] == "BODY_TOO_LARGE"
+    anonymous = stack.client(None).post("/api/v1/exports", content=b"{not json")
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_permission_and_app_scope_gate_create_and_retry(stack):
+    nobody = stack.client("nobody", perms=[])
+    refused = create(nobody, "csv")
+    assert refused.status_code == 403 and refused.json()["code"] == "PERMISSION_DENIED"
+    merchant = stack.client("alice", app_code="MERCHANT")
+    assert create(merchant, "csv").status_code == 403
+    alice = stack.client("alice")
+    task_id = create(alice, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"]
+    wait_state(alice, task_id)
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).where(T.c.task_no == task_id).values(status="FAILED"))
+    revoked = stack.client("alice", perms=[])
+    assert revoked.post(f"/api/v1/exports/{task_id}/retry").json()["code"] == "PERMISSION_DENIED"
+    # The merchant app of the same user does not even see the platform task.
+    assert merchant.get(f"/api/v1/exports/{task_id}").status_code == 404
+
+
+def test_files_past_retention_answer_410_and_are_deleted(stack):
+    client = stack.client()
+    detail = wait_state(client, create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"])
+    link = detail["downloadUrl"]  # link lifetime (24 h) is separate from retention
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).where(T.c.task_no == detail["taskId"]).values(expires_at=db_now_plus(-1)))
+    assert stack.client(None).get(link).status_code == 410
+    stack.runtime.reconciler.run_once()
+    assert client.get(f"/api/v1/exports/{detail['taskId']}").json()["state"] == "expired"
+    assert list(stack.runtime.storage.list()) == []
+    assert stack.client(None).get(link).status_code == 410
+
+
+@pytest.fixture
+def cases(tmp_path):
+    server = CasesServer(TOKEN, tmp_path / "events.db")
+    server.start()
+    yield server
+    server.stop()
+
+
+def _page(rows_json: str, columns: list[tuple[str, str]], more: bool = False) -> str:
+    body = {"schemaVersion": 1, "schemaHash": "sha256:x", "snapshotToken": "s",
+            "columns": [{"key": k, "title": k, "type": t} for k, t in columns],
+            "rows": [], "nextCursor": "1" if more else None, "hasMore": more}
+    return orjson.dumps(body).decode().replace('"rows":[]', f'"rows":{rows_json}')
+
+
+@pytest.mark.parametrize(
+    ("make_page", "fragment"),
+    [
+        (lambda: _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")]), "at most 4 MB allowed"),
+        (lambda: "STREAM:" + _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")]),
+         "answer larger than 4 MB"),
+        (lambda: _page(orjson.dumps([{"s": "x"}] * 51).decode(), [("s", "STRING")]), "51 rows in a batch of limit 50"),
+        (lambda: _page("[]", [(f"c{i}", "STRING") for i in range(101)]), "101 columns, at most 100"),
+        (lambda: '{"rows": "nope"}', "rows must be a list"),
+    ],
+)
+def test_provider_answers_are_checked_while_read(make_stack, cases, tmp_path, make_page, fragment):
+    stack = make_stack(export_types_file=str(cases_registry(tmp_path, cases.url)),
+                       provider={"internal_token": TOKEN})
+    cases.pages = [make_page()]
+    client = stack.client(perms=["export:cases:create"])
+    detail = wait_state(client, create(client, "csv", exportType="CASES").json()["taskId"])
+    assert detail["state"] == "failed" and detail["error"]["code"] == "PROVIDER_CONTRACT"
+    assert fragment in detail["error"]["message"], detail["error"]
+    assert detail["attempts"] == 1
