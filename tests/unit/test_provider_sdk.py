@@ -1,0 +1,108 @@
+"""The provider SDK without I/O: token, validation, signed cursors and snapshots,
+exact DECIMAL/DATE serialization, one error shape (DESIGN.md "Provider contract")."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import orjson
+import pytest
+
+from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault, schema_hash
+
+COLUMNS = [Column("id", "Id", "INTEGER"), Column("amount", "Amount", "DECIMAL"),
+           Column("day", "Day", "DATE"), Column("at", "At", "DATETIME")]
+
+
+def provider(ttl: int = 3600, rows=None) -> ExportProvider:
+    p = ExportProvider("T", COLUMNS, token="secret-token", secret="signing", snapshot_ttl_seconds=ttl)
+
+    @p.fetcher
+    def fetch(req: BatchRequest, cursor, snapshot) -> Page:
+        if req.parameters.get("fail"):
+            raise ProviderFault(400, "BAD_FILTER", "fail was asked for", "parameters.fail")
+        after = cursor or 0
+        data = rows if rows is not None else [
+            {"id": i, "amount": Decimal("0.00000001") * i, "day": dt.date(2024, 2, 29),
+             "at": dt.datetime(2024, 3, 1, 12, 0, 0, 500000)} for i in range(after + 1, after + 3)]
+        return Page(rows=data, next_cursor=after + 2, has_more=after < 4, snapshot={"max": 6}, total_rows=6)
+
+    return p
+
+
+def body(cursor=None, snapshot=None, task="exp_A", **extra) -> bytes:
+    return orjson.dumps({"taskId": task, "tenantId": "t", "appCode": "PLATFORM", "requestedBy": "u",
+                         "dispatchVersion": 1, "parameters": extra, "cursor": cursor,
+                         "snapshotToken": snapshot, "limit": 100})
+
+
+def call(p: ExportProvider, raw: bytes, token: str | None = "secret-token"):
+    response = p.handle(raw, token)
+    return response.status_code, orjson.loads(response.body)
+
+
+def test_token_is_required():
+    for token in (None, "", "secret-token-2", "SECRET-TOKEN"):
+        status, answer = call(provider(), body(), token)
+        assert status == 401 and answer["code"] == "UNAUTHORIZED"
+
+
+def test_first_batch_has_columns_hash_and_exact_values():
+    status, answer = call(provider(), body())
+    assert status == 200
+    assert answer["schemaHash"] == schema_hash(COLUMNS) and answer["schemaHash"].startswith("sha256:")
+    assert [c["key"] for c in answer["columns"]] == ["id", "amount", "day", "at"]
+    row = answer["rows"][0]
+    assert row == {"id": 1, "amount": "0.00000001", "day": "2024-02-29", "at": "2024-03-01T12:00:00.500000"}
+    assert answer["hasMore"] is True and answer["totalRows"] == 6
+
+
+def test_cursor_and_snapshot_are_signed_and_bound_to_the_task():
+    p = provider()
+    _, first = call(p, body())
+    cursor, snapshot = first["nextCursor"], first["snapshotToken"]
+    status, second = call(p, body(cursor, snapshot))
+    assert status == 200 and "columns" not in second and second["rows"][0]["id"] == 3
+    forged = str(int(cursor.split(".")[0]) + 100) + "." + cursor.split(".")[1]
+    assert call(p, body(forged, snapshot))[1]["code"] == "INVALID_CURSOR"
+    assert call(p, body(cursor, snapshot, task="exp_B"))[1]["code"] == "INVALID_CURSOR"
+    assert call(p, body(cursor, snapshot[:-2] + "xx"))[1]["code"] == "INVALID_SNAPSHOT"
+
+
+def test_an_expired_snapshot_answers_410():
+    p = provider(ttl=-1)
+    _, first = call(p, body())
+    status, answer = call(p, body(first["nextCursor"], first["snapshotToken"]))
+    assert status == 410 and answer["code"] == "SNAPSHOT_EXPIRED"
+
+
+def test_errors_have_one_shape_4xx_for_the_caller_5xx_for_the_provider():
+    status, answer = call(provider(), body(fail=True))
+    assert status == 400 and answer == {"code": "BAD_FILTER", "message": "fail was asked for",
+                                        "field": "parameters.fail"}
+    status, answer = call(provider(), b'{"taskId": 1}')
+    assert status == 422 and answer["code"] == "INVALID_REQUEST" and answer["field"]
+    broken = provider(rows=[{"id": 1, "amount": Decimal("NaN")}])
+    status, answer = call(broken, body())
+    assert status == 500 and answer["code"] == "PROVIDER_ERROR"
+
+
+def test_unknown_column_types_are_refused_at_declaration():
+    with pytest.raises(ValueError, match="type must be one of"):
+        ExportProvider("T", [Column("x", "X", "MONEY")], token="t", secret="s")
+
+
+def test_constant_time_compare_is_used(monkeypatch):
+    import hmac as real
+
+    calls = []
+    original = real.compare_digest
+
+    def spy(a, b):
+        calls.append((a, b))
+        return original(a, b)
+
+    monkeypatch.setattr("providers.sdk.hmac.compare_digest", spy)
+    call(provider(), body(), "wrong")
+    assert calls and calls[0][1] == b"secret-token"
