@@ -337,16 +337,17 @@ def claim_outbox_row(
     return conn.execute(select(O).where(O.c.id == row_id)).mappings().first()
 
 
+def _held(row_id: int, owner: str) -> Any:
+    """The outbox row this publisher claimed and still holds."""
+    return and_(O.c.id == row_id, O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_owner == owner)
+
+
 def mark_outbox_sent(conn: Connection, row_id: int, owner: str) -> bool:
     """CLAIMED -> SENT for the row this publisher holds; False if its lease was lost."""
     return (
         conn.execute(
             update(O)
-            .where(
-                O.c.id == row_id,
-                O.c.status == OutboxStatus.CLAIMED.value,
-                O.c.lease_owner == owner,
-            )
+            .where(_held(row_id, owner))
             .values(
                 status=OutboxStatus.SENT.value,
                 sent_at=db_now(),
@@ -372,11 +373,7 @@ def outbox_send_failed(
     return (
         conn.execute(
             update(O)
-            .where(
-                O.c.id == row_id,
-                O.c.status == OutboxStatus.CLAIMED.value,
-                O.c.lease_owner == owner,
-            )
+            .where(_held(row_id, owner))
             .values(
                 status=OutboxStatus.PENDING.value,
                 next_retry_at=db_now_plus(outbox_backoff(attempt_count, schedule)),
@@ -560,6 +557,47 @@ def commit_success(
     )
 
 
+def _new_attempt(
+    conn: Connection, task_id: int, where: Any, *, topic: str, tag: str, delay: float = 0.0,
+    **values: Any,
+) -> TaskRow | None:
+    """End an attempt by starting the next one: PENDING with ``dispatch_version + 1``, due
+    after ``delay`` seconds, progress and lease cleared, and a new outbox row with the same
+    ``next_retry_at`` (002 §3 principle 5: only an ended attempt grows the version).
+
+    Returns:
+        The requeued task, or None when ``where`` matched no row.
+    """
+    changed = conn.execute(
+        update(T).where(where).values(
+            status=TaskStatus.PENDING.value,
+            phase=Phase.QUEUED.value,
+            dispatch_version=T.c.dispatch_version + 1,
+            next_retry_at=db_now_plus(delay) if delay else db_now(),
+            processed_rows=0,
+            total_rows=None,
+            lease_owner=None,
+            lease_until=None,
+            object_key=None,
+            updated_at=db_now(),
+            **values,
+        )
+    ).rowcount
+    if not changed:
+        return None
+    task = read_task(conn, task_id)
+    assert task is not None
+    insert_outbox(conn, task, topic=topic, tag=tag)
+    # The outbox row's retry time is exactly the task's (two evaluations of the same
+    # clock expression may differ by a millisecond), so the publisher never sends early.
+    conn.execute(
+        update(O)
+        .where(O.c.task_id == task_id, O.c.dispatch_version == task["dispatch_version"])
+        .values(next_retry_at=task["next_retry_at"])
+    )
+    return task
+
+
 def record_failure(
     conn: Connection,
     task_id: int,
@@ -591,46 +629,18 @@ def record_failure(
     ).mappings().first()
     if task is None:
         return None
-    common = {
-        "lease_owner": None,
-        "lease_until": None,
-        "failure_code": code[:64],
-        "failure_message": message[:1000],
-        "object_key": None,
-        "updated_at": db_now(),
-    }
+    failure = {"failure_code": code[:64], "failure_message": message[:1000]}
     if retry and task["attempt_count"] < task["max_attempts"]:
         index = min(task["attempt_count"] - 1, len(backoff_seconds) - 1)
-        delay = float(backoff_seconds[max(index, 0)])
-        delay *= 1 + random.uniform(-jitter, jitter)
-        conn.execute(
-            update(T)
-            .where(_attempt(task_id, version, owner))
-            .values(
-                status=TaskStatus.PENDING.value,
-                phase=Phase.QUEUED.value,
-                dispatch_version=T.c.dispatch_version + 1,
-                next_retry_at=db_now_plus(delay),
-                processed_rows=0,
-                total_rows=None,
-                **common,
-            )
-        )
-        fresh = read_task(conn, task_id)
-        assert fresh is not None
-        insert_outbox(conn, fresh, topic=topic, tag=tag, delay_seconds=delay)
-        # Make the outbox row's retry time exactly the task's (same db expression
-        # evaluated twice can differ by a millisecond on a slow transaction).
-        conn.execute(
-            update(O)
-            .where(O.c.task_id == task_id, O.c.dispatch_version == fresh["dispatch_version"])
-            .values(next_retry_at=fresh["next_retry_at"])
-        )
+        delay = float(backoff_seconds[max(index, 0)]) * (1 + random.uniform(-jitter, jitter))
+        _new_attempt(conn, task_id, _attempt(task_id, version, owner), topic=topic, tag=tag,
+                     delay=delay, **failure)
         return "retry"
     conn.execute(
         update(T)
         .where(_attempt(task_id, version, owner))
-        .values(status=TaskStatus.FAILED.value, completed_at=db_now(), **common)
+        .values(status=TaskStatus.FAILED.value, completed_at=db_now(), lease_owner=None,
+                lease_until=None, object_key=None, updated_at=db_now(), **failure)
     )
     return "failed"
 
@@ -644,29 +654,9 @@ def release_for_shutdown(
     Returns:
         False when the attempt had already lost its lease.
     """
-    released = conn.execute(
-        update(T)
-        .where(_attempt(task_id, version, owner))
-        .values(
-            status=TaskStatus.PENDING.value,
-            phase=Phase.QUEUED.value,
-            dispatch_version=T.c.dispatch_version + 1,
-            attempt_count=T.c.attempt_count - 1,
-            next_retry_at=db_now(),
-            processed_rows=0,
-            total_rows=None,
-            lease_owner=None,
-            lease_until=None,
-            object_key=None,
-            updated_at=db_now(),
-        )
-    ).rowcount
-    if not released:
-        return False
-    fresh = read_task(conn, task_id)
-    assert fresh is not None
-    insert_outbox(conn, fresh, topic=topic, tag=tag)
-    return True
+    released = _new_attempt(conn, task_id, _attempt(task_id, version, owner), topic=topic,
+                            tag=tag, attempt_count=T.c.attempt_count - 1)
+    return released is not None
 
 
 def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -> bool:
@@ -750,34 +740,11 @@ def manual_retry(conn: Connection, task_id: int, *, topic: str, tag: str) -> Tas
         The updated task, or None when it was not FAILED. The caller deletes the old
         file (its key is read before this call).
     """
-    changed = conn.execute(
-        update(T)
-        .where(T.c.id == task_id, T.c.status == TaskStatus.FAILED.value)
-        .values(
-            status=TaskStatus.PENDING.value,
-            phase=Phase.QUEUED.value,
-            dispatch_version=T.c.dispatch_version + 1,
-            attempt_count=0,
-            processed_rows=0,
-            total_rows=None,
-            failure_code=None,
-            failure_message=None,
-            started_at=None,
-            completed_at=None,
-            object_key=None,
-            lease_owner=None,
-            lease_until=None,
-            cancel_requested=False,
-            next_retry_at=db_now(),
-            updated_at=db_now(),
-        )
-    ).rowcount
-    if not changed:
-        return None
-    task = read_task(conn, task_id)
-    assert task is not None
-    insert_outbox(conn, task, topic=topic, tag=tag)
-    return task
+    return _new_attempt(
+        conn, task_id, and_(T.c.id == task_id, T.c.status == TaskStatus.FAILED.value),
+        topic=topic, tag=tag, attempt_count=0, failure_code=None, failure_message=None,
+        warning_message=None, started_at=None, completed_at=None, cancel_requested=False,
+    )
 
 
 def outbox_rows(conn: Connection, task_id: int) -> list[TaskRow]:
@@ -893,28 +860,14 @@ def recover_expired_lease(conn: Connection, task: TaskRow, *, topic: str, tag: s
         return "cancelled" if done else None
     attempt = task["attempt_count"]
     if attempt < task["max_attempts"]:
-        done = conn.execute(
-            update(T).where(expired).values(
-                status=TaskStatus.PENDING.value,
-                phase=Phase.QUEUED.value,
-                dispatch_version=T.c.dispatch_version + 1,
-                next_retry_at=db_now(),
-                processed_rows=0,
-                total_rows=None,
-                failure_code="WORKER_LOST",
-                failure_message=(
-                    f"{task['phase']}: the worker stopped renewing its lease during attempt "
-                    f"{attempt}; retrying"
-                ),
-                **common,
-            )
-        ).rowcount
-        if not done:
-            return None
-        fresh = read_task(conn, task["id"])
-        assert fresh is not None
-        insert_outbox(conn, fresh, topic=topic, tag=tag)
-        return "retry"
+        requeued = _new_attempt(
+            conn, task["id"], expired, topic=topic, tag=tag, failure_code="WORKER_LOST",
+            failure_message=(
+                f"{task['phase']}: the worker stopped renewing its lease during attempt "
+                f"{attempt}; retrying"
+            ),
+        )
+        return "retry" if requeued else None
     done = conn.execute(
         update(T).where(expired).values(
             status=TaskStatus.FAILED.value,
