@@ -70,6 +70,11 @@ from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText
+
+try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
+    from isal import isal_zlib as _isal_zlib  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - depends on the installation
+    _isal_zlib = None
 from export_center.writers.base import CountingStream, WriterStats
 
 __all__ = [
@@ -243,7 +248,9 @@ class XlsxWriter:
             ``errors.FileTooLarge`` as soon as the file would grow past it.
         sheet_row_limit: data rows per sheet, 1..1,048,575 (E12).
         compresslevel: deflate level 0-9; 1 is the fastest and, on export data, only
-            a few percent larger than 6.
+            a few percent larger than 6. At level 1 the worksheets are deflated with
+            ISA-L (package ``isal``) when it is installed: about four times faster
+            than zlib, standard deflate, the same size.
         force_zip64: write worksheet entries with ZIP64 headers (see the ZIP policy
             in the module docstring); False by default.
 
@@ -278,6 +285,7 @@ class XlsxWriter:
         self._zone = ZoneInfo(time_zone)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
+        self._fast_deflate = _isal_zlib if compresslevel == 1 else None
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
         self._rows = 0
         self._replaced = 0
@@ -414,6 +422,12 @@ class XlsxWriter:
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
         name = f"xl/worksheets/sheet{self._sheet_count}.xml"
         self._sheet = self._zip.open(name, "w", force_zip64=self._force_zip64)
+        if self._fast_deflate is not None and hasattr(self._sheet, "_compressor"):
+            # Nothing is compressed yet: swap zipfile's zlib compressor for ISA-L's
+            # (same raw deflate stream; zipfile still does CRC, sizes and headers).
+            self._sheet._compressor = self._fast_deflate.compressobj(
+                1, self._fast_deflate.DEFLATED, -15
+            )
         head = (self._sheet_head(self._sheet_count == 1) + self._header_xml).encode("utf-8")
         self._sheet.write(head)
         self._sheet_rows = 0
