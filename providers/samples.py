@@ -6,6 +6,35 @@ orders inserted during the export are never included (seed 002 §10.2: "no rows 
 after the export started"). Parameters: ``from``/``to`` order dates (both inclusive),
 optional ``status`` and ``priority``.
 
+How a batch is read (``bench/README.md`` has the measurements). The provider runs in
+the export center's own process in the embedded default, so every microsecond of
+Python per row is taken from the export's writer (one GIL). The batch query therefore
+lets the database build the rows' JSON, in one statement on the raw DB-API cursor:
+
+* each row becomes a JSON object in SQL (``json_object`` / ``JSON_OBJECT``), DECIMAL as
+  exact text and DATE as ISO text, as the contract wants: SQLite stores
+  ``o_totalprice`` as REAL (INTEGER for whole prices) and ``printf('%.2f', ...)`` is
+  exact for TPC-H's two-decimal prices (far below 1e13, at most 15 significant
+  digits); MySQL/MariaDB ``CAST(o_totalprice AS CHAR)`` is the DECIMAL(15,2) text and
+  ``CAST(o_orderdate AS CHAR)`` the ISO date; SQLite keeps dates as ISO text already;
+* the batch is aggregated into one result row (``group_concat`` of the keys and of the
+  objects, the objects separated by U+001E, which JSON text never contains raw), so the
+  whole query runs inside one database call that releases the GIL, and Python only
+  splits the text and hands each object to the SDK as an ``orjson.Fragment`` (a row
+  already serialized; the SDK's orjson encoder copies it as is);
+* the keys come back too and are checked to be strictly increasing and as many as
+  the objects (MariaDB orders ``GROUP_CONCAT`` explicitly; SQLite concatenates in the
+  ordered subquery's order). Should a check fail (or orjson lack ``Fragment``), the
+  batch is read again row by row: plain ``str``/``int`` tuples made into dicts.
+
+Other SQLAlchemy dialects read typed rows and format DECIMAL and DATE in Python.
+
+The keyset scan walks the primary key (``o_orderkey``) in both databases, also with
+date filters: the filter is checked on the rows the scan reads, so a whole export reads
+each order once (EXPLAIN: SQLite ``SEARCH o USING INDEX sqlite_autoindex_orders_1
+(o_orderkey>? AND o_orderkey<?)``, MariaDB ``range`` on ``PRIMARY``; the customer is
+one primary-key lookup per row in both).
+
 The TPC-H sample is shared demo data: it has no tenant column, so every tenant sees
 the same orders (a real provider filters by ``tenantId``/``appCode``, never by tenant
 fields inside ``parameters``).
@@ -14,10 +43,12 @@ fields inside ``parameters``).
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 from typing import Any
 
+import orjson
 from fastapi import APIRouter
-from sqlalchemy import Date, Engine, Integer, Numeric, String, text
+from sqlalchemy import Engine
 
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault
 
@@ -37,33 +68,107 @@ ORDERS_COLUMNS = [
     Column("o_shippriority", "Ship priority", "INTEGER", 8),
     Column("o_comment", "Comment", "STRING", 60),
 ]
+_KEYS = [c.key for c in ORDERS_COLUMNS]
+_TABLE = {"c_name": "c", "c_phone": "c", "c_mktsegment": "c"}  # the rest is orders "o"
 
-_SELECT = """
-SELECT o.o_orderkey, o.o_custkey, c.c_name, c.c_phone, c.c_mktsegment, o.o_orderstatus,
-       o.o_totalprice, o.o_orderdate, o.o_orderpriority, o.o_clerk, o.o_shippriority,
-       o.o_comment
-  FROM orders o JOIN customer c ON c.c_custkey = o.o_custkey
- WHERE o.o_orderkey > :after AND o.o_orderkey <= :max_key {filters}
- ORDER BY o.o_orderkey
- LIMIT :limit
-"""
+_SEPARATOR = "\x1e"
+"""Between two JSON objects of a batch: a control character, always escaped in JSON."""
+
+_GROUP_CONCAT_MAX_LEN = 64 * 1024 * 1024
+"""MariaDB/MySQL session limit for the aggregated batch (default 1 MB: ~3,000 rows)."""
 
 
-def _filters(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    clauses, binds = [], {}
+class _Dialect:
+    """The SQL of one database family: text expressions, aggregation, placeholders."""
+
+    def __init__(self, name: str, paramstyle: str):
+        if paramstyle not in ("qmark", "format", "pyformat"):
+            raise ValueError(f"ORDERS sample: unsupported DB-API paramstyle {paramstyle!r}")
+        self.p = "?" if paramstyle == "qmark" else "%s"  # sqlite3: qmark; PyMySQL: %s
+        self.family = "sqlite" if name == "sqlite" else "mysql" if name in ("mysql", "mariadb") else None
+        text = {
+            "sqlite": {"o_totalprice": "printf('%.2f', o.o_totalprice)"},
+            "mysql": {
+                "o_totalprice": "CAST(o.o_totalprice AS CHAR)",
+                "o_orderdate": "CAST(o.o_orderdate AS CHAR)",
+            },
+        }.get(self.family or "", {})
+        self.exprs = [text.get(k, f"{_TABLE.get(k, 'o')}.{k}") for k in _KEYS]
+        if self.p == "%s":  # the format paramstyle reads % as a placeholder
+            self.exprs = [e.replace("%", "%%") for e in self.exprs]
+
+    def rows_sql(self, filters: str) -> str:
+        """One row per order: plain values, DECIMAL and DATE as text (family known)."""
+        return (
+            f"SELECT {', '.join(self.exprs)}"
+            "  FROM orders o JOIN customer c ON c.c_custkey = o.o_custkey"
+            f" WHERE o.o_orderkey > {self.p} AND o.o_orderkey <= {self.p} {filters}"
+            f" ORDER BY o.o_orderkey LIMIT {self.p}"
+        )
+
+    def json_sql(self, filters: str) -> str:
+        """One row per batch: (count, keys, JSON objects joined by ``_SEPARATOR``)."""
+        function = "json_object" if self.family == "sqlite" else "JSON_OBJECT"
+        pairs = ", ".join(f"'{k}', {e}" for k, e in zip(_KEYS, self.exprs, strict=True))
+        inner = (
+            f"SELECT o.o_orderkey AS k, {function}({pairs}) AS j"
+            "  FROM orders o JOIN customer c ON c.c_custkey = o.o_custkey"
+            f" WHERE o.o_orderkey > {self.p} AND o.o_orderkey <= {self.p} {filters}"
+            f" ORDER BY o.o_orderkey LIMIT {self.p}"
+        )
+        if self.family == "sqlite":
+            return f"SELECT count(*), group_concat(k, ','), group_concat(j, char(30)) FROM ({inner})"
+        return (
+            "SELECT COUNT(*), GROUP_CONCAT(k ORDER BY k SEPARATOR ','),"
+            f" GROUP_CONCAT(j ORDER BY k SEPARATOR '{_SEPARATOR}') FROM ({inner}) t"
+        )
+
+
+def _filters(params: dict[str, Any], p: str) -> tuple[str, list[Any]]:
+    """SQL conditions (``AND ...``) with placeholder ``p`` and their bind values."""
+    clauses, binds = [], []
     for name, column, op in (("from", "o_orderdate", ">="), ("to", "o_orderdate", "<=")):
         value = params.get(name)
         if value is not None:
             try:
-                binds[name] = date.fromisoformat(value)
+                day = date.fromisoformat(value)
             except (TypeError, ValueError):
                 raise ProviderFault(400, "INVALID_PARAMETER", f"{name} must be YYYY-MM-DD", f"parameters.{name}") from None
-            clauses.append(f"AND o.{column} {op} :{name}")
+            clauses.append(f"AND o.{column} {op} {p}")
+            binds.append(day.isoformat())  # DATE compares with ISO text on both databases
     for name, column in (("status", "o_orderstatus"), ("priority", "o_orderpriority")):
         if params.get(name) is not None:
-            binds[name] = str(params[name])
-            clauses.append(f"AND o.{column} = :{name}")
+            clauses.append(f"AND o.{column} = {p}")
+            binds.append(str(params[name]))
     return " ".join(clauses), binds
+
+
+def _as_text(value: Any) -> Any:
+    """Portable path: Decimal and date values as their exact wire text."""
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def _json_batch(cur: Any, sql: str, binds: list[Any], limit: int) -> tuple[list[Any], int | None, bool] | None:
+    """Read a batch as JSON objects built by SQL; None when a check fails.
+
+    Returns:
+        ``(rows, last_key, has_more)``: at most ``limit`` rows as ``orjson.Fragment``.
+    """
+    cur.execute(sql, [*binds, limit + 1])
+    count, keys_text, objects_text = cur.fetchone()
+    if not count:
+        return [], None, False
+    keys = list(map(int, keys_text.split(",")))
+    objects = objects_text.split(_SEPARATOR)
+    if len(keys) != count or len(objects) != count or any(a >= b for a, b in zip(keys, keys[1:])):
+        return None  # out of order, or cut by a length limit: read row by row
+    has_more = count > limit
+    fragment = orjson.Fragment
+    return [fragment(o) for o in objects[:limit]], keys[: limit][-1], has_more
 
 
 def orders_provider(engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400) -> ExportProvider:
@@ -71,33 +176,45 @@ def orders_provider(engine: Engine, *, token: str, secret: str, snapshot_ttl_sec
     provider = ExportProvider(
         "ORDERS", ORDERS_COLUMNS, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds
     )
+    sql = _Dialect(engine.dialect.name, engine.dialect.paramstyle)
+    p = sql.p
+    use_json = sql.family is not None and hasattr(orjson, "Fragment")
+    keys = _KEYS
 
     @provider.fetcher
     def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
-        filters, binds = _filters(req.parameters)
+        filters, binds = _filters(req.parameters, p)
         total = None
-        with engine.connect() as conn:
-            if snapshot is None:
-                max_key = conn.execute(text("SELECT MAX(o_orderkey) FROM orders")).scalar() or 0
-                snapshot = {"maxKey": int(max_key)}
-                count_sql = "SELECT COUNT(*) FROM orders o WHERE o.o_orderkey <= :max_key " + filters
-                total = int(conn.execute(text(count_sql), {"max_key": max_key, **binds}).scalar() or 0)
-            stmt = text(_SELECT.format(filters=filters)).columns(
-                o_orderkey=Integer, o_custkey=Integer, c_name=String, c_phone=String,
-                c_mktsegment=String, o_orderstatus=String, o_totalprice=Numeric(15, 2),
-                o_orderdate=Date, o_orderpriority=String, o_clerk=String,
-                o_shippriority=Integer, o_comment=String,
-            )
-            after = int(cursor) if cursor is not None else 0
-            rows = [
-                dict(r)
-                for r in conn.execute(
-                    stmt, {"after": after, "max_key": snapshot["maxKey"], "limit": req.limit + 1, **binds}
-                ).mappings()
-            ]
-        has_more = len(rows) > req.limit
-        rows = rows[: req.limit]
-        next_cursor = rows[-1]["o_orderkey"] if rows else after
+        after = int(cursor) if cursor is not None else 0
+        with engine.connect() as conn, conn.begin():
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            cur = raw.cursor()
+            try:
+                if snapshot is None:
+                    cur.execute("SELECT MAX(o_orderkey) FROM orders")
+                    max_key = int(cur.fetchone()[0] or 0)
+                    snapshot = {"maxKey": max_key}
+                    cur.execute(f"SELECT COUNT(*) FROM orders o WHERE o.o_orderkey <= {p} {filters}", [max_key, *binds])
+                    total = int(cur.fetchone()[0] or 0)
+                where = [after, int(snapshot["maxKey"]), *binds]
+                batch = None
+                if use_json:
+                    if sql.family == "mysql":
+                        cur.execute(f"SET SESSION group_concat_max_len = {_GROUP_CONCAT_MAX_LEN}")
+                    batch = _json_batch(cur, sql.json_sql(filters), where, req.limit)
+                if batch is None:
+                    cur.execute(sql.rows_sql(filters), [*where, req.limit + 1])
+                    found = cur.fetchall()
+                    convert = (lambda r: dict(zip(keys, r))) if sql.family else (
+                        lambda r: {k: _as_text(v) for k, v in zip(keys, r, strict=True)}
+                    )
+                    rows = [convert(r) for r in found[: req.limit]]
+                    batch = rows, (found[: req.limit][-1][0] if rows else None), len(found) > req.limit
+            finally:
+                cur.close()
+        rows, last_key, has_more = batch
+        next_cursor = last_key if last_key is not None else after
         return Page(rows=rows, next_cursor=next_cursor, has_more=has_more, snapshot=snapshot, total_rows=total)
 
     return provider
@@ -110,6 +227,3 @@ def sample_router(engine: Engine, *, token: str, secret: str, snapshot_ttl_secon
         orders_provider(engine, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds).router()
     )
     return router
-
-
-
