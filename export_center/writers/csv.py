@@ -108,6 +108,22 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+class _DateTexts(dict[_dt.date, str]):
+    """``date -> "YYYY-MM-DD"``, computed once per distinct date (an export's dates
+    repeat; a dict lookup is ~15x cheaper than ``date.isoformat``)."""
+
+    LIMIT = 20_000
+
+    def __missing__(self, day: _dt.date) -> str:
+        text = self[day] = day.isoformat()
+        return text
+
+    def trim(self) -> None:
+        """Forget everything once more than ``LIMIT`` dates were seen (bounded memory)."""
+        if len(self) > self.LIMIT:
+            self.clear()
+
+
 class CsvWriter:
     """Stream rows into a UTF-8 (BOM) RFC 4180 CSV file.
 
@@ -216,11 +232,12 @@ class CsvWriter:
             return render_decimals
 
         if column_type is ColumnType.DATE:
-            iso = _dt.date.isoformat
+            texts = _DateTexts()
 
             def render_dates(values: list[Any]) -> list[str]:
                 if set(map(type, values)) == {_dt.date}:
-                    return list(map(iso, values))
+                    texts.trim()
+                    return list(map(texts.__getitem__, values))
                 return [field(v) for v in values]
 
             return render_dates

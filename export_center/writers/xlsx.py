@@ -237,6 +237,21 @@ def _escape_text(text: str) -> str:
     return text
 
 
+class _DateSerials(dict[_dt.date, str]):
+    """``date -> Excel serial text``, computed once per distinct date (bounded)."""
+
+    LIMIT = 20_000
+
+    def __missing__(self, day: _dt.date) -> str:
+        text = self[day] = str(day.toordinal() - _EXCEL_EPOCH_ORDINAL)
+        return text
+
+    def trim(self) -> None:
+        """Forget everything once more than ``LIMIT`` dates were seen (bounded memory)."""
+        if len(self) > self.LIMIT:
+            self.clear()
+
+
 class XlsxWriter:
     """Stream rows into an XLSX workbook with typed cells.
 
@@ -523,13 +538,15 @@ class XlsxWriter:
             return render_integers
 
         if column_type is ColumnType.DATE:
-            epoch = _EXCEL_EPOCH_ORDINAL
             first_date = _FIRST_SERIAL_DATE
             style = _STYLE_DATE
+            serials = _DateSerials()
 
             def render_dates(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+                serials.trim()
+                serial = serials.__getitem__
                 return [
-                    f'<c r="{letter}{n}" s="{style}"><v>{v.toordinal() - epoch}</v></c>'
+                    f'<c r="{letter}{n}" s="{style}"><v>{serial(v)}</v></c>'
                     if type(v) is _dt.date and v >= first_date
                     else ("" if v is None else any_cell(v, letter + n))
                     for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
