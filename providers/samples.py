@@ -11,7 +11,7 @@ the export center's own process in the embedded default, so every microsecond of
 Python per row is taken from the export's writer (one GIL). The batch query therefore
 lets the database build the rows' JSON, in one statement on the raw DB-API cursor:
 
-* each row becomes a JSON object in SQL (``json_object`` / ``JSON_OBJECT``), DECIMAL as
+* each row becomes a JSON object in SQL (``json_object`` / ``CONCAT`` with ``JSON_QUOTE``), DECIMAL as
   exact text and DATE as ISO text, as the contract wants: SQLite stores
   ``o_totalprice`` as REAL (INTEGER for whole prices) and ``printf('%.2f', ...)`` is
   exact for TPC-H's two-decimal prices (far below 1e13, at most 15 significant
@@ -109,12 +109,32 @@ class _Dialect:
             f" ORDER BY o.o_orderkey LIMIT {self.p}"
         )
 
+    def json_object(self) -> str:
+        """SQL of one row's JSON object.
+
+        SQLite: ``json_object``. MySQL/MariaDB: ``CONCAT`` of the keys with
+        ``JSON_QUOTE``-d text (DECIMAL and DATE text is digits, ``-`` and ``.``, so it
+        is only put in quotes), about twice as fast as MariaDB's ``JSON_OBJECT``. A
+        NULL becomes ``null``.
+        """
+        if self.family == "sqlite":
+            pairs = ", ".join(f"'{k}', {e}" for k, e in zip(_KEYS, self.exprs, strict=True))
+            return f"json_object({pairs})"
+        parts = []
+        for index, (column, expr) in enumerate(zip(ORDERS_COLUMNS, self.exprs, strict=True)):
+            if column.type == "INTEGER":
+                value = f"COALESCE({expr}, 'null')"
+            elif column.type in ("DECIMAL", "DATE"):
+                value = f"COALESCE(CONCAT('\"', {expr}, '\"'), 'null')"
+            else:
+                value = f"COALESCE(JSON_QUOTE({expr}), 'null')"
+            parts.append(f"'{'{' if index == 0 else ','}\"{column.key}\":', {value}")
+        return f"CONCAT({', '.join(parts)}, '}}')"
+
     def json_sql(self, filters: str) -> str:
         """One row per batch: (count, keys, JSON objects joined by ``_SEPARATOR``)."""
-        function = "json_object" if self.family == "sqlite" else "JSON_OBJECT"
-        pairs = ", ".join(f"'{k}', {e}" for k, e in zip(_KEYS, self.exprs, strict=True))
         inner = (
-            f"SELECT o.o_orderkey AS k, {function}({pairs}) AS j"
+            f"SELECT o.o_orderkey AS k, {self.json_object()} AS j"
             "  FROM orders o JOIN customer c ON c.c_custkey = o.o_custkey"
             f" WHERE o.o_orderkey > {self.p} AND o.o_orderkey <= {self.p} {filters}"
             f" ORDER BY o.o_orderkey LIMIT {self.p}"

@@ -95,3 +95,95 @@ def test_date_cache_is_bounded() -> None:
     cache = convert.__closure__  # the cache is the closure's dict
     sizes = [len(c.cell_contents) for c in cache if isinstance(c.cell_contents, dict)]
     assert sizes == [values._DATE_CACHE_SIZE]
+
+
+# --- BatchConverter -------------------------------------------------------------------
+
+from typing import Any  # noqa: E402
+
+from hypothesis import settings  # noqa: E402
+
+from export_center.values import BatchConverter, InvalidRow  # noqa: E402
+
+BATCH_COLUMNS = [
+    Column("s", "s", ColumnType.STRING),
+    Column("i", "i", ColumnType.INTEGER),
+    Column("d", "d", ColumnType.DECIMAL),
+    Column("day", "day", ColumnType.DATE),
+    Column("b", "b", ColumnType.BOOLEAN),
+    Column("at", "at", ColumnType.DATETIME),
+]
+JSON_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.text(max_size=4),
+    st.sampled_from(["1.50", "-0.00", "007", "1E+3", "NaN", "2024-02-29", "2024-02-30",
+                     "2024-01-02T03:04:05Z", "true", "12", "1\n2", "0.5"]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+def row_by_row(rows: list[Any]) -> list[dict[str, Any]] | tuple[int, str | None]:
+    """The reference: what the pipeline did per row, or (index, column) of the error."""
+    converters = make_converters(BATCH_COLUMNS)
+    out = []
+    for index, raw in enumerate(rows):
+        if not isinstance(raw, dict):
+            return index, None
+        try:
+            out.append({c.key: conv(raw.get(c.key)) for c, conv in zip(BATCH_COLUMNS, converters, strict=True)})
+        except InvalidValue as exc:
+            return index, exc.column
+    return out
+
+
+def batch(rows: list[Any]) -> list[dict[str, Any]] | tuple[int, str | None]:
+    try:
+        return BatchConverter(BATCH_COLUMNS).convert(rows)
+    except InvalidRow as exc:
+        return exc.index, exc.column
+
+
+def cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[row.get(c.key) for c in BATCH_COLUMNS] for row in rows]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(st.dictionaries(st.sampled_from([c.key for c in BATCH_COLUMNS] + ["x"]), JSON_VALUE),
+                          st.just([1])), max_size=8))
+def test_property_batch_converter_equals_row_by_row(rows: list[Any]) -> None:
+    import copy
+
+    expected = row_by_row(copy.deepcopy(rows))
+    got = batch(copy.deepcopy(rows))
+    if isinstance(expected, tuple):
+        assert got == expected
+    else:
+        assert isinstance(got, list) and cells(got) == cells(expected)
+        for g, e in zip(cells(got), cells(expected), strict=True):
+            assert [type(v) for v in g] == [type(v) for v in e]
+
+
+def test_batch_converter_fast_columns_and_in_place() -> None:
+    rows = [{"s": "a", "i": 1, "d": "1.50", "day": "2024-01-02", "b": True, "at": None, "extra": 1},
+            {"s": None, "i": None, "d": "-0.00", "day": "2024-01-02", "b": None}]
+    out = BatchConverter(BATCH_COLUMNS).convert(rows)
+    assert out[0] is rows[0] and out[0]["extra"] == 1  # converted in place
+    assert type(out[0]["d"]) is DecimalText and out[1]["d"] == Decimal("0")
+    assert out[0]["day"] is out[1]["day"] == dt.date(2024, 1, 2)
+    assert "at" not in out[1] and BatchConverter(BATCH_COLUMNS).convert([]) == []
+
+
+def test_batch_converter_reports_the_first_bad_row_in_row_order() -> None:
+    rows = [{"d": "1.5", "day": "2024-01-01"}, {"d": "1.5", "day": "2024-13-01"}, {"d": "NaN"}]
+    with pytest.raises(InvalidRow) as caught:
+        BatchConverter(BATCH_COLUMNS).convert(rows)
+    assert (caught.value.index, caught.value.column) == (1, "day")
+    assert "2024-13-01" in caught.value.message
+    with pytest.raises(InvalidRow) as caught:
+        BatchConverter(BATCH_COLUMNS).convert([{"s": "x"}, "not a row"])
+    assert (caught.value.index, caught.value.column) == (1, None)
+
+
+def test_batch_converter_newline_inside_a_decimal_is_rejected() -> None:
+    with pytest.raises(InvalidRow) as caught:
+        BatchConverter(BATCH_COLUMNS).convert([{"d": "1\n2"}, {"d": "3"}])
+    assert (caught.value.index, caught.value.column) == (0, "d")
