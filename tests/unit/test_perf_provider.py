@@ -46,8 +46,14 @@ def engine() -> Any:
     return engine
 
 
-def run(engine: Any, *, json_path: bool, limit: int = 10, **params: Any) -> list[dict[str, Any]]:
-    provider = samples.orders_provider(engine, token="t", secret="s")
+def run(engine: Any, *, json_path: bool, limit: int = 10, read_ahead: bool = False,
+        task: str = "t1", **params: Any) -> list[dict[str, Any]]:
+    provider = samples.orders_provider(engine, token="t", secret="s", read_ahead=read_ahead)
+    return pages(provider, json_path=json_path, limit=limit, task=task, **params)
+
+
+def pages(provider: Any, *, json_path: bool = True, limit: int = 10, task: str = "t1",
+          **params: Any) -> list[dict[str, Any]]:
     if not json_path:
         provider_fetch = provider.fetch
 
@@ -63,7 +69,7 @@ def run(engine: Any, *, json_path: bool, limit: int = 10, **params: Any) -> list
     rows: list[dict[str, Any]] = []
     cursor = snapshot = None
     while True:
-        body = orjson.dumps({"taskId": "t1", "tenantId": "t", "appCode": "PLATFORM", "requestedBy": "u",
+        body = orjson.dumps({"taskId": task, "tenantId": "t", "appCode": "PLATFORM", "requestedBy": "u",
                              "dispatchVersion": 1, "parameters": params, "cursor": cursor,
                              "snapshotToken": snapshot, "limit": limit})
         answer = provider.handle(body, "t")
@@ -124,3 +130,54 @@ def test_cut_aggregate_falls_back_to_rows() -> None:
             return 3, "1,2,3", '{"a":1}\x1e{"a":2}'  # group_concat cut at a length limit
 
     assert samples._json_batch(Cursor(), "", [], 10) is None
+
+
+def test_read_ahead_gives_the_same_rows_and_reads_each_batch_once(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = samples._json_batch
+    calls: list[int] = []
+
+    def counted(cur: Any, sql: str, binds: list[Any], limit: int) -> Any:
+        calls.append(binds[0])
+        return read(cur, sql, binds, limit)
+
+    monkeypatch.setattr(samples, "_json_batch", counted)
+    expected = run(engine, json_path=True, limit=7)
+    calls.clear()
+    provider = samples.orders_provider(engine, token="t", secret="s", read_ahead=True)
+    assert pages(provider, limit=7) == expected
+    assert sorted(calls) == sorted(set(calls))  # no batch read twice
+    assert len(calls) == 9  # 57 rows in batches of 7
+    # Two tasks interleaved, and one with filters: nothing mixes up.
+    params = {"from": "1992-03-01", "to": "1994-12-31"}
+    first = pages(provider, limit=5, task="a")
+    second = pages(provider, limit=5, task="b", **params)
+    assert first == run(engine, json_path=True, limit=5)
+    assert second == run(engine, json_path=True, limit=5, **params)
+
+
+def test_read_ahead_misses_and_failures_read_at_once() -> None:
+    ahead = samples._ReadAhead()
+    ahead.start("t", ("k", 1), lambda: ("rows", 5, True))
+    assert ahead.take("t", ("k", 2)) is None  # another request: not used, and dropped
+    assert ahead.take("t", ("k", 1)) is None
+
+    def broken() -> Any:
+        raise RuntimeError("database gone")
+
+    ahead.start("t", "key", broken)
+    assert ahead.take("t", "key") is None
+    ahead.start("t", "key", lambda: "batch")
+    assert ahead.take("t", "key") == "batch" and ahead.take("t", "key") is None
+
+
+def test_read_ahead_keeps_a_bounded_number_of_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    ahead = samples._ReadAhead()
+    for task in range(samples._READ_AHEAD_TASKS + 5):
+        ahead.start(task, "key", lambda: "batch")
+    assert len(ahead._pending) == samples._READ_AHEAD_TASKS
+    assert ahead.take(0, "key") is None and ahead.take(samples._READ_AHEAD_TASKS + 4, "key") == "batch"
+    monkeypatch.setattr(samples, "_READ_AHEAD_SECONDS", -1.0)
+    ahead.start("new", "key", lambda: "batch")
+    assert list(ahead._pending) == ["new"]  # old entries expired
