@@ -12,8 +12,9 @@ process belongs to one export of one size:
 The process is the worker: provider, API and consumer all run here, as in the
 embedded default. Result keys: ``format``, ``rows``, ``seconds`` (create -> file
 downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
-``cpuSeconds`` (this process, all threads), ``rssStartMb`` (after start-up),
-``peakRssMb`` (``ru_maxrss``), ``bytes``, ``database``, ``scale``.
+``cpuSeconds`` (this process, all threads), ``threadCpuSeconds`` (by thread name),
+``rssStartMb`` (after start-up), ``peakRssMb`` (``VmHWM``), ``bytes``, ``database``,
+``scale``.
 
 Usage::
 
@@ -55,19 +56,69 @@ def _settings(data_dir: Path, scale: float, database_url: str | None) -> Any:
     return Settings.model_validate(data)
 
 
-def _rss_now_mb() -> float:
+def _status_mb(field: str) -> float | None:
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return 0.0
+    return None
+
+
+def _rss_now_mb() -> float:
+    return _status_mb("VmRSS") or 0.0
 
 
 def _peak_rss_mb() -> float:
+    """Peak RSS of this process: ``VmHWM`` (``ru_maxrss`` survives ``execve`` and
+    would report the parent's peak when that was larger)."""
+    peak = _status_mb("VmHWM")
+    if peak is not None:
+        return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of every thread of this process, by native id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+class _ThreadCpu:
+    """Samples per-thread CPU while an export runs; totals by thread name."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[str, float]] = {}
+        self.start = _thread_cpu()
+
+    def sample(self) -> None:
+        import threading
+
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        for tid, cpu in _thread_cpu().items():
+            name = names.get(tid) or self.seen.get(tid, ("?", 0.0))[0]
+            self.seen[tid] = (name, cpu - self.start.get(tid, 0.0))
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, cpu in self.seen.values():
+            key = name.rstrip("0123456789_").rstrip("-_") or name
+            out[key] = round(out.get(key, 0.0) + cpu, 2)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _cpu_seconds() -> float:
@@ -93,13 +144,16 @@ def prepare(data_dir: Path, scale: float, database_url: str | None) -> dict[str,
     return {"orders": orders, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str) -> dict[str, Any]:
+def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str,
+               switch_interval: float | None = None) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure."""
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port
     from export_center.logs import configure_logging
 
     settings = _settings(data_dir, scale, database_url)
+    if switch_interval is not None:
+        sys.setswitchinterval(switch_interval)
     configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -112,6 +166,7 @@ def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str)
         with httpx.Client(base_url=url, headers={"authorization": f"Bearer {bearer}"},
                           timeout=120, follow_redirects=True) as client:
             rss_start = _rss_now_mb()
+            threads = _ThreadCpu()
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
             answer = client.post(
@@ -124,6 +179,7 @@ def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str)
             task_id = answer.json()["taskId"]
             while True:
                 detail = client.get(f"/api/v1/exports/{task_id}").json()
+                threads.sample()
                 if detail["state"] in TERMINAL:
                     break
                 time.sleep(0.1)
@@ -155,6 +211,8 @@ def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str)
         "peakRssMb": round(_peak_rss_mb(), 1),
         "bytes": size,
         "database": settings.resolved_database_url.split("://")[0],
+        "switchInterval": sys.getswitchinterval(),
+        "threadCpuSeconds": threads.totals(),
         "scale": scale,
     }
 
@@ -168,11 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--prepare", action="store_true", help="only generate and load the sample")
     group.add_argument("--format", choices=["csv", "xlsx"])
     parser.add_argument("--json", type=Path, default=None, help="write the result here (default: stdout)")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval() for this run (experiment; default: Python's 0.005)")
     args = parser.parse_args(argv)
     if args.prepare:
         result = prepare(args.data_dir, args.scale, args.database_url)
     else:
-        result = run_export(args.data_dir, args.scale, args.database_url, args.format)
+        result = run_export(args.data_dir, args.scale, args.database_url, args.format, args.switch_interval)
     text = json.dumps(result, indent=2) + "\n"
     if args.json:
         args.json.write_text(text)

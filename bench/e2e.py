@@ -1,0 +1,122 @@
+"""End-to-end and scaling runs: each export in its own ``bench.e2e_run`` subprocess.
+
+The subprocess is the worker (API, publisher, consumer and the ORDERS provider in one
+process, the embedded default), so its peak RSS belongs to that one export. Before the
+measured runs of a database and scale, a ``--prepare`` subprocess generates and loads
+the TPC-H sample once (kept under the bench data directory, reused later).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+__all__ = ["ROOT", "mariadb_url", "run_e2e"]
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_DATABASE = "export_center_bench"
+"""Database created on the MariaDB test server when its URL comes from scripts/mariadb.sh."""
+
+
+def mariadb_url() -> tuple[str | None, str]:
+    """The MariaDB URL to use and where it came from (or None and why not).
+
+    ``EXPORT_CENTER_BENCH_MARIADB_URL`` is used as given (its ``orders`` and ``customer``
+    tables are replaced by the TPC-H sample, as ``export-center demo`` does). Otherwise,
+    when ``scripts/mariadb.sh status`` finds the private test server running, the
+    database ``export_center_bench`` is created on it.
+    """
+    url = os.environ.get("EXPORT_CENTER_BENCH_MARIADB_URL")
+    if url:
+        return url, "EXPORT_CENTER_BENCH_MARIADB_URL"
+    script = ROOT / "scripts" / "mariadb.sh"
+    if not script.exists():
+        return None, "no EXPORT_CENTER_BENCH_MARIADB_URL and no scripts/mariadb.sh"
+    try:
+        status = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True, timeout=30)
+        if status.returncode != 0:
+            return None, "no EXPORT_CENTER_BENCH_MARIADB_URL and the scripts/mariadb.sh server is not running"
+        base = subprocess.run(["bash", str(script), "url"], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+        admin = create_engine(make_url(base))
+        with admin.begin() as conn:
+            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{BENCH_DATABASE}` CHARACTER SET utf8mb4"))
+        admin.dispose()
+    except Exception as exc:  # noqa: BLE001 - any failure means: skip MariaDB with a note
+        return None, f"MariaDB test server unusable: {type(exc).__name__}: {exc}"
+    url = make_url(base).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
+    return url, "scripts/mariadb.sh (database export_center_bench)"
+
+
+def _subprocess(args: list[str], timeout: float) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(prefix="ec-bench-", suffix=".json", delete=False) as tmp:
+        result_path = Path(tmp.name)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.e2e_run", *args, "--json", str(result_path)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        )
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            raise RuntimeError(f"bench.e2e_run {' '.join(args)} failed: " + " | ".join(tail))
+        data: dict[str, Any] = json.loads(result_path.read_text())
+        return data
+    finally:
+        result_path.unlink(missing_ok=True)
+
+
+def run_e2e(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    scale: float,
+    formats: tuple[str, ...] = ("csv", "xlsx"),
+    repeat: int = 1,
+    say: Callable[[str], None] = print,
+) -> dict[str, dict[str, Any]]:
+    """Prepare the sample of ``scale`` once, then export it in each format.
+
+    Args:
+        data_dir: the bench data directory (one sub-directory per database and scale).
+        database: ``sqlite`` or ``mariadb`` (a label; the URL decides).
+        database_url: None for the embedded SQLite file of that sub-directory.
+        scale: TPC-H scale factor (0.27: 405,000 orders).
+        repeat: runs per format; the fastest one is kept (others share the machine).
+
+    Returns:
+        ``{format: result}`` with the keys of ``bench.e2e_run`` plus ``loadAverage``
+        (1-minute load before the run) and ``runs`` (seconds of every run).
+    """
+    run_dir = data_dir / f"{database}-sf{scale}"
+    common = ["--data-dir", str(run_dir), "--scale", str(scale)]
+    if database_url:
+        common += ["--database-url", database_url]
+    prepared = _subprocess([*common, "--prepare"], timeout=3600)
+    say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
+    results: dict[str, dict[str, Any]] = {}
+    for fmt in formats:
+        runs = []
+        for _ in range(max(1, repeat)):
+            load = os.getloadavg()[0]
+            result = _subprocess([*common, "--format", fmt], timeout=3600)
+            result["loadAverage"] = round(load, 2)
+            runs.append(result)
+            say(f"  {database} sf{scale} {fmt:4s} {result['rows']:>9,} rows {result['seconds']:7.2f} s "
+                f"{result['rowsPerSecond']:>9,.0f} rows/s  peak RSS {result['peakRssMb']:.0f} MB  "
+                f"(load {load:.2f})")
+        best = min(runs, key=lambda r: r["seconds"])
+        best["runs"] = [r["seconds"] for r in runs]
+        results[fmt] = best
+    return results

@@ -1,0 +1,203 @@
+"""Writer-only benchmark: ORDERS rows through our CSV and XLSX writers and two libraries.
+
+The rows are what the export pipeline hands to a writer: TPC-H-like ORDERS rows as the
+provider sends them (JSON values: DECIMAL and DATE as text) passed through
+``export_center.values.make_converters`` before timing, so DECIMAL values are
+``DecimalText`` and dates ``datetime.date``. openpyxl (``write_only``) and XlsxWriter
+(``constant_memory``) get the same rows with the DECIMAL as ``float`` (what a caller
+of those libraries does anyway). Batches of 1,000 rows, as the ORDERS export type.
+
+Each writer is timed by wall clock and by CPU time of this process; a print-out and a
+JSON fragment, never an assertion.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from export_center.columns import Column, ColumnType
+from export_center.values import DecimalText, make_converters
+from export_center.writers import open_writer
+
+__all__ = ["ORDERS_COLUMNS", "WRITERS", "make_batches", "run_writers"]
+
+ORDERS_COLUMNS = [
+    Column("o_orderkey", "Order key", ColumnType.INTEGER, 12),
+    Column("o_custkey", "Customer key", ColumnType.INTEGER, 12),
+    Column("c_name", "Customer name", ColumnType.STRING, 20),
+    Column("c_phone", "Phone", ColumnType.STRING, 16),
+    Column("c_mktsegment", "Market segment", ColumnType.STRING, 12),
+    Column("o_orderstatus", "Order status", ColumnType.STRING, 6),
+    Column("o_totalprice", "Total price", ColumnType.DECIMAL, 14),
+    Column("o_orderdate", "Order date", ColumnType.DATE, 12),
+    Column("o_orderpriority", "Priority", ColumnType.STRING, 16),
+    Column("o_clerk", "Clerk", ColumnType.STRING, 16),
+    Column("o_shippriority", "Ship priority", ColumnType.INTEGER, 8),
+    Column("o_comment", "Comment", ColumnType.STRING, 60),
+]
+"""The columns of the ORDERS sample provider (``providers/samples.py``)."""
+
+BATCH = 1_000
+_TEXT = (
+    "furiously sly deposits haggle carefully final requests nag slyly regular accounts "
+    "sleep quickly ironic packages wake blithely express pinto beans cajole instructions "
+    "among the theodolites boost bold foxes, pending ideas. - special"
+)
+_WORDS = _TEXT.split()
+
+Batches = list[list[dict[str, Any]]]
+
+
+def _json_rows(total: int, seed: int) -> Iterator[dict[str, Any]]:
+    """ORDERS rows as the provider's JSON decodes (DECIMAL and DATE as text)."""
+    rnd = random.Random(seed)
+    segments = ["BUILDING", "AUTOMOBILE", "MACHINERY", "HOUSEHOLD", "FURNITURE"]
+    priorities = ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"]
+    start = dt.date(1992, 1, 1).toordinal()
+    for key in range(1, total + 1):
+        cust = rnd.randint(1, 40_500)
+        cents = rnd.randint(85_000, 55_000_000)
+        yield {
+            "o_orderkey": key * 4 - 3,
+            "o_custkey": cust,
+            "c_name": f"Customer#{cust:09d}",
+            "c_phone": f"{rnd.randint(10, 34)}-{rnd.randint(100, 999)}-"
+            f"{rnd.randint(100, 999)}-{rnd.randint(1000, 9999)}",
+            "c_mktsegment": rnd.choice(segments),
+            "o_orderstatus": rnd.choice("OFP"),
+            "o_totalprice": f"{cents // 100}.{cents % 100:02d}",
+            "o_orderdate": dt.date.fromordinal(start + rnd.randint(0, 2_400)).isoformat(),
+            "o_orderpriority": rnd.choice(priorities),
+            "o_clerk": f"Clerk#{rnd.randint(1, 1000):09d}",
+            "o_shippriority": 0,
+            "o_comment": " ".join(rnd.choices(_WORDS, k=rnd.randint(3, 9))),
+        }
+
+
+def make_batches(total: int, seed: int = 7) -> Batches:
+    """Typed rows in batches of ``BATCH``, converted as the pipeline converts them."""
+    converters = make_converters(ORDERS_COLUMNS)
+    pairs = [(c.key, conv) for c, conv in zip(ORDERS_COLUMNS, converters, strict=True)]
+    rows = [{k: conv(raw.get(k)) for k, conv in pairs} for raw in _json_rows(total, seed)]
+    return [rows[i : i + BATCH] for i in range(0, total, BATCH)]
+
+
+def _ours(fmt: str) -> Callable[[str, Batches], None]:
+    def run(path: str, batches: Batches) -> None:
+        with open(path, "wb") as out:
+            writer = open_writer(fmt, out, ORDERS_COLUMNS, time_zone="UTC")
+            for batch in batches:
+                writer.write_rows(batch)
+            writer.close()
+
+    return run
+
+
+def _plain(value: Any) -> Any:
+    # What a fair caller of the libraries does: decimal -> float.
+    return float(value) if isinstance(value, DecimalText) else value
+
+
+def _openpyxl_write_only(path: str, batches: Batches) -> None:
+    from openpyxl import Workbook
+
+    workbook = Workbook(write_only=True)
+    sheet = workbook.create_sheet("Sheet1")
+    keys = [c.key for c in ORDERS_COLUMNS]
+    sheet.append([c.title for c in ORDERS_COLUMNS])
+    for batch in batches:
+        for row in batch:
+            sheet.append([_plain(row.get(k)) for k in keys])
+    workbook.save(path)
+
+
+def _xlsxwriter_constant_memory(path: str, batches: Batches) -> None:
+    import xlsxwriter  # type: ignore[import-not-found]
+
+    workbook = xlsxwriter.Workbook(path, {"constant_memory": True})
+    sheet = workbook.add_worksheet("Sheet1")
+    date_format = workbook.add_format({"num_format": "yyyy-mm-dd"})
+    money = workbook.add_format({"num_format": "#,##0.00"})
+    keys = [c.key for c in ORDERS_COLUMNS]
+    sheet.write_row(0, 0, [c.title for c in ORDERS_COLUMNS])
+    r = 1
+    for batch in batches:
+        for row in batch:
+            for c, key in enumerate(keys):
+                value = row.get(key)
+                if isinstance(value, dt.date):
+                    sheet.write_datetime(r, c, value, date_format)
+                elif isinstance(value, DecimalText):
+                    sheet.write_number(r, c, float(value), money)
+                else:
+                    sheet.write(r, c, value)
+            r += 1
+    workbook.close()
+
+
+WRITERS: dict[str, tuple[str, Callable[[str, Batches], None]]] = {
+    "ours_xlsx": ("xlsx", _ours("xlsx")),
+    "openpyxl_write_only": ("xlsx", _openpyxl_write_only),
+    "xlsxwriter_constant_memory": ("xlsx", _xlsxwriter_constant_memory),
+    "ours_csv": ("csv", _ours("csv")),
+}
+"""Writer name -> (file extension, run(path, batches))."""
+
+
+def _lxml() -> bool:
+    try:
+        import lxml  # noqa: F401  # type: ignore[import-untyped]
+    except ImportError:
+        return False
+    return True
+
+
+def run_writers(rows: int, *, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every writer on the same ``rows`` ORDERS rows; return the results.
+
+    Returns:
+        ``{"rows", "loadAverage", "writers": {name: {rowsPerSecond, rowsPerCpuSecond,
+        seconds, bytes, ratioToOpenpyxl}}}``; a writer whose library is missing has
+        ``{"skipped": reason}``.
+    """
+    batches = make_batches(rows)
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="ec-bench-writers-") as tmp:
+        for name, (ext, run) in WRITERS.items():
+            path = str(Path(tmp) / f"{name}.{ext}")
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                run(path, batches)
+            except ImportError as exc:
+                results[name] = {"skipped": f"{exc}"}
+                say(f"  {name:28s} skipped: {exc}")
+                continue
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            results[name] = {
+                "rowsPerSecond": round(rows / wall, 1),
+                "rowsPerCpuSecond": round(rows / cpu, 1) if cpu > 0 else None,
+                "seconds": round(wall, 3),
+                "bytes": os.path.getsize(path),
+            }
+            os.unlink(path)
+            say(f"  {name:28s} {rows / wall:12,.0f} rows/s")
+    base = results.get("openpyxl_write_only", {}).get("rowsPerSecond")
+    for result in results.values():
+        if base and "rowsPerSecond" in result:
+            result["ratioToOpenpyxl"] = round(result["rowsPerSecond"] / base, 2)
+    return {
+        "rows": rows,
+        "batchRows": BATCH,
+        "loadAverage": round(os.getloadavg()[0], 2),
+        "openpyxlUsesLxml": _lxml(),
+        "writers": results,
+    }
