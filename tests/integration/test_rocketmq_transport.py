@@ -119,7 +119,12 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
                                "message": "command message corrupted; create the export again"}
     task, rows = outbox_of(stack, task_id)
     assert rows[0]["status"] == "QUARANTINED" and task["dispatch_version"] == 1
-    mine = [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id]
+    deadline = time.monotonic() + 30  # the outcome is recorded after the commit and the ack
+    while time.monotonic() < deadline:
+        mine = [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id]
+        if mine:
+            break
+        time.sleep(0.2)
     assert mine == ["quarantined"], runtime.dlq_handler.outcomes
     # Twice the stale window later: the reconciler sent nothing again, no new dead letter.
     with runtime.engine.begin() as conn:
