@@ -52,17 +52,42 @@ def _table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = (0
     """A Markdown table; columns in ``left`` are left-aligned, the others right-aligned."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
-    rule = "|" + "|".join("-" * (w + 2) if i in left else "-" * (w + 1) + ":"
-                          for i, w in enumerate(widths)) + "|"
-    body = ["| " + " | ".join(c.ljust(w) if i in left else c.rjust(w)
-                              for i, (c, w) in enumerate(zip(r, widths, strict=True))) + " |" for r in rows]
+    rule = (
+        "|"
+        + "|".join(
+            "-" * (w + 2) if i in left else "-" * (w + 1) + ":" for i, w in enumerate(widths)
+        )
+        + "|"
+    )
+    body = [
+        "| "
+        + " | ".join(
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        + " |"
+        for r in rows
+    ]
     return "\n".join([line, rule, *body])
 
 
-def _goal(goals: list[dict[str, Any]], name: str, value: float | None, target: str,
-          met: bool | None, note: str = "") -> None:
-    goals.append({"goal": name, "value": None if value is None else round(value, 3), "target": target,
-                  "met": met, **({"note": note} if note else {})})
+def _goal(
+    goals: list[dict[str, Any]],
+    name: str,
+    value: float | None,
+    target: str,
+    met: bool | None,
+    note: str = "",
+) -> None:
+    goals.append(
+        {
+            "goal": name,
+            "value": None if value is None else round(value, 3),
+            "target": target,
+            "met": met,
+            **({"note": note} if note else {}),
+        }
+    )
 
 
 def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
@@ -72,37 +97,69 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
     ours_xlsx = writers.get("ours_xlsx", {}).get("rowsPerSecond")
     base = writers.get("openpyxl_write_only", {}).get("rowsPerSecond")
     ratio = ours_xlsx / base if ours_xlsx and base else None
-    _goal(goals, "XLSX writer vs openpyxl write-only", ratio, ">= 8x", None if ratio is None else ratio >= 8)
+    _goal(
+        goals,
+        "XLSX writer vs openpyxl write-only",
+        ratio,
+        ">= 8x",
+        None if ratio is None else ratio >= 8,
+    )
     e2e = results.get("e2e", {})
     sqlite = e2e.get("sqlite", {})
     for fmt, limit in (("csv", 15.0), ("xlsx", 20.0)):
         run = sqlite.get(fmt)
         bare = writers.get(f"ours_{fmt}", {}).get("rowsPerSecond")
         share = run["rowsPerSecond"] / bare if run and bare else None
-        _goal(goals, f"e2e {fmt.upper()} rows/s vs its bare writer (SQLite)", share, ">= 0.40",
-              None if share is None else share >= 0.40)
+        _goal(
+            goals,
+            f"e2e {fmt.upper()} rows/s vs its bare writer (SQLite)",
+            share,
+            ">= 0.40",
+            None if share is None else share >= 0.40,
+        )
         if run:
             seconds_405k = run["seconds"] * 405_000 / run["rows"]
             note = "extrapolated from --quick" if quick else ""
-            _goal(goals, f"e2e {fmt.upper()} 405,000 orders on SQLite (s)", seconds_405k, f"<= {limit:g}",
-                  None if quick else seconds_405k <= limit, note)
+            _goal(
+                goals,
+                f"e2e {fmt.upper()} 405,000 orders on SQLite (s)",
+                seconds_405k,
+                f"<= {limit:g}",
+                None if quick else seconds_405k <= limit,
+                note,
+            )
         mariadb = e2e.get("mariadb", {}).get(fmt)
         factor = mariadb["seconds"] / run["seconds"] if mariadb and run else None
-        _goal(goals, f"e2e {fmt.upper()} MariaDB / SQLite time", factor, "<= 1.5",
-              None if factor is None else factor <= 1.5)
+        _goal(
+            goals,
+            f"e2e {fmt.upper()} MariaDB / SQLite time",
+            factor,
+            "<= 1.5",
+            None if factor is None else factor <= 1.5,
+        )
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
         points = sorted((p for p in scaling if p["format"] == fmt), key=lambda p: p["rows"])
         if len(points) < 2:
             continue
         growth = points[-1]["peakRssMb"] - points[0]["peakRssMb"]
-        _goal(goals, f"{fmt.upper()} peak RSS growth {points[0]['rows']:,} -> {points[-1]['rows']:,} rows (MB)",
-              growth, "<= 50", growth <= 50)
+        _goal(
+            goals,
+            f"{fmt.upper()} peak RSS growth {points[0]['rows']:,} -> {points[-1]['rows']:,} rows (MB)",
+            growth,
+            "<= 50",
+            growth <= 50,
+        )
         per = [p["secondsPer100k"] for p in points]
         mean = sum(per) / len(per)
         spread = max(abs(x / mean - 1) for x in per)
-        _goal(goals, f"{fmt.upper()} seconds per 100k rows, largest deviation from the mean", spread,
-              "<= 0.20", spread <= 0.20)
+        _goal(
+            goals,
+            f"{fmt.upper()} seconds per 100k rows, largest deviation from the mean",
+            spread,
+            "<= 0.20",
+            spread <= 0.20,
+        )
     return goals
 
 
@@ -123,9 +180,18 @@ def print_report(results: dict[str, Any]) -> str:
             if "skipped" in r:
                 rows.append([label, "skipped", "", "", ""])
                 continue
-            rows.append([label, f"{r['rowsPerSecond']:,.0f}", f"{r['rowsPerCpuSecond']:,.0f}",
-                         f"{r.get('ratioToOpenpyxl', 0):.1f}x", f"{r['bytes'] / 1e6:.1f}"])
-        out.append(f"\nWriters, {results['writerRows']:,} ORDERS rows (load {results['writerLoad']:.2f}):\n")
+            rows.append(
+                [
+                    label,
+                    f"{r['rowsPerSecond']:,.0f}",
+                    f"{r['rowsPerCpuSecond']:,.0f}",
+                    f"{r.get('ratioToOpenpyxl', 0):.1f}x",
+                    f"{r['bytes'] / 1e6:.1f}",
+                ]
+            )
+        out.append(
+            f"\nWriters, {results['writerRows']:,} ORDERS rows (load {results['writerLoad']:.2f}):\n"
+        )
         out.append(_table(["writer", "rows/s", "rows/CPU-s", "vs openpyxl", "MB"], rows))
     e2e = results.get("e2e")
     if e2e:
@@ -137,24 +203,68 @@ def print_report(results: dict[str, Any]) -> str:
             for fmt, r in formats.items():
                 bare = results.get("writer", {}).get(f"ours_{fmt}", {}).get("rowsPerSecond")
                 share = f"{r['rowsPerSecond'] / bare:.0%}" if bare else "-"
-                rows.append([database, fmt, f"{r['rows']:,}", f"{r['seconds']:.1f}", f"{r['rowsPerSecond']:,.0f}",
-                             share, f"{r['peakRssMb']:.0f}", f"{r['loadAverage']:.2f}"])
+                rows.append(
+                    [
+                        database,
+                        fmt,
+                        f"{r['rows']:,}",
+                        f"{r['seconds']:.1f}",
+                        f"{r['rowsPerSecond']:,.0f}",
+                        share,
+                        f"{r['peakRssMb']:.0f}",
+                        f"{r['loadAverage']:.2f}",
+                    ]
+                )
         out.append("\nEnd to end (create over HTTP -> provider over HTTP -> file -> download):\n")
-        out.append(_table(["database", "format", "rows", "seconds", "rows/s", "of bare writer",
-                           "peak RSS MB", "load"], rows, left=(0, 1)))
+        out.append(
+            _table(
+                [
+                    "database",
+                    "format",
+                    "rows",
+                    "seconds",
+                    "rows/s",
+                    "of bare writer",
+                    "peak RSS MB",
+                    "load",
+                ],
+                rows,
+                left=(0, 1),
+            )
+        )
     scaling = results.get("scaling")
     if scaling:
-        rows = [[p["format"], f"{p['rows']:,}", f"{p['seconds']:.1f}", f"{p['secondsPer100k']:.2f}",
-                 f"{p['peakRssMb']:.0f}", f"{p['loadAverage']:.2f}"]
-                for p in sorted(scaling, key=lambda p: (p["format"], p["rows"]))]
+        rows = [
+            [
+                p["format"],
+                f"{p['rows']:,}",
+                f"{p['seconds']:.1f}",
+                f"{p['secondsPer100k']:.2f}",
+                f"{p['peakRssMb']:.0f}",
+                f"{p['loadAverage']:.2f}",
+            ]
+            for p in sorted(scaling, key=lambda p: (p["format"], p["rows"]))
+        ]
         out.append("\nScaling on SQLite:\n")
-        out.append(_table(["format", "orders", "seconds", "s per 100k", "peak RSS MB", "load"], rows,
-                          left=(0,)))
+        out.append(
+            _table(
+                ["format", "orders", "seconds", "s per 100k", "peak RSS MB", "load"],
+                rows,
+                left=(0,),
+            )
+        )
     goals = results.get("goals")
     if goals:
-        rows = [[g["goal"], "-" if g["value"] is None else f"{g['value']:,.2f}", g["target"],
-                 {True: "yes", False: "NO", None: "-"}[g["met"]] + (f" ({g['note']})" if g.get("note") else "")]
-                for g in goals]
+        rows = [
+            [
+                g["goal"],
+                "-" if g["value"] is None else f"{g['value']:,.2f}",
+                g["target"],
+                {True: "yes", False: "NO", None: "-"}[g["met"]]
+                + (f" ({g['note']})" if g.get("note") else ""),
+            ]
+            for g in goals
+        ]
         out.append("\nGoals (computed, not asserted):\n")
         out.append(_table(["goal", "measured", "target", "met"], rows, left=(0, 3)))
     return "\n".join(out)
@@ -164,11 +274,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"), help="result file")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per export; the fastest is kept")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per export; the fastest is kept"
+    )
     parser.add_argument("--only", default="writer,e2e,scaling", help="comma-separated parts to run")
-    parser.add_argument("--data-dir", type=Path,
-                        default=Path(os.environ.get("EXPORT_CENTER_BENCH_DIR", ROOT / ".export-center" / "bench")))
-    parser.add_argument("--no-mariadb", action="store_true", help="skip the MariaDB end-to-end runs")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("EXPORT_CENTER_BENCH_DIR", ROOT / ".export-center" / "bench")),
+    )
+    parser.add_argument(
+        "--no-mariadb", action="store_true", help="skip the MariaDB end-to-end runs"
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     parts = {p.strip() for p in args.only.split(",") if p.strip()}
@@ -182,12 +299,18 @@ def main(argv: list[str] | None = None) -> int:
         isal = False
     results: dict[str, Any] = {
         "quick": args.quick,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadAverageStart": round(os.getloadavg()[0], 2), "isal": isal},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadAverageStart": round(os.getloadavg()[0], 2),
+            "isal": isal,
+        },
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    say(f"bench: {', '.join(sorted(parts))}; data under {data_dir}; load average "
-        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    say(
+        f"bench: {', '.join(sorted(parts))}; data under {data_dir}; load average "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
     if "writer" in parts:
         say(f"writers: {sizes['writer_rows']:,} ORDERS rows")
         writer = run_writers(sizes["writer_rows"], say=say)
@@ -198,29 +321,58 @@ def main(argv: list[str] | None = None) -> int:
     if "e2e" in parts:
         scale = sizes["e2e_scale"]
         say(f"end to end: TPC-H scale {scale}")
-        e2e: dict[str, Any] = {"sqlite": run_e2e(data_dir=data_dir, database="sqlite", database_url=None,
-                                                 scale=scale, repeat=args.repeat, say=say)}
+        e2e: dict[str, Any] = {
+            "sqlite": run_e2e(
+                data_dir=data_dir,
+                database="sqlite",
+                database_url=None,
+                scale=scale,
+                repeat=args.repeat,
+                say=say,
+            )
+        }
         url, source = (None, "--no-mariadb") if args.no_mariadb else mariadb_url()
         if url is None:
             say(f"  mariadb: skipped ({source})")
             e2e["mariadb"] = {"skipped": source}
         else:
             say(f"  mariadb: {source}")
-            e2e["mariadb"] = run_e2e(data_dir=data_dir, database="mariadb", database_url=url, scale=scale,
-                                     repeat=args.repeat, say=say)
+            e2e["mariadb"] = run_e2e(
+                data_dir=data_dir,
+                database="mariadb",
+                database_url=url,
+                scale=scale,
+                repeat=args.repeat,
+                say=say,
+            )
         results["e2e"] = e2e
     if "scaling" in parts:
         say(f"scaling on SQLite: TPC-H scales {', '.join(map(str, sizes['scaling']))}")
         points = []
         for scale in sizes["scaling"]:
             reuse = results.get("e2e", {}).get("sqlite") if scale == sizes["e2e_scale"] else None
-            runs = reuse or run_e2e(data_dir=data_dir, database="sqlite", database_url=None, scale=scale,
-                                    repeat=args.repeat, say=say)
+            runs = reuse or run_e2e(
+                data_dir=data_dir,
+                database="sqlite",
+                database_url=None,
+                scale=scale,
+                repeat=args.repeat,
+                say=say,
+            )
             for fmt, r in runs.items():
-                points.append({"format": fmt, "scale": scale, "rows": r["rows"], "seconds": r["seconds"],
-                               "secondsPer100k": round(r["seconds"] / r["rows"] * 100_000, 3),
-                               "rowsPerSecond": r["rowsPerSecond"], "peakRssMb": r["peakRssMb"],
-                               "rssStartMb": r["rssStartMb"], "loadAverage": r["loadAverage"]})
+                points.append(
+                    {
+                        "format": fmt,
+                        "scale": scale,
+                        "rows": r["rows"],
+                        "seconds": r["seconds"],
+                        "secondsPer100k": round(r["seconds"] / r["rows"] * 100_000, 3),
+                        "rowsPerSecond": r["rowsPerSecond"],
+                        "peakRssMb": r["peakRssMb"],
+                        "rssStartMb": r["rssStartMb"],
+                        "loadAverage": r["loadAverage"],
+                    }
+                )
         results["scaling"] = points
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)

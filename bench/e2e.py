@@ -42,14 +42,22 @@ def mariadb_url() -> tuple[str | None, str]:
     if not script.exists():
         return None, "no EXPORT_CENTER_BENCH_MARIADB_URL and no scripts/mariadb.sh"
     try:
-        status = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            ["bash", str(script), "status"], capture_output=True, text=True, timeout=30
+        )
         if status.returncode != 0:
-            return None, "no EXPORT_CENTER_BENCH_MARIADB_URL and the scripts/mariadb.sh server is not running"
-        base = subprocess.run(["bash", str(script), "url"], capture_output=True, text=True, timeout=30,
-                              check=True).stdout.strip()
+            return (
+                None,
+                "no EXPORT_CENTER_BENCH_MARIADB_URL and the scripts/mariadb.sh server is not running",
+            )
+        base = subprocess.run(
+            ["bash", str(script), "url"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
         admin = create_engine(make_url(base))
         with admin.begin() as conn:
-            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{BENCH_DATABASE}` CHARACTER SET utf8mb4"))
+            conn.execute(
+                text(f"CREATE DATABASE IF NOT EXISTS `{BENCH_DATABASE}` CHARACTER SET utf8mb4")
+            )
         admin.dispose()
     except Exception as exc:  # noqa: BLE001 - any failure means: skip MariaDB with a note
         return None, f"MariaDB test server unusable: {type(exc).__name__}: {exc}"
@@ -65,7 +73,11 @@ def _subprocess(args: list[str], timeout: float) -> dict[str, Any]:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "bench.e2e_run", *args, "--json", str(result_path)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
@@ -113,9 +125,11 @@ def run_e2e(
             result = _subprocess([*common, "--format", fmt], timeout=3600)
             result["loadAverage"] = round(load, 2)
             runs.append(result)
-            say(f"  {database} sf{scale} {fmt:4s} {result['rows']:>9,} rows {result['seconds']:7.2f} s "
+            say(
+                f"  {database} sf{scale} {fmt:4s} {result['rows']:>9,} rows {result['seconds']:7.2f} s "
                 f"{result['rowsPerSecond']:>9,.0f} rows/s  peak RSS {result['peakRssMb']:.0f} MB  "
-                f"(load {load:.2f})")
+                f"(load {load:.2f})"
+            )
         best = min(runs, key=lambda r: r["seconds"])
         best["runs"] = [r["seconds"] for r in runs]
         results[fmt] = best

@@ -139,13 +139,20 @@ def prepare(data_dir: Path, scale: float, database_url: str | None) -> dict[str,
     upgrade_database(engine)
     engine.dispose()
     sample = make_engine(settings.resolved_sample_database_url, immediate=False)
-    orders = tpch.ensure_loaded(sample, scale, data_dir, progress=lambda m: print(m, file=sys.stderr))
+    orders = tpch.ensure_loaded(
+        sample, scale, data_dir, progress=lambda m: print(m, file=sys.stderr)
+    )
     sample.dispose()
     return {"orders": orders, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str,
-               switch_interval: float | None = None) -> dict[str, Any]:
+def run_export(
+    data_dir: Path,
+    scale: float,
+    database_url: str | None,
+    fmt: str,
+    switch_interval: float | None = None,
+) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure."""
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port
@@ -161,18 +168,32 @@ def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str,
     server.start()
     target = data_dir / f"bench-{os.getpid()}.{fmt}"
     try:
-        bearer = issue_token(settings.jwt_secret, user="bench", tenant="bench",
-                             permissions=["export:orders:create"], ttl_seconds=3600)
-        with httpx.Client(base_url=url, headers={"authorization": f"Bearer {bearer}"},
-                          timeout=120, follow_redirects=True) as client:
+        bearer = issue_token(
+            settings.jwt_secret,
+            user="bench",
+            tenant="bench",
+            permissions=["export:orders:create"],
+            ttl_seconds=3600,
+        )
+        with httpx.Client(
+            base_url=url,
+            headers={"authorization": f"Bearer {bearer}"},
+            timeout=120,
+            follow_redirects=True,
+        ) as client:
             rss_start = _rss_now_mb()
             threads = _ThreadCpu()
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
             answer = client.post(
                 "/api/v1/exports",
-                json={"exportType": "ORDERS", "format": fmt, "taskName": "bench orders",
-                      "parameters": {}, "requestId": f"bench-{fmt}-{os.getpid()}-{time.time_ns()}"},
+                json={
+                    "exportType": "ORDERS",
+                    "format": fmt,
+                    "taskName": "bench orders",
+                    "parameters": {},
+                    "requestId": f"bench-{fmt}-{os.getpid()}-{time.time_ns()}",
+                },
             )
             if answer.status_code >= 300:
                 raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
@@ -218,21 +239,31 @@ def run_export(data_dir: Path, scale: float, database_url: str | None, fmt: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.e2e_run", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.e2e_run", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--scale", type=float, required=True)
     parser.add_argument("--database-url", default=None)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--prepare", action="store_true", help="only generate and load the sample")
     group.add_argument("--format", choices=["csv", "xlsx"])
-    parser.add_argument("--json", type=Path, default=None, help="write the result here (default: stdout)")
-    parser.add_argument("--switch-interval", type=float, default=None,
-                        help="sys.setswitchinterval() for this run (experiment; default: Python's 0.005)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the result here (default: stdout)"
+    )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval() for this run (experiment; default: Python's 0.005)",
+    )
     args = parser.parse_args(argv)
     if args.prepare:
         result = prepare(args.data_dir, args.scale, args.database_url)
     else:
-        result = run_export(args.data_dir, args.scale, args.database_url, args.format, args.switch_interval)
+        result = run_export(
+            args.data_dir, args.scale, args.database_url, args.format, args.switch_interval
+        )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:
         args.json.write_text(text)

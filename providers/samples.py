@@ -99,7 +99,9 @@ class _Dialect:
         if paramstyle not in ("qmark", "format", "pyformat"):
             raise ValueError(f"ORDERS sample: unsupported DB-API paramstyle {paramstyle!r}")
         self.p = "?" if paramstyle == "qmark" else "%s"  # sqlite3: qmark; PyMySQL: %s
-        self.family = "sqlite" if name == "sqlite" else "mysql" if name in ("mysql", "mariadb") else None
+        self.family = (
+            "sqlite" if name == "sqlite" else "mysql" if name in ("mysql", "mariadb") else None
+        )
         text = {
             "sqlite": {"o_totalprice": "printf('%.2f', o.o_totalprice)"},
             "mysql": {
@@ -151,7 +153,9 @@ class _Dialect:
             f" ORDER BY o.o_orderkey LIMIT {self.p}"
         )
         if self.family == "sqlite":
-            return f"SELECT count(*), group_concat(k, ','), group_concat(j, char(30)) FROM ({inner})"
+            return (
+                f"SELECT count(*), group_concat(k, ','), group_concat(j, char(30)) FROM ({inner})"
+            )
         return (
             "SELECT COUNT(*), GROUP_CONCAT(k ORDER BY k SEPARATOR ','),"
             f" GROUP_CONCAT(j ORDER BY k SEPARATOR '{_SEPARATOR}') FROM ({inner}) t"
@@ -167,7 +171,9 @@ def _filters(params: dict[str, Any], p: str) -> tuple[str, list[Any]]:
             try:
                 day = date.fromisoformat(value)
             except (TypeError, ValueError):
-                raise ProviderFault(400, "INVALID_PARAMETER", f"{name} must be YYYY-MM-DD", f"parameters.{name}") from None
+                raise ProviderFault(
+                    400, "INVALID_PARAMETER", f"{name} must be YYYY-MM-DD", f"parameters.{name}"
+                ) from None
             clauses.append(f"AND o.{column} {op} {p}")
             binds.append(day.isoformat())  # DATE compares with ISO text on both databases
     for name, column in (("status", "o_orderstatus"), ("priority", "o_orderpriority")):
@@ -186,7 +192,9 @@ def _as_text(value: Any) -> Any:
     return value
 
 
-def _json_batch(cur: Any, sql: str, binds: list[Any], limit: int) -> tuple[list[Any], int | None, bool] | None:
+def _json_batch(
+    cur: Any, sql: str, binds: list[Any], limit: int
+) -> tuple[list[Any], int | None, bool] | None:
     """Read a batch as JSON objects built by SQL; None when a check fails.
 
     Returns:
@@ -198,11 +206,11 @@ def _json_batch(cur: Any, sql: str, binds: list[Any], limit: int) -> tuple[list[
         return [], None, False
     keys = list(map(int, keys_text.split(",")))
     objects = objects_text.split(_SEPARATOR)
-    if len(keys) != count or len(objects) != count or any(a >= b for a, b in zip(keys, keys[1:])):
+    if len(keys) != count or len(objects) != count or any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
         return None  # out of order, or cut by a length limit: read row by row
     has_more = count > limit
     fragment = orjson.Fragment
-    return [fragment(o) for o in objects[:limit]], keys[: limit][-1], has_more
+    return [fragment(o) for o in objects[:limit]], keys[:limit][-1], has_more
 
 
 def orders_provider(
@@ -222,7 +230,11 @@ def orders_provider(
             writes the previous batch (``bench/README.md``).
     """
     provider = ExportProvider(
-        "ORDERS", ORDERS_COLUMNS, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds
+        "ORDERS",
+        ORDERS_COLUMNS,
+        token=token,
+        secret=secret,
+        snapshot_ttl_seconds=snapshot_ttl_seconds,
     )
     sql = _Dialect(engine.dialect.name, engine.dialect.paramstyle)
     p = sql.p
@@ -230,7 +242,9 @@ def orders_provider(
     keys = _KEYS
     ahead = _ReadAhead() if read_ahead else None
 
-    def read_batch(filters: str, where: list[Any], limit: int) -> tuple[list[Any], int | None, bool]:
+    def read_batch(
+        filters: str, where: list[Any], limit: int
+    ) -> tuple[list[Any], int | None, bool]:
         """One batch after ``where[0]``: (rows, last key, has more)."""
         with engine.connect() as conn, conn.begin():
             raw = conn.connection.driver_connection
@@ -250,7 +264,7 @@ def orders_provider(
             finally:
                 cur.close()
         if sql.family:
-            rows: list[Any] = [dict(zip(keys, r)) for r in found[:limit]]
+            rows: list[Any] = [dict(zip(keys, r, strict=True)) for r in found[:limit]]
         else:
             rows = [{k: _as_text(v) for k, v in zip(keys, r, strict=True)} for r in found[:limit]]
         return rows, (found[:limit][-1][0] if rows else None), len(found) > limit
@@ -269,7 +283,10 @@ def orders_provider(
                     cur.execute("SELECT MAX(o_orderkey) FROM orders")
                     max_key = int(cur.fetchone()[0] or 0)
                     snapshot = {"maxKey": max_key}
-                    cur.execute(f"SELECT COUNT(*) FROM orders o WHERE o.o_orderkey <= {p} {filters}", [max_key, *binds])
+                    cur.execute(
+                        f"SELECT COUNT(*) FROM orders o WHERE o.o_orderkey <= {p} {filters}",
+                        [max_key, *binds],
+                    )
                     total = int(cur.fetchone()[0] or 0)
                 finally:
                     cur.close()
@@ -282,9 +299,22 @@ def orders_provider(
         rows, last_key, has_more = batch
         if ahead is not None and has_more and last_key is not None:
             following = [last_key, *where[1:]]
-            ahead.start(task, (filters, tuple(following), req.limit), read_batch, filters, following, req.limit)
+            ahead.start(
+                task,
+                (filters, tuple(following), req.limit),
+                read_batch,
+                filters,
+                following,
+                req.limit,
+            )
         next_cursor = last_key if last_key is not None else after
-        return Page(rows=rows, next_cursor=next_cursor, has_more=has_more, snapshot=snapshot, total_rows=total)
+        return Page(
+            rows=rows,
+            next_cursor=next_cursor,
+            has_more=has_more,
+            snapshot=snapshot,
+            total_rows=total,
+        )
 
     return provider
 
@@ -325,18 +355,26 @@ class _ReadAhead:
         now = time.monotonic()
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="orders-read-ahead")
-            for old in [t for t, (_, at, _f) in self._pending.items() if now - at > _READ_AHEAD_SECONDS]:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=2, thread_name_prefix="orders-read-ahead"
+                )
+            for old in [
+                t for t, (_, at, _f) in self._pending.items() if now - at > _READ_AHEAD_SECONDS
+            ]:
                 self._pending.pop(old)[2].cancel()
             while len(self._pending) >= _READ_AHEAD_TASKS:
                 self._pending.pop(next(iter(self._pending)))[2].cancel()
             self._pending[task] = (key, now, self._pool.submit(read, *args))
 
 
-def sample_router(engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400) -> APIRouter:
+def sample_router(
+    engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400
+) -> APIRouter:
     """A router serving every sample provider."""
     router = APIRouter()
     router.include_router(
-        orders_provider(engine, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds).router()
+        orders_provider(
+            engine, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds
+        ).router()
     )
     return router

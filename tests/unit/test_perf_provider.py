@@ -19,25 +19,52 @@ from sqlalchemy.pool import StaticPool
 from providers import samples, tpch
 from providers.sdk import BatchRequest
 
-COMMENTS = ['plain', 'with, comma', 'a "quote"', "-lead", "tab\tcr\rlf\n", "sep\x1ehere",
-            "back\\slash", "emoji 😀 中文", "", " trailing ", "=1+1"]
+COMMENTS = [
+    "plain",
+    "with, comma",
+    'a "quote"',
+    "-lead",
+    "tab\tcr\rlf\n",
+    "sep\x1ehere",
+    "back\\slash",
+    "emoji 😀 中文",
+    "",
+    " trailing ",
+    "=1+1",
+]
 
 
 @pytest.fixture
 def engine() -> Any:
-    engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    engine = create_engine(
+        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+    )
     tpch.metadata.create_all(engine)
     customers = [
-        {"c_custkey": k, "c_name": f"Customer#{k:09d}", "c_address": "addr", "c_nationkey": 1,
-         "c_phone": f"10-{k:03d}-000-0000", "c_acctbal": "1.00", "c_mktsegment": "BUILDING",
-         "c_comment": "c"} for k in range(1, 6)
+        {
+            "c_custkey": k,
+            "c_name": f"Customer#{k:09d}",
+            "c_address": "addr",
+            "c_nationkey": 1,
+            "c_phone": f"10-{k:03d}-000-0000",
+            "c_acctbal": "1.00",
+            "c_mktsegment": "BUILDING",
+            "c_comment": "c",
+        }
+        for k in range(1, 6)
     ]
     orders = [
-        {"o_orderkey": 4 * i + 1, "o_custkey": 1 + i % 5, "o_orderstatus": "OFP"[i % 3],
-         "o_totalprice": ["100.00", "182210.40", "0.10", "555285.16", "845.57"][i % 5],
-         "o_orderdate": dt.date(1992, 1, 1) + dt.timedelta(days=37 * i),
-         "o_orderpriority": ["1-URGENT", "5-LOW"][i % 2], "o_clerk": f"Clerk#{i:09d}",
-         "o_shippriority": 0, "o_comment": COMMENTS[i % len(COMMENTS)]}
+        {
+            "o_orderkey": 4 * i + 1,
+            "o_custkey": 1 + i % 5,
+            "o_orderstatus": "OFP"[i % 3],
+            "o_totalprice": ["100.00", "182210.40", "0.10", "555285.16", "845.57"][i % 5],
+            "o_orderdate": dt.date(1992, 1, 1) + dt.timedelta(days=37 * i),
+            "o_orderpriority": ["1-URGENT", "5-LOW"][i % 2],
+            "o_clerk": f"Clerk#{i:09d}",
+            "o_shippriority": 0,
+            "o_comment": COMMENTS[i % len(COMMENTS)],
+        }
         for i in range(57)
     ]
     with engine.begin() as conn:
@@ -46,14 +73,22 @@ def engine() -> Any:
     return engine
 
 
-def run(engine: Any, *, json_path: bool, limit: int = 10, read_ahead: bool = False,
-        task: str = "t1", **params: Any) -> list[dict[str, Any]]:
+def run(
+    engine: Any,
+    *,
+    json_path: bool,
+    limit: int = 10,
+    read_ahead: bool = False,
+    task: str = "t1",
+    **params: Any,
+) -> list[dict[str, Any]]:
     provider = samples.orders_provider(engine, token="t", secret="s", read_ahead=read_ahead)
     return pages(provider, json_path=json_path, limit=limit, task=task, **params)
 
 
-def pages(provider: Any, *, json_path: bool = True, limit: int = 10, task: str = "t1",
-          **params: Any) -> list[dict[str, Any]]:
+def pages(
+    provider: Any, *, json_path: bool = True, limit: int = 10, task: str = "t1", **params: Any
+) -> list[dict[str, Any]]:
     if not json_path:
         provider_fetch = provider.fetch
 
@@ -69,9 +104,19 @@ def pages(provider: Any, *, json_path: bool = True, limit: int = 10, task: str =
     rows: list[dict[str, Any]] = []
     cursor = snapshot = None
     while True:
-        body = orjson.dumps({"taskId": task, "tenantId": "t", "appCode": "PLATFORM", "requestedBy": "u",
-                             "dispatchVersion": 1, "parameters": params, "cursor": cursor,
-                             "snapshotToken": snapshot, "limit": limit})
+        body = orjson.dumps(
+            {
+                "taskId": task,
+                "tenantId": "t",
+                "appCode": "PLATFORM",
+                "requestedBy": "u",
+                "dispatchVersion": 1,
+                "parameters": params,
+                "cursor": cursor,
+                "snapshotToken": snapshot,
+                "limit": limit,
+            }
+        )
         answer = provider.handle(body, "t")
         assert answer.status_code == 200, answer.body
         page = orjson.loads(answer.body)
@@ -97,7 +142,13 @@ def test_json_batches_equal_row_batches_and_the_source(
     assert fast == slow
     assert [r["o_orderkey"] for r in fast] == [4 * i + 1 for i in range(57)]
     assert [r["o_comment"] for r in fast] == [COMMENTS[i % len(COMMENTS)] for i in range(57)]
-    assert [r["o_totalprice"] for r in fast[:5]] == ["100.00", "182210.40", "0.10", "555285.16", "845.57"]
+    assert [r["o_totalprice"] for r in fast[:5]] == [
+        "100.00",
+        "182210.40",
+        "0.10",
+        "555285.16",
+        "845.57",
+    ]
     assert fast[1]["o_orderdate"] == "1992-02-07" and fast[0]["c_name"] == "Customer#000000001"
     assert list(fast[0]) == [c.key for c in samples.ORDERS_COLUMNS]
 
@@ -106,8 +157,9 @@ def test_filters_are_the_same_on_both_paths(engine: Any) -> None:
     params = {"from": "1992-03-01", "to": "1994-12-31", "status": "F"}
     fast = run(engine, json_path=True, limit=3, **params)
     assert fast == run(engine, json_path=False, limit=3, **params)
-    assert fast and all("1992-03-01" <= r["o_orderdate"] <= "1994-12-31" and r["o_orderstatus"] == "F"
-                        for r in fast)
+    assert fast and all(
+        "1992-03-01" <= r["o_orderdate"] <= "1994-12-31" and r["o_orderstatus"] == "F" for r in fast
+    )
 
 
 def test_out_of_order_keys_fall_back_to_rows() -> None:
@@ -177,7 +229,9 @@ def test_read_ahead_keeps_a_bounded_number_of_tasks(monkeypatch: pytest.MonkeyPa
     for task in range(samples._READ_AHEAD_TASKS + 5):
         ahead.start(task, "key", lambda: "batch")
     assert len(ahead._pending) == samples._READ_AHEAD_TASKS
-    assert ahead.take(0, "key") is None and ahead.take(samples._READ_AHEAD_TASKS + 4, "key") == "batch"
+    assert (
+        ahead.take(0, "key") is None and ahead.take(samples._READ_AHEAD_TASKS + 4, "key") == "batch"
+    )
     monkeypatch.setattr(samples, "_READ_AHEAD_SECONDS", -1.0)
     ahead.start("new", "key", lambda: "batch")
     assert list(ahead._pending) == ["new"]  # old entries expired

@@ -20,8 +20,17 @@ def converter(kind: ColumnType, key: str = "x"):
 
 @pytest.mark.parametrize(
     "text",
-    ["182210.40", "-5.00", "0", "-0", "-0.00", "0.00000001", "12345678901234567890",
-     "99999999999999999999.999999999999999999", "1.5"],
+    [
+        "182210.40",
+        "-5.00",
+        "0",
+        "-0",
+        "-0.00",
+        "0.00000001",
+        "12345678901234567890",
+        "99999999999999999999.999999999999999999",
+        "1.5",
+    ],
 )
 def test_plain_decimal_strings_become_decimal_text(text: str) -> None:
     value = converter(ColumnType.DECIMAL)(text)
@@ -32,9 +41,15 @@ def test_plain_decimal_strings_become_decimal_text(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("007.50", Decimal("7.50")), ("+5", Decimal(5)), (".5", Decimal("0.5")),
-     ("5.", Decimal(5)), ("1E+3", Decimal("1E+3")), ("-1.5e-3", Decimal("-0.0015")),
-     ("123456789012345678901", Decimal("123456789012345678901"))],
+    [
+        ("007.50", Decimal("7.50")),
+        ("+5", Decimal(5)),
+        (".5", Decimal("0.5")),
+        ("5.", Decimal(5)),
+        ("1E+3", Decimal("1E+3")),
+        ("-1.5e-3", Decimal("-0.0015")),
+        ("123456789012345678901", Decimal("123456789012345678901")),
+    ],
 )
 def test_other_decimal_forms_take_the_full_path(text: str, expected: Decimal) -> None:
     value = converter(ColumnType.DECIMAL)(text)
@@ -42,8 +57,26 @@ def test_other_decimal_forms_take_the_full_path(text: str, expected: Decimal) ->
 
 
 @pytest.mark.parametrize(
-    "bad", ["NaN", "Infinity", "-inf", "1" * 39, "1E+39", "1E-39", "1_0", " 1", "1 ", "٣",
-            "0x10", "", "-", "1.2.3", True, [1], {"a": 1}],
+    "bad",
+    [
+        "NaN",
+        "Infinity",
+        "-inf",
+        "1" * 39,
+        "1E+39",
+        "1E-39",
+        "1_0",
+        " 1",
+        "1 ",
+        "٣",
+        "0x10",
+        "",
+        "-",
+        "1.2.3",
+        True,
+        [1],
+        {"a": 1},
+    ],
 )
 def test_bad_decimals_are_rejected_with_the_column(bad: object) -> None:
     with pytest.raises(InvalidValue) as caught:
@@ -56,14 +89,21 @@ def test_bad_decimals_are_rejected_with_the_column(bad: object) -> None:
 def test_decimal_text_compares_like_its_value_and_like_its_text() -> None:
     value = DecimalText("1.50")
     assert value == Decimal("1.5") and value == "1.50" and value != "1.5"
-    assert value != Decimal("1.51") and not (value != Decimal("1.50"))
+    assert value != Decimal("1.51") and not (value != Decimal("1.50"))  # noqa: SIM202 - tests __ne__
     assert DecimalText("2") == 2 and value != 1.5  # floats are not compared as numbers
     assert repr(value) == "DecimalText('1.50')" and isinstance(value, str)
     assert {value: 1}["1.50"] == 1  # hashes like its text
 
 
-@given(st.decimals(allow_nan=False, allow_infinity=False, places=2,
-                   min_value=Decimal("-1e17"), max_value=Decimal("1e17")))
+@given(
+    st.decimals(
+        allow_nan=False,
+        allow_infinity=False,
+        places=2,
+        min_value=Decimal("-1e17"),
+        max_value=Decimal("1e17"),
+    )
+)
 def test_property_fast_path_equals_coerce(number: Decimal) -> None:
     text = format(number, "f")
     value = converter(ColumnType.DECIMAL)(text)
@@ -114,9 +154,26 @@ BATCH_COLUMNS = [
     Column("at", "at", ColumnType.DATETIME),
 ]
 JSON_VALUE = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.text(max_size=4),
-    st.sampled_from(["1.50", "-0.00", "007", "1E+3", "NaN", "2024-02-29", "2024-02-30",
-                     "2024-01-02T03:04:05Z", "true", "12", "1\n2", "0.5"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.text(max_size=4),
+    st.sampled_from(
+        [
+            "1.50",
+            "-0.00",
+            "007",
+            "1E+3",
+            "NaN",
+            "2024-02-29",
+            "2024-02-30",
+            "2024-01-02T03:04:05Z",
+            "true",
+            "12",
+            "1\n2",
+            "0.5",
+        ]
+    ),
     st.floats(allow_nan=False, allow_infinity=False),
 )
 
@@ -129,7 +186,12 @@ def row_by_row(rows: list[Any]) -> list[dict[str, Any]] | tuple[int, str | None]
         if not isinstance(raw, dict):
             return index, None
         try:
-            out.append({c.key: conv(raw.get(c.key)) for c, conv in zip(BATCH_COLUMNS, converters, strict=True)})
+            out.append(
+                {
+                    c.key: conv(raw.get(c.key))
+                    for c, conv in zip(BATCH_COLUMNS, converters, strict=True)
+                }
+            )
         except InvalidValue as exc:
             return index, exc.column
     return out
@@ -147,8 +209,15 @@ def cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 @settings(max_examples=300)
-@given(st.lists(st.one_of(st.dictionaries(st.sampled_from([c.key for c in BATCH_COLUMNS] + ["x"]), JSON_VALUE),
-                          st.just([1])), max_size=8))
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(st.sampled_from([c.key for c in BATCH_COLUMNS] + ["x"]), JSON_VALUE),
+            st.just([1]),
+        ),
+        max_size=8,
+    )
+)
 def test_property_batch_converter_equals_row_by_row(rows: list[Any]) -> None:
     import copy
 
@@ -163,8 +232,10 @@ def test_property_batch_converter_equals_row_by_row(rows: list[Any]) -> None:
 
 
 def test_batch_converter_fast_columns_and_in_place() -> None:
-    rows = [{"s": "a", "i": 1, "d": "1.50", "day": "2024-01-02", "b": True, "at": None, "extra": 1},
-            {"s": None, "i": None, "d": "-0.00", "day": "2024-01-02", "b": None}]
+    rows = [
+        {"s": "a", "i": 1, "d": "1.50", "day": "2024-01-02", "b": True, "at": None, "extra": 1},
+        {"s": None, "i": None, "d": "-0.00", "day": "2024-01-02", "b": None},
+    ]
     out = BatchConverter(BATCH_COLUMNS).convert(rows)
     assert out[0] is rows[0] and out[0]["extra"] == 1  # converted in place
     assert type(out[0]["d"]) is DecimalText and out[1]["d"] == Decimal("0")

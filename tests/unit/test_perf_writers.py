@@ -78,16 +78,21 @@ def write(fmt: str, columns: list[Column], batches: list[list[dict[str, Any]]]) 
 
 
 TEXT = st.text(
-    alphabet=st.sampled_from(list("ab,\"'\r\n =+-@\t ") + ["\u3000", "\u200b", "é", "\ud800", "中"]),
+    alphabet=st.sampled_from(
+        list("ab,\"'\r\n =+-@\t ") + ["\u3000", "\u200b", "é", "\ud800", "中"]
+    ),
     max_size=6,
 )
 VALUES = {
     "s": st.one_of(TEXT, st.none(), st.integers(-5, 5), st.booleans()),
     "i": st.one_of(st.integers(-(10**20), 10**20), st.none(), st.booleans()),
     "d": st.one_of(
-        st.decimals(allow_nan=False, allow_infinity=False, places=2, min_value=-10**6, max_value=10**6),
-        st.decimals(allow_nan=False, allow_infinity=False, places=2, min_value=-10**6, max_value=10**6)
-        .map(lambda d: DecimalText(format(d, "f"))),
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=2, min_value=-(10**6), max_value=10**6
+        ),
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=2, min_value=-(10**6), max_value=10**6
+        ).map(lambda d: DecimalText(format(d, "f"))),
         st.none(),
     ),
     "day": st.one_of(st.dates(), st.none()),
@@ -98,10 +103,14 @@ VALUES = {
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.fixed_dictionaries({}, optional=VALUES), max_size=12),
-    st.lists(st.fixed_dictionaries({k: v.filter(lambda x: x is not None) for k, v in VALUES.items()}),
-             max_size=12),
+    st.lists(
+        st.fixed_dictionaries({k: v.filter(lambda x: x is not None) for k, v in VALUES.items()}),
+        max_size=12,
+    ),
 )
-def test_property_csv_equals_the_csv_module(mixed: list[dict[str, Any]], full: list[dict[str, Any]]) -> None:
+def test_property_csv_equals_the_csv_module(
+    mixed: list[dict[str, Any]], full: list[dict[str, Any]]
+) -> None:
     batches = [mixed, full, full[:3] + mixed[:3]]
     assert write("csv", COLUMNS, batches) == reference_csv(COLUMNS, batches)
 
@@ -114,12 +123,22 @@ def test_csv_single_column_empty_fields_are_quoted_like_the_csv_module(values: l
 
 
 def test_csv_homogeneous_orders_like_batch_equals_the_csv_module() -> None:
-    columns = [Column("k", "Order key", ColumnType.INTEGER), Column("p", "Total price", ColumnType.DECIMAL),
-               Column("d", "Order date", ColumnType.DATE), Column("c", "Comment", ColumnType.STRING)]
+    columns = [
+        Column("k", "Order key", ColumnType.INTEGER),
+        Column("p", "Total price", ColumnType.DECIMAL),
+        Column("d", "Order date", ColumnType.DATE),
+        Column("c", "Comment", ColumnType.STRING),
+    ]
     convert = make_converters(columns)
-    raw = [{"k": i, "p": f"{i * 7}.{i % 100:02d}", "d": f"199{i % 10}-0{1 + i % 9}-1{i % 10}",
-            "c": ["plain", "with, comma", 'a "quote"', "-lead", " =x", "\u3000@y"][i % 6]}
-           for i in range(1, 200)]
+    raw = [
+        {
+            "k": i,
+            "p": f"{i * 7}.{i % 100:02d}",
+            "d": f"199{i % 10}-0{1 + i % 9}-1{i % 10}",
+            "c": ["plain", "with, comma", 'a "quote"', "-lead", " =x", "\u3000@y"][i % 6],
+        }
+        for i in range(1, 200)
+    ]
     rows = [{c.key: conv(r[c.key]) for c, conv in zip(columns, convert, strict=True)} for r in raw]
     assert type(rows[0]["p"]) is DecimalText
     assert write("csv", columns, [rows[:100], rows[100:]]) == reference_csv(columns, [rows])
@@ -132,22 +151,45 @@ def sheet_xml(data: bytes) -> str:
 
 def test_xlsx_decimal_text_is_written_like_decimal() -> None:
     columns = [Column("d", "d", ColumnType.DECIMAL), Column("s", "s", ColumnType.STRING)]
-    texts = ["182210.40", "-5.00", "0", "0.00000001", "12345678901234.5", "123456789012345678",
-             "1234567890.123456789", "99999999999999999999.999999999999999999"]
+    texts = [
+        "182210.40",
+        "-5.00",
+        "0",
+        "0.00000001",
+        "12345678901234.5",
+        "123456789012345678",
+        "1234567890.123456789",
+        "99999999999999999999.999999999999999999",
+    ]
     as_text = [{"d": DecimalText(t), "s": DecimalText(t)} for t in texts]
     as_decimal = [{"d": Decimal(t), "s": Decimal(t)} for t in texts]
-    assert sheet_xml(write("xlsx", columns, [as_text])) == sheet_xml(write("xlsx", columns, [as_decimal]))
+    assert sheet_xml(write("xlsx", columns, [as_text])) == sheet_xml(
+        write("xlsx", columns, [as_decimal])
+    )
     xml = sheet_xml(write("xlsx", columns, [as_text[:2]]))
     assert '<c r="A2" s="7"><v>182210.40</v></c>' in xml  # scale 2 -> style 5 + 2
-    mixed = [{"d": DecimalText("1.5")}, {"d": None}, {"d": Decimal("2.25")}, {"d": DecimalText("3")}]
+    mixed = [
+        {"d": DecimalText("1.5")},
+        {"d": None},
+        {"d": Decimal("2.25")},
+        {"d": DecimalText("3")},
+    ]
     mixed_xml = sheet_xml(write("xlsx", columns, [mixed]))
-    assert '<c r="A2" s="6"><v>1.5</v></c>' in mixed_xml and '<c r="A4" s="7"><v>2.25</v></c>' in mixed_xml
+    assert (
+        '<c r="A2" s="6"><v>1.5</v></c>' in mixed_xml
+        and '<c r="A4" s="7"><v>2.25</v></c>' in mixed_xml
+    )
     assert '<c r="A5" s="5"><v>3</v></c>' in mixed_xml
 
 
 def test_xlsx_decimal_text_over_15_digits_is_text() -> None:
-    xml = sheet_xml(write("xlsx", [Column("d", "d", ColumnType.DECIMAL)],
-                          [[{"d": DecimalText("1234567890.1234567")}]]))
+    xml = sheet_xml(
+        write(
+            "xlsx",
+            [Column("d", "d", ColumnType.DECIMAL)],
+            [[{"d": DecimalText("1234567890.1234567")}]],
+        )
+    )
     assert '<c r="A2" t="inlineStr"><is><t>1234567890.1234567</t></is></c>' in xml
 
 
