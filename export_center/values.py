@@ -421,7 +421,7 @@ def _bind_date(key: str) -> Converter:
             day = _to_date(value)
         except InvalidValue as exc:
             raise InvalidValue(exc.message, key) from None
-        if type(value) is str and len(seen) < _DATE_CACHE_SIZE:
+        if day is not None and type(value) is str and len(seen) < _DATE_CACHE_SIZE:
             seen[value] = day
         return day
 

@@ -274,12 +274,13 @@ class CsvWriter:
                 return ""
             return repr(value)
         if isinstance(value, _dt.datetime):
-            if value.tzinfo is not None:
+            moment: _dt.datetime = value
+            if moment.tzinfo is not None:
                 try:
-                    value = value.astimezone(self._zone).replace(tzinfo=None)
+                    moment = moment.astimezone(self._zone).replace(tzinfo=None)
                 except OverflowError:  # beyond year 9999 in the export zone: keep offset
-                    return value.isoformat(" ")
-            return value.isoformat(" ")
+                    return moment.isoformat(" ")
+            return moment.isoformat(" ")
         if isinstance(value, _dt.date):
             return value.isoformat()
         text = str(value)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import importlib
 import math
 import re
 import zipfile
@@ -70,12 +71,13 @@ from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText
+from export_center.writers.base import CountingStream, WriterStats
 
+_isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
-    from isal import isal_zlib as _isal_zlib  # type: ignore[import-not-found]
+    _isal_zlib = importlib.import_module("isal.isal_zlib")
 except ImportError:  # pragma: no cover - depends on the installation
     _isal_zlib = None
-from export_center.writers.base import CountingStream, WriterStats
 
 __all__ = [
     "EXCEL_MAX_ROWS",
@@ -582,13 +584,14 @@ class XlsxWriter:
                 chunk: Sequence[Mapping[str, Any]], numbers: list[str]
             ) -> list[str]:
                 values = [row.get(key) for row in chunk]
-                if set(map(type, values)) == {decimal_text} and max(map(len, values)) <= short:
+                texts: list[str] = values  # type: ignore[assignment]  # checked next
+                if set(map(type, values)) == {decimal_text} and max(map(len, texts)) <= short:
                     # Validated positional text of at most 15 characters: at most 15
                     # digits; the scale is the length after the dot.
                     return [
-                        f'<c r="{letter}{n}" s="{scale_styles[len(v.partition(".")[2])]}">'
-                        f"<v>{v}</v></c>"
-                        for v, n in zip(values, numbers, strict=True)
+                        f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
+                        f"<v>{t}</v></c>"
+                        for t, n in zip(texts, numbers, strict=True)
                     ]
                 # str(v) of a finite Decimal ends with a digit ("NaN", "Infinity" do
                 # not); without "E" it is positional, and <= 15 characters means <= 15
