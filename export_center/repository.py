@@ -820,16 +820,18 @@ def resend_outbox_row(conn: Connection, row_id: int) -> bool:
     )
 
 
-def expired_running_tasks(conn: Connection, limit: int) -> list[TaskRow]:
-    """RUNNING tasks whose lease ran out by the database clock (002 §8.5-2)."""
+def _tasks_due(conn: Connection, status: TaskStatus, column: Any, limit: int) -> list[TaskRow]:
+    """Tasks in ``status`` whose time ``column`` has passed by the database clock, oldest first."""
     return list(
         conn.execute(
-            select(T)
-            .where(T.c.status == TaskStatus.RUNNING.value, T.c.lease_until <= db_now())
-            .order_by(T.c.lease_until)
-            .limit(limit)
+            select(T).where(T.c.status == status.value, column <= db_now()).order_by(column).limit(limit)
         ).mappings()
     )
+
+
+def expired_running_tasks(conn: Connection, limit: int) -> list[TaskRow]:
+    """RUNNING tasks whose lease ran out by the database clock (002 §8.5-2)."""
+    return _tasks_due(conn, TaskStatus.RUNNING, T.c.lease_until, limit)
 
 
 def recover_expired_lease(conn: Connection, task: TaskRow, *, topic: str, tag: str) -> str | None:
@@ -902,14 +904,7 @@ def release_expired_outbox_claims(conn: Connection) -> int:
 
 def tasks_past_retention(conn: Connection, limit: int) -> list[TaskRow]:
     """SUCCEEDED tasks whose ``expires_at`` has passed (002 §8.5-4, §15)."""
-    return list(
-        conn.execute(
-            select(T)
-            .where(T.c.status == TaskStatus.SUCCEEDED.value, T.c.expires_at <= db_now())
-            .order_by(T.c.expires_at)
-            .limit(limit)
-        ).mappings()
-    )
+    return _tasks_due(conn, TaskStatus.SUCCEEDED, T.c.expires_at, limit)
 
 
 def mark_expired(conn: Connection, task_id: int, object_key: str | None) -> bool:
