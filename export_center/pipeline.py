@@ -44,7 +44,7 @@ from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, new_object_key
-from export_center.values import InvalidValue, make_converters
+from export_center.values import BatchConverter, InvalidRow
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
 
@@ -92,7 +92,9 @@ def download_file_name(task_name: str, extension: str) -> str:
     or invisible format characters (a right-to-left override can disguise ``.exe``)."""
     import unicodedata
 
-    visible = "".join(c for c in task_name if unicodedata.category(c) not in ("Cf", "Cc", "Co", "Cs"))
+    visible = "".join(
+        c for c in task_name if unicodedata.category(c) not in ("Cf", "Cc", "Co", "Cs")
+    )
     base = _UNSAFE_NAME.sub("_", visible).strip(" ._") or "export"
     return f"{base[:120]}.{extension}"
 
@@ -187,7 +189,9 @@ class ExportRun:
             log.exception("attempt crashed", extra=self._log())
             self._discard()
             outcome = self._settle_failure(
-                TransientExportError(f"internal error: {type(exc).__name__}: {exc}", code="INTERNAL_ERROR")
+                TransientExportError(
+                    f"internal error: {type(exc).__name__}: {exc}", code="INTERNAL_ERROR"
+                )
             )
         finally:
             self.watchdog.stop()
@@ -233,8 +237,7 @@ class ExportRun:
             schema_hash = batch.schema_hash
             snapshot = batch.snapshot_token
             self.total = batch.total_rows
-            converters = make_converters(columns)
-            keys = [c.key for c in columns]
+            converter = BatchConverter(columns)
             writer = open_writer(
                 self.ext,
                 stream,
@@ -248,9 +251,7 @@ class ExportRun:
                     raise SchemaChanged(
                         f"schemaHash changed from {schema_hash} to {batch.schema_hash}"
                     )
-                if batch.has_more and (
-                    not batch.next_cursor or batch.next_cursor == self.cursor
-                ):
+                if batch.has_more and (not batch.next_cursor or batch.next_cursor == self.cursor):
                     raise CursorStalled("provider said hasMore but the cursor did not advance")
                 pending: Future[Batch] | None = None
                 if batch.has_more:
@@ -259,12 +260,12 @@ class ExportRun:
                 self._fault("render")
                 if self.processed + len(batch.rows) > max_rows:
                     raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-                rows = self._convert(batch.rows, keys, converters)
+                typed = self._convert(batch.rows, converter)
                 try:
-                    writer.write_rows(rows)
+                    writer.write_columns(typed)
                 except OSError as exc:
                     raise StorageError(f"cannot write the file: {exc}") from exc
-                self.processed += len(rows)
+                self.processed += len(batch.rows)
                 self._progress()
                 if pending is None:
                     break
@@ -315,28 +316,26 @@ class ExportRun:
             except TimeoutError:
                 self.watchdog.check()
 
-    def _convert(
-        self,
-        raw_rows: list[dict[str, Any]],
-        keys: list[str],
-        converters: list[Callable[[Any], Any]],
-    ) -> list[dict[str, Any]]:
-        out = []
-        pairs = list(zip(keys, converters, strict=True))
-        for index, raw in enumerate(raw_rows):
-            if not isinstance(raw, dict):
+    def _convert(self, raw_rows: list[Any], converter: BatchConverter) -> list[list[Any]]:
+        """One batch of provider rows -> typed columns; a bad row fails the export.
+
+        Raises:
+            PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object,
+                ``INVALID_VALUE`` when a value does not fit its column (the message
+                names the row number within the export and the column key).
+        """
+        try:
+            return converter.columns_of(raw_rows)
+        except InvalidRow as exc:
+            row = self.processed + exc.index + 1
+            if exc.column is None:
                 raise PermanentExportError(
-                    f"provider broke the contract: row {self.processed + index + 1} is not an object",
+                    f"provider broke the contract: row {row} is not an object",
                     code="PROVIDER_CONTRACT",
-                )
-            try:
-                out.append({key: conv(raw.get(key)) for key, conv in pairs})
-            except InvalidValue as exc:
-                raise PermanentExportError(
-                    f"row {self.processed + index + 1}, column {exc.column}: {exc}",
-                    code="INVALID_VALUE",
                 ) from None
-        return out
+            raise PermanentExportError(
+                f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
+            ) from None
 
     def _progress(self, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -385,7 +384,10 @@ class ExportRun:
             time.perf_counter() - started
         )
         log.info(
-            "export succeeded: %d rows, %d bytes", stored.row_count, stored.size_bytes, extra=self._log()
+            "export succeeded: %d rows, %d bytes",
+            stored.row_count,
+            stored.size_bytes,
+            extra=self._log(),
         )
         return "succeeded"
 
@@ -406,7 +408,10 @@ class ExportRun:
     def _settle_cancel(self) -> str:
         with self.engine.begin() as conn:
             ok = repository.finish_cancelled(conn, self.task_id, self.version, self.owner)
-        log.info("export cancelled" if ok else "cancel arrived after the lease was lost", extra=self._log())
+        log.info(
+            "export cancelled" if ok else "cancel arrived after the lease was lost",
+            extra=self._log(),
+        )
         return "cancelled" if ok else "lease_lost"
 
     def _settle_failure(self, exc: ExportFailure) -> str:

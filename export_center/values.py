@@ -49,6 +49,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
@@ -476,70 +477,119 @@ _FINAL_TYPES: dict[ColumnType, frozenset[type]] = {
 """Per type, the value types a column may hold that need no conversion at all."""
 
 
+class _DateCache(dict[Any, Any]):
+    """DATE strings -> ``date``, each distinct string parsed once (bounded).
+
+    A lookup of a value not seen yet converts it with :func:`_to_date` (so it raises
+    :class:`InvalidValue` for a bad value); ``None`` maps to ``None``. At most
+    ``_DATE_CACHE_SIZE`` strings are remembered.
+    """
+
+    def __missing__(self, value: Any) -> Any:
+        day = _to_date(value)
+        if type(value) is str and len(self) < _DATE_CACHE_SIZE:
+            self[value] = day
+        return day
+
+
 class BatchConverter:
     """Convert a whole batch of provider rows column by column (the export's hot path).
 
-    Gives the same values and the same first error as converting row by row with
-    :func:`make_converters` (``{key: conv(row.get(key)) ...}`` for each row in order),
-    at a fraction of the cost: a column whose values are all of the type's final
-    Python type is checked with one C-level pass and left as it is, a column of plain
-    decimal strings is validated with one regex match over the joined column, DATE
-    strings go through the per-export cache. Only columns that need more take the
-    per-value converters; on any invalid value the batch is converted again row by
-    row, so the error names the first bad row in row order.
+    :meth:`columns` gives the same values and the same first error as converting row
+    by row with :func:`make_converters` (``conv(row.get(key))`` for each row in order,
+    each column in order), at a fraction of the cost:
 
-    The rows are converted in place: the dicts of the batch are returned with their
-    column values replaced (keys that are not columns stay, missing keys stay missing,
-    which the writers read as empty cells).
+    * the columns are taken out of the row dicts with one ``operator.itemgetter`` per
+      row and one ``zip`` (C loops; a missing key falls back to ``dict.get``);
+    * a column whose values are all of the type's final Python type is checked with one
+      C-level ``set(map(type, ...))`` and kept as it is;
+    * a column of plain decimal strings is validated with one regex match over the
+      column joined with LF, and wrapped in :class:`DecimalText`;
+    * DATE strings go through a per-export cache (each distinct string parsed once);
+    * only the other columns take the per-value converters.
+
+    On any invalid value the batch is converted again row by row, so the error names
+    the first bad row in row order (:class:`InvalidRow`). The row dicts are not changed.
 
     Args:
-        columns: the export's columns.
+        columns: the export's columns (at least one).
     """
 
     def __init__(self, columns: Sequence[Column]):
         self.columns = list(columns)
+        if not self.columns:
+            raise ValueError("an export needs at least one column")
         self.keys = [c.key for c in self.columns]
         self.types = [ColumnType(c.type) for c in self.columns]
         self.converters = make_converters(self.columns)
+        self._dates = _DateCache()
+        self._getter = operator.itemgetter(*self.keys)
 
-    def convert(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
-        """Convert ``rows`` (decoded JSON) to typed rows.
+    def columns_of(self, rows: Sequence[Any]) -> list[list[Any]]:
+        """Convert ``rows`` (decoded JSON objects) to typed values, column-major.
+
+        Args:
+            rows: one batch as the provider sent it.
+
+        Returns:
+            One list per column, in column order, each ``len(rows)`` long; a missing
+            key is ``None`` (an empty cell).
 
         Raises:
             InvalidRow: a row is not an object, or has a value that does not fit its
                 column (the first one in row order).
         """
-        batch = list(rows)
+        batch = rows if isinstance(rows, list) else list(rows)
         if not batch:
-            return []
+            return [[] for _ in self.keys]
         if set(map(type, batch)) != {dict}:
-            return self._row_by_row(batch)
-        missing = object()
-        updates: list[tuple[str, Any]] = []
-        for key, kind, convert in zip(self.keys, self.types, self.converters, strict=True):
-            values = [row.get(key, missing) for row in batch]
+            return self._transpose(self._row_by_row(batch))
+        try:
+            if len(self.keys) == 1:
+                extracted = [list(map(self._getter, batch))]
+            else:
+                extracted = list(map(list, zip(*map(self._getter, batch), strict=True)))
+        except KeyError:  # a row without some column: that cell is empty
+            extracted = [[row.get(key) for row in batch] for key in self.keys]
+        out: list[list[Any]] = []
+        for values, kind, convert in zip(extracted, self.types, self.converters, strict=True):
             kinds = set(map(type, values))
-            gaps = object in kinds  # a missing key stays missing (an empty cell)
-            kinds.discard(object)
             if kinds <= _FINAL_TYPES[kind]:
+                out.append(values)
                 continue
-            if kind is ColumnType.DECIMAL and kinds == {str} and not gaps:
+            if kind is ColumnType.DECIMAL and kinds == {str}:
                 joined = "\n".join(values)
                 if (
                     joined.count("\n") == len(values) - 1
                     and _PLAIN_DECIMAL_COLUMN_RE.fullmatch(joined) is not None
                 ):
-                    updates.append((key, map(DecimalText, values)))
+                    out.append(list(map(DecimalText, values)))
                     continue
             try:
-                updates.append((key, [v if v is missing else convert(v) for v in values]))
+                if kind is ColumnType.DATE and kinds <= {str, type(None)}:
+                    out.append(list(map(self._dates.__getitem__, values)))
+                else:
+                    out.append([convert(v) for v in values])
             except InvalidValue:
-                return self._row_by_row(batch)
-        for key, converted in updates:  # every column is valid: now change the rows
-            for row, value in zip(batch, converted, strict=True):
-                if value is not missing:
-                    row[key] = value
-        return batch
+                return self._transpose(self._row_by_row(batch))
+        return out
+
+    def convert(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
+        """Convert ``rows`` to new row dicts ``{column key: typed value}``.
+
+        The row-major view of :meth:`columns_of` (every column key present, extra keys
+        dropped), for callers that want rows.
+
+        Raises:
+            InvalidRow: as :meth:`columns_of`.
+        """
+        columns = self.columns_of(rows)
+        if not columns[0]:
+            return []
+        return [dict(zip(self.keys, cells, strict=True)) for cells in zip(*columns, strict=True)]
+
+    def _transpose(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
+        return [[row[key] for row in rows] for key in self.keys]
 
     def _row_by_row(self, batch: list[Any]) -> list[dict[str, Any]]:
         """The reference conversion, row by row; raises at the first bad row."""

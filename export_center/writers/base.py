@@ -129,6 +129,22 @@ class WriterStats:
     invalid_numbers: int = 0
 
 
+def check_columns(columns: Sequence[Sequence[Any]], expected: int) -> None:
+    """Check the shape of a column-major batch for ``write_columns``.
+
+    Args:
+        columns: the batch, one sequence per column.
+        expected: the writer's number of columns.
+
+    Raises:
+        ValueError: ``len(columns) != expected``, or the columns differ in length.
+    """
+    if len(columns) != expected:
+        raise ValueError(f"expected {expected} columns, got {len(columns)}")
+    if len(set(map(len, columns))) > 1:
+        raise ValueError("the columns of one batch differ in length")
+
+
 @runtime_checkable
 class ExportWriter(Protocol):
     """A streaming writer of one export file (CSV or XLSX).
@@ -150,6 +166,19 @@ class ExportWriter(Protocol):
                 cells.
 
         Raises:
+            FileTooLarge: the file grew past ``max_bytes``.
+        """
+        ...
+
+    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Append one batch given column by column (what the pipeline hands over).
+
+        Args:
+            columns: one sequence of typed values per column, in column order, all of
+                the same length; ``None`` is an empty cell.
+
+        Raises:
+            ValueError: not one sequence per column, or sequences of different lengths.
             FileTooLarge: the file grew past ``max_bytes``.
         """
         ...

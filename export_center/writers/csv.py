@@ -45,7 +45,7 @@ from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText
-from export_center.writers.base import CountingStream, WriterStats
+from export_center.writers.base import CountingStream, WriterStats, check_columns
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
 
@@ -315,17 +315,36 @@ class CsvWriter:
                 and the caller deletes the partial file).
             ValueError: the writer is closed or failed before.
         """
+        self.write_columns([[row.get(key) for row in rows] for key, _ in self._plan])
+
+    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Append one batch given column by column (the pipeline's form).
+
+        Args:
+            columns: one sequence of typed values per column, in column order, all of
+                the same length (``None`` is an empty field).
+
+        Raises:
+            ValueError: not one sequence per column, sequences of different lengths,
+                or the writer is closed or failed before.
+            FileTooLarge: as :meth:`write_rows`.
+        """
         if self._closed or self._failed:
-            raise ValueError("write_rows on a closed or failed CSV writer")
-        if not rows:
+            raise ValueError("write to a closed or failed CSV writer")
+        check_columns(columns, len(self._plan))
+        count = len(columns[0])
+        if not count:
             return
         try:
-            columns = [render([row.get(key) for row in rows]) for key, render in self._plan]
-            self._counting.write(self._encode(self._lines(columns)))
+            fields = [
+                render(values if type(values) is list else list(values))
+                for (_, render), values in zip(self._plan, columns, strict=True)
+            ]
+            self._counting.write(self._encode(self._lines(fields)))
         except BaseException:
             self._fail()
             raise
-        self._stats.rows += len(rows)
+        self._stats.rows += count
 
     def close(self) -> WriterStats:
         """Flush the file and return its stats; the output stream stays open.

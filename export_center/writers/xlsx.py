@@ -71,7 +71,7 @@ from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText
-from export_center.writers.base import CountingStream, WriterStats
+from export_center.writers.base import CountingStream, WriterStats, check_columns
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -299,6 +299,7 @@ class XlsxWriter:
                 f"sheet_row_limit must be between 1 and {EXCEL_MAX_ROWS - 1}, got {sheet_row_limit}"
             )
         self._columns = list(columns)
+        self._keys = [c.key for c in self._columns]
         self._zone = ZoneInfo(time_zone)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
@@ -324,7 +325,7 @@ class XlsxWriter:
             allowZip64=True,
         )
         self._renderers = [
-            self._column_renderer(ColumnType(c.type), c.key, letter)
+            self._column_renderer(ColumnType(c.type), letter)
             for c, letter in zip(self._columns, self._letters, strict=True)
         ]
         self._header_xml = self._render_header()
@@ -348,9 +349,24 @@ class XlsxWriter:
                 and the caller deletes the partial file).
             ValueError: the writer is closed or failed before.
         """
+        self.write_columns([[row.get(key) for row in rows] for key in self._keys])
+
+    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Append one batch given column by column (the pipeline's form).
+
+        Args:
+            columns: one sequence of typed values per column, in column order, all of
+                the same length (``None`` is an empty cell).
+
+        Raises:
+            ValueError: not one sequence per column, sequences of different lengths,
+                or the writer is closed or failed before.
+            FileTooLarge: as :meth:`write_rows`.
+        """
         if self._closed or self._failed:
-            raise ValueError("write_rows on a closed or failed XLSX writer")
-        self._guarded(self._write_rows, rows)
+            raise ValueError("write to a closed or failed XLSX writer")
+        check_columns(columns, len(self._keys))
+        self._guarded(self._write_columns, columns)
 
     def close(self) -> WriterStats:
         """Finish the workbook (sheet ends, styles, workbook parts, ZIP directory).
@@ -412,9 +428,9 @@ class XlsxWriter:
             pass
         self._sheet = None
 
-    def _write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Render ``rows`` in chunks that never cross a sheet boundary (E12)."""
-        total = len(rows)
+    def _write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Render a batch in chunks that never cross a sheet boundary (E12)."""
+        total = len(columns[0])
         done = 0
         while done < total:
             if (
@@ -424,9 +440,12 @@ class XlsxWriter:
                 self._close_sheet()
                 self._open_sheet()
             take = min(total - done, self._sheet_row_limit - self._sheet_rows, _CHUNK_ROWS)
-            chunk = rows[done : done + take]
+            if done == 0 and take == total:
+                chunk = columns
+            else:
+                chunk = [values[done : done + take] for values in columns]
             first = self._sheet_rows + 2  # row 1 is the header
-            data = self._render_rows(chunk, first).encode("utf-8")
+            data = self._render_rows(chunk, first, take).encode("utf-8")
             self._sheet.write(data)
             self._sheet_bytes += len(data)
             self._sheet_rows += take
@@ -475,17 +494,19 @@ class XlsxWriter:
 
     # --- rendering --------------------------------------------------------------------
 
-    def _render_rows(self, chunk: Sequence[Mapping[str, Any]], first: int) -> str:
-        """Render rows ``first, first+1, ...`` as ``<row>`` elements, column by column."""
-        numbers = [str(n) for n in range(first, first + len(chunk))]
-        columns = [render(chunk, numbers) for render in self._renderers]
-        rows = zip(numbers, zip(*columns, strict=True), strict=True)
-        return "".join([f'<row r="{n}">{"".join(cells)}</row>' for n, cells in rows])
+    def _render_rows(self, chunk: Sequence[Sequence[Any]], first: int, count: int) -> str:
+        """Render rows ``first .. first+count-1`` as ``<row>`` elements, column by column."""
+        numbers = [str(n) for n in range(first, first + count)]
+        cells = [
+            render(values, numbers) for render, values in zip(self._renderers, chunk, strict=True)
+        ]
+        rows = zip(numbers, zip(*cells, strict=True), strict=True)
+        return "".join([f'<row r="{n}">{"".join(row)}</row>' for n, row in rows])
 
     def _column_renderer(
-        self, column_type: ColumnType, key: str, letter: str
-    ) -> Callable[[Sequence[Mapping[str, Any]], list[str]], list[str]]:
-        """Build the function rendering one column of a chunk into a list of cells.
+        self, column_type: ColumnType, letter: str
+    ) -> Callable[[Sequence[Any], list[str]], list[str]]:
+        """Build the function rendering one column's values of a chunk into its cells.
 
         The fast paths are list comprehensions over values of the column's own type;
         anything else (None aside) goes through ``_any_cell``.
@@ -498,8 +519,7 @@ class XlsxWriter:
             special_first = _PLAIN_FIRST_EXCLUDED
             spaces = _SPACES
 
-            def render_strings(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
-                values = [row.get(key) for row in chunk]
+            def render_strings(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 texts = [v for v in values if type(v) is str]
                 joined = "".join(texts)
                 if (
@@ -527,14 +547,12 @@ class XlsxWriter:
         if column_type is ColumnType.INTEGER:
             limit = _NUMERIC_LIMIT
 
-            def render_integers(
-                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
-            ) -> list[str]:
+            def render_integers(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 return [
                     f'<c r="{letter}{n}"><v>{v}</v></c>'
                     if type(v) is int and -limit < v < limit
                     else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                    for v, n in zip(values, numbers, strict=True)
                 ]
 
             return render_integers
@@ -544,23 +562,21 @@ class XlsxWriter:
             style = _STYLE_DATE
             serials = _DateSerials()
 
-            def render_dates(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+            def render_dates(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 serials.trim()
                 serial = serials.__getitem__
                 return [
                     f'<c r="{letter}{n}" s="{style}"><v>{serial(v)}</v></c>'
                     if type(v) is _dt.date and v >= first_date
                     else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                    for v, n in zip(values, numbers, strict=True)
                 ]
 
             return render_dates
 
         if column_type is ColumnType.BOOLEAN:
 
-            def render_booleans(
-                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
-            ) -> list[str]:
+            def render_booleans(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 return [
                     (
                         f'<c r="{letter}{n}" t="b"><v>1</v></c>'
@@ -569,7 +585,7 @@ class XlsxWriter:
                     )
                     if type(v) is bool
                     else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                    for v, n in zip(values, numbers, strict=True)
                 ]
 
             return render_booleans
@@ -580,10 +596,7 @@ class XlsxWriter:
             digits = _DIGITS
             decimal_text = DecimalText
 
-            def render_decimals(
-                chunk: Sequence[Mapping[str, Any]], numbers: list[str]
-            ) -> list[str]:
-                values = [row.get(key) for row in chunk]
+            def render_decimals(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 texts: list[str] = values  # type: ignore[assignment]  # checked next
                 if set(map(type, values)) == {decimal_text} and max(map(len, texts)) <= short:
                     # Validated positional text of at most 15 characters: at most 15
@@ -610,10 +623,10 @@ class XlsxWriter:
             return render_decimals
 
         # DATETIME: one call per non-empty cell.
-        def render_any(chunk: Sequence[Mapping[str, Any]], numbers: list[str]) -> list[str]:
+        def render_any(values: Sequence[Any], numbers: list[str]) -> list[str]:
             return [
                 "" if v is None else any_cell(v, letter + n)
-                for v, n in zip([row.get(key) for row in chunk], numbers, strict=True)
+                for v, n in zip(values, numbers, strict=True)
             ]
 
         return render_any

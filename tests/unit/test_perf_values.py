@@ -231,16 +231,40 @@ def test_property_batch_converter_equals_row_by_row(rows: list[Any]) -> None:
             assert [type(v) for v in g] == [type(v) for v in e]
 
 
-def test_batch_converter_fast_columns_and_in_place() -> None:
+def test_batch_converter_columns_of_gives_typed_columns_and_leaves_rows_alone() -> None:
     rows = [
         {"s": "a", "i": 1, "d": "1.50", "day": "2024-01-02", "b": True, "at": None, "extra": 1},
         {"s": None, "i": None, "d": "-0.00", "day": "2024-01-02", "b": None},
     ]
-    out = BatchConverter(BATCH_COLUMNS).convert(rows)
-    assert out[0] is rows[0] and out[0]["extra"] == 1  # converted in place
-    assert type(out[0]["d"]) is DecimalText and out[1]["d"] == Decimal("0")
-    assert out[0]["day"] is out[1]["day"] == dt.date(2024, 1, 2)
-    assert "at" not in out[1] and BatchConverter(BATCH_COLUMNS).convert([]) == []
+    converter = BatchConverter(BATCH_COLUMNS)
+    columns = converter.columns_of(rows)
+    assert [len(c) for c in columns] == [2] * len(BATCH_COLUMNS)
+    s, i, d, day, b, at = columns
+    assert s == ["a", None] and i == [1, None] and b == [True, None] and at == [None, None]
+    assert [type(v) for v in d] == [DecimalText, DecimalText] and d[1] == Decimal("0")
+    assert day[0] is day[1] and day[0] == dt.date(2024, 1, 2)
+    assert rows[0]["d"] == "1.50" and type(rows[0]["d"]) is str  # rows not changed
+    assert converter.convert(rows)[1] == {
+        "s": None,
+        "i": None,
+        "d": Decimal("0"),
+        "day": dt.date(2024, 1, 2),
+        "b": None,
+        "at": None,
+    }
+    assert converter.convert([]) == [] and converter.columns_of([]) == [[]] * 6
+
+
+def test_batch_converter_one_column_and_date_cache_bound() -> None:
+    from export_center import values
+
+    one = BatchConverter([Column("day", "day", ColumnType.DATE)])
+    days = [f"2024-01-{n:02d}" for n in range(1, 29)]
+    assert one.columns_of([{"day": t} for t in days]) == [
+        [dt.date(2024, 1, n) for n in range(1, 29)]
+    ]
+    assert one.columns_of([{"day": None}, {}]) == [[None, None]]
+    assert len(one._dates) <= values._DATE_CACHE_SIZE
 
 
 def test_batch_converter_reports_the_first_bad_row_in_row_order() -> None:
