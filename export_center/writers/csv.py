@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
-from export_center.values import DecimalText
+from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.base import CountingStream, WriterStats, check_columns
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
@@ -215,6 +215,8 @@ class CsvWriter:
             digits = "0123456789"
 
             def render_decimals(values: list[Any]) -> list[str]:
+                if type(values) is DecimalColumn:
+                    return values  # validated positional text, nothing to quote
                 kinds = set(map(type, values))
                 if kinds == {DecimalText}:
                     return values  # validated positional text, nothing to quote
@@ -337,7 +339,7 @@ class CsvWriter:
             return
         try:
             fields = [
-                render(values if type(values) is list else list(values))
+                render(values if isinstance(values, list) else list(values))
                 for (_, render), values in zip(self._plan, columns, strict=True)
             ]
             self._counting.write(self._encode(self._lines(fields)))

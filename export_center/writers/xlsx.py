@@ -70,7 +70,7 @@ from xml.sax.saxutils import quoteattr as _xml_quoteattr
 from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
-from export_center.values import DecimalText
+from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.base import CountingStream, WriterStats, check_columns
 
 _isal_zlib: Any
@@ -443,7 +443,7 @@ class XlsxWriter:
             if done == 0 and take == total:
                 chunk = columns
             else:
-                chunk = [values[done : done + take] for values in columns]
+                chunk = [_slice(values, done, done + take) for values in columns]
             first = self._sheet_rows + 2  # row 1 is the header
             data = self._render_rows(chunk, first, take).encode("utf-8")
             self._sheet.write(data)
@@ -598,7 +598,9 @@ class XlsxWriter:
 
             def render_decimals(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 texts: list[str] = values  # type: ignore[assignment]  # checked next
-                if set(map(type, values)) == {decimal_text} and max(map(len, texts)) <= short:
+                if (
+                    type(values) is DecimalColumn or set(map(type, values)) == {decimal_text}
+                ) and max(map(len, texts)) <= short:
                     # Validated positional text of at most 15 characters: at most 15
                     # digits; the scale is the length after the dot.
                     return [
@@ -868,6 +870,12 @@ _ROOT_RELS = (
     'Target="docProps/app.xml"/>'
     "</Relationships>"
 )
+
+
+def _slice(values: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
+    """``values[start:stop]``, keeping the :class:`DecimalColumn` mark."""
+    part = values[start:stop]
+    return DecimalColumn(part) if type(values) is DecimalColumn else part
 
 
 def _core_xml() -> str:

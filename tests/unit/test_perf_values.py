@@ -7,7 +7,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from export_center.columns import Column, ColumnType
@@ -143,7 +143,7 @@ from typing import Any  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-from export_center.values import BatchConverter, InvalidRow  # noqa: E402
+from export_center.values import BatchConverter, DecimalColumn, InvalidRow  # noqa: E402
 
 BATCH_COLUMNS = [
     Column("s", "s", ColumnType.STRING),
@@ -241,7 +241,7 @@ def test_batch_converter_columns_of_gives_typed_columns_and_leaves_rows_alone() 
     assert [len(c) for c in columns] == [2] * len(BATCH_COLUMNS)
     s, i, d, day, b, at = columns
     assert s == ["a", None] and i == [1, None] and b == [True, None] and at == [None, None]
-    assert [type(v) for v in d] == [DecimalText, DecimalText] and d[1] == Decimal("0")
+    assert type(d) is DecimalColumn and d == ["1.50", "-0.00"]  # marked, not wrapped
     assert day[0] is day[1] and day[0] == dt.date(2024, 1, 2)
     assert rows[0]["d"] == "1.50" and type(rows[0]["d"]) is str  # rows not changed
     assert converter.convert(rows)[1] == {
@@ -265,6 +265,9 @@ def test_batch_converter_one_column_and_date_cache_bound() -> None:
     ]
     assert one.columns_of([{"day": None}, {}]) == [[None, None]]
     assert len(one._dates) <= values._DATE_CACHE_SIZE
+    mixed = BatchConverter([Column("d", "d", ColumnType.DECIMAL)])
+    column = mixed.columns_of([{"d": "1.5"}, {"d": None}, {"d": "1E+2"}])[0]
+    assert type(column) is list and column == [Decimal("1.5"), None, Decimal("100")]
 
 
 def test_batch_converter_reports_the_first_bad_row_in_row_order() -> None:
@@ -282,3 +285,61 @@ def test_batch_converter_newline_inside_a_decimal_is_rejected() -> None:
     with pytest.raises(InvalidRow) as caught:
         BatchConverter(BATCH_COLUMNS).convert([{"d": "1\n2"}, {"d": "3"}])
     assert (caught.value.index, caught.value.column) == (0, "d")
+
+
+def _file_parts(fmt: str, batches: list[Any], columns_form: bool) -> dict[str, bytes]:
+    """Write ``batches`` with ``write_columns`` (typed columns) or ``write_rows``."""
+    import io
+    import zipfile
+
+    from export_center.writers import open_writer
+
+    out = io.BytesIO()
+    writer = open_writer(fmt, out, BATCH_COLUMNS, time_zone="Asia/Shanghai")
+    for typed in batches:
+        if columns_form:
+            writer.write_columns(typed)
+        else:
+            writer.write_rows(typed)
+    writer.close()
+    if fmt == "csv":
+        return {"file.csv": out.getvalue()}
+    with zipfile.ZipFile(io.BytesIO(out.getvalue())) as archive:  # core.xml has a time
+        return {n: archive.read(n) for n in archive.namelist() if n.startswith("xl/")}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([c.key for c in BATCH_COLUMNS]), JSON_VALUE),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=1, max_value=5),
+    st.sampled_from(["csv", "xlsx"]),
+)
+def test_property_columns_path_writes_the_same_file_as_the_row_by_row_path(
+    rows: list[Any], size: int, fmt: str
+) -> None:
+    """The pipeline's path (columns_of -> write_columns) gives byte-identical parts to
+    the reference (make_converters per row -> write_rows), batch by batch."""
+    import copy
+
+    reference = row_by_row(copy.deepcopy(rows))
+    assume(isinstance(reference, list))
+    chunks = [rows[i : i + size] for i in range(0, len(rows), size)]
+    converter = BatchConverter(BATCH_COLUMNS)
+    columns = [converter.columns_of(copy.deepcopy(chunk)) for chunk in chunks]
+    expected = [reference[i : i + size] for i in range(0, len(reference), size)]
+    assert _file_parts(fmt, columns, True) == _file_parts(fmt, expected, False)
+
+
+def test_decimal_column_reaches_both_writers_as_numbers() -> None:
+    rows = [{"d": "1.50"}, {"d": "-0.00"}, {"d": "1234567890.5"}]
+    typed = BatchConverter(BATCH_COLUMNS).columns_of(rows)
+    assert type(typed[2]) is DecimalColumn
+    csv_text = _file_parts("csv", [typed], True)["file.csv"].decode("utf-8-sig")
+    assert csv_text.splitlines()[1:] == [",,1.50,,,", ",,-0.00,,,", ",,1234567890.5,,,"]
+    sheet = _file_parts("xlsx", [typed], True)["xl/worksheets/sheet1.xml"].decode()
+    data = sheet.split('<row r="2">', 1)[1]  # after the header row
+    assert '<c r="C2" s="7"><v>1.50</v></c>' in data and "inlineStr" not in data
