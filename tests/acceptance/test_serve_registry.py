@@ -26,7 +26,7 @@ def _env(tmp_path: Path, registry: Path) -> dict[str, str]:
 
 def test_invalid_registry_stops_start_up(tmp_path):
     registry = tmp_path / "types.yaml"
-    registry.write_text(default_registry_path().read_text().replace("batch_size: 1000", "batch_size: 9000", 1))
+    registry.write_text(default_registry_path().read_text().replace("batch_size: 5000", "batch_size: 9000", 1))
     proc = subprocess.run([sys.executable, "-m", "export_center.cli", "serve", "--port", str(free_port())],
                           env=_env(tmp_path, registry), capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
