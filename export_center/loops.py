@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -41,6 +42,16 @@ class LoopRunner:
         self._scheduler.add_job(
             _guarded(name, loop.run_once), "interval", seconds=every_seconds, id=name
         )
+
+    def run_soon(self, name: str) -> None:
+        """Bring the next pass of loop ``name`` forward to now (the schedule stays).
+
+        A no-op when no such loop runs here, or while a pass of it is running (that
+        pass, or the next one on schedule, sees the new work). Thread-safe.
+        """
+        job = self._scheduler.get_job(name)
+        if job is not None and self._scheduler.running:
+            job.modify(next_run_time=datetime.now(UTC))
 
     def start(self) -> None:
         """Start the scheduler thread."""

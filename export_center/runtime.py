@@ -200,6 +200,16 @@ class Runtime:
             self.consumer.start()
         self.dlq_handler.start()
 
+    def publish_soon(self) -> None:
+        """Run the outbox publisher's next pass now instead of at its next tick.
+
+        Called after a create commits, so a new task is dispatched in milliseconds
+        instead of up to ``publisher.loop_seconds`` later. The publisher's own claim
+        (lease) logic is unchanged; without a publisher loop here this does nothing.
+        """
+        if self._runner is not None:
+            self._runner.run_soon("publisher")
+
     def begin_shutdown(self) -> None:
         """First step of a graceful stop: running attempts hand their tasks back at the next
         check (no retry used) and the consumer takes no new command."""

@@ -6,6 +6,7 @@ Runs on SQLite and on MariaDB with the TPC-H sample at scale 0.01 (15,000 orders
 from __future__ import annotations
 
 import datetime as dt
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -235,3 +236,21 @@ def test_progress_is_written_per_batch(make_stack):
         task = repository.read_task_by_no(conn, task_id)
     assert task["processed_rows"] == task["total_rows"] == task["row_count"] == ORDERS
     assert all(p % 1000 == 0 for p in seen)
+
+
+def test_create_dispatches_at_once_not_at_the_next_publisher_tick(make_stack):
+    """The publisher runs every 60 s here; a create brings its pass forward, so the
+    export starts within seconds and finishes long before the first tick."""
+    stack = make_stack(publisher={"loop_seconds": 60})
+    client = stack.client()
+    started = time.monotonic()
+    task_id = create(client, "csv").json()["taskId"]
+    running = wait_state(client, task_id, {"running", "succeeded"}, timeout=20)
+    picked_up = time.monotonic() - started
+    done = wait_state(client, task_id, timeout=30)
+    assert done["state"] == "succeeded", done
+    assert picked_up < 5, f"dispatch took {picked_up:.2f} s ({running['state']})"
+    # a second create while the first is done also goes at once (the nudge is not one-shot)
+    second = create(client, "xlsx").json()["taskId"]
+    assert wait_state(client, second, timeout=30)["state"] == "succeeded"
+    assert time.monotonic() - started < 45

@@ -191,6 +191,7 @@ def create_export(
         )
     if result.created:
         metrics.TASKS_CREATED.labels(etype.code).inc()
+        runtime.publish_soon()  # the outbox row is committed: dispatch it now
         response.status_code = 202
     elif result.reason == "idempotent":
         response.status_code = 200
