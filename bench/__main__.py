@@ -45,6 +45,7 @@ WRITER_LABELS = {
     "openpyxl_write_only": "openpyxl write_only",
     "xlsxwriter_constant_memory": "XlsxWriter constant_memory",
     "ours_csv": "export_center CSV",
+    "python_csv": "Python csv module",
 }
 
 

@@ -56,6 +56,18 @@ def _settings(data_dir: Path, scale: float, database_url: str | None) -> Any:
     return Settings.model_validate(data)
 
 
+def _poll_pause(detail: dict[str, Any], elapsed: float) -> float:
+    """Seconds until the next status poll: half the remaining time the progress
+    suggests, within 0.05..1 s. The polls run in the measured process, so a poll
+    every 0.1 s (80 polls of 405,000 rows) would cost the export itself CPU time; a
+    person in the download center polls every few seconds."""
+    processed, total = detail.get("processed") or 0, detail.get("total") or 0
+    if not processed or not total or elapsed <= 0:
+        return 0.25
+    remaining = max(total - processed, 0) / (processed / elapsed)
+    return min(1.0, max(0.05, remaining / 2))
+
+
 def _status_mb(field: str) -> float | None:
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
@@ -203,7 +215,7 @@ def run_export(
                 threads.sample()
                 if detail["state"] in TERMINAL:
                     break
-                time.sleep(0.1)
+                time.sleep(_poll_pause(detail, time.perf_counter() - started))
             task_seconds = time.perf_counter() - started
             if detail["state"] != "succeeded":
                 raise RuntimeError(f"{fmt} export ended {detail['state']}: {detail['error']}")

@@ -1,11 +1,13 @@
 """Writer-only benchmark: ORDERS rows through our CSV and XLSX writers and two libraries.
 
-The rows are what the export pipeline hands to a writer: TPC-H-like ORDERS rows as the
-provider sends them (JSON values: DECIMAL and DATE as text) passed through
-``export_center.values.make_converters`` before timing, so DECIMAL values are
-``DecimalText`` and dates ``datetime.date``. openpyxl (``write_only``) and XlsxWriter
-(``constant_memory``) get the same rows with the DECIMAL as ``float`` (what a caller
-of those libraries does anyway). Batches of 1,000 rows, as the ORDERS export type.
+The data is what the export pipeline hands to a writer: TPC-H-like ORDERS rows as the
+provider sends them (JSON values: DECIMAL and DATE as text), converted before timing.
+Our writers get each batch as the pipeline gives it, typed columns from
+``BatchConverter.columns_of`` through ``write_columns``. openpyxl (``write_only``),
+XlsxWriter (``constant_memory``) and Python's ``csv`` module get the same values as
+rows (``make_converters`` per row), with the DECIMAL as ``float`` for the two XLSX
+libraries (what a caller of those libraries does anyway). Batches of 5,000 rows, as
+the ORDERS export type.
 
 Each writer is timed by wall clock and by CPU time of this process; a print-out and a
 JSON fragment, never an assertion.
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from export_center.columns import Column, ColumnType
-from export_center.values import DecimalText, make_converters
+from export_center.values import BatchConverter, DecimalText, make_converters
 from export_center.writers import open_writer
 
 __all__ = ["ORDERS_COLUMNS", "WRITERS", "make_batches", "run_writers"]
@@ -45,7 +47,7 @@ ORDERS_COLUMNS = [
 ]
 """The columns of the ORDERS sample provider (``providers/samples.py``)."""
 
-BATCH = 1_000
+BATCH = 5_000
 _TEXT = (
     "furiously sly deposits haggle carefully final requests nag slyly regular accounts "
     "sleep quickly ironic packages wake blithely express pinto beans cajole instructions "
@@ -54,6 +56,7 @@ _TEXT = (
 _WORDS = _TEXT.split()
 
 Batches = list[list[dict[str, Any]]]
+ColumnBatches = list[list[list[Any]]]
 
 
 def _json_rows(total: int, seed: int) -> Iterator[dict[str, Any]]:
@@ -83,22 +86,41 @@ def _json_rows(total: int, seed: int) -> Iterator[dict[str, Any]]:
 
 
 def make_batches(total: int, seed: int = 7) -> Batches:
-    """Typed rows in batches of ``BATCH``, converted as the pipeline converts them."""
+    """Typed rows in batches of ``BATCH`` (``make_converters`` per row)."""
     converters = make_converters(ORDERS_COLUMNS)
     pairs = [(c.key, conv) for c, conv in zip(ORDERS_COLUMNS, converters, strict=True)]
     rows = [{k: conv(raw.get(k)) for k, conv in pairs} for raw in _json_rows(total, seed)]
     return [rows[i : i + BATCH] for i in range(0, total, BATCH)]
 
 
-def _ours(fmt: str) -> Callable[[str, Batches], None]:
-    def run(path: str, batches: Batches) -> None:
+def make_column_batches(total: int, seed: int = 7) -> ColumnBatches:
+    """The same values as :func:`make_batches`, as the pipeline hands them to our
+    writers: one ``BatchConverter.columns_of`` result per batch."""
+    converter = BatchConverter(ORDERS_COLUMNS)
+    raw = list(_json_rows(total, seed))
+    return [converter.columns_of(raw[i : i + BATCH]) for i in range(0, total, BATCH)]
+
+
+def _ours(fmt: str) -> Callable[[str, Any], None]:
+    def run(path: str, batches: ColumnBatches) -> None:
         with open(path, "wb") as out:
             writer = open_writer(fmt, out, ORDERS_COLUMNS, time_zone="UTC")
-            for batch in batches:
-                writer.write_rows(batch)
+            for columns in batches:
+                writer.write_columns(columns)
             writer.close()
 
     return run
+
+
+def _python_csv(path: str, batches: Batches) -> None:
+    import csv
+
+    keys = [c.key for c in ORDERS_COLUMNS]
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow([c.title for c in ORDERS_COLUMNS])
+        for batch in batches:
+            writer.writerows([[row.get(k) for k in keys] for row in batch])
 
 
 def _plain(value: Any) -> Any:
@@ -143,13 +165,15 @@ def _xlsxwriter_constant_memory(path: str, batches: Batches) -> None:
     workbook.close()
 
 
-WRITERS: dict[str, tuple[str, Callable[[str, Batches], None]]] = {
+WRITERS: dict[str, tuple[str, Callable[[str, Any], None]]] = {
     "ours_xlsx": ("xlsx", _ours("xlsx")),
     "openpyxl_write_only": ("xlsx", _openpyxl_write_only),
     "xlsxwriter_constant_memory": ("xlsx", _xlsxwriter_constant_memory),
     "ours_csv": ("csv", _ours("csv")),
+    "python_csv": ("csv", _python_csv),
 }
-"""Writer name -> (file extension, run(path, batches))."""
+"""Writer name -> (file extension, run(path, batches)); ``ours_*`` take column
+batches, the others row batches."""
 
 
 def _lxml() -> bool:
@@ -169,6 +193,7 @@ def run_writers(rows: int, *, say: Callable[[str], None] = print) -> dict[str, A
         ``{"skipped": reason}``.
     """
     batches = make_batches(rows)
+    column_batches = make_column_batches(rows)
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="ec-bench-writers-") as tmp:
         for name, (ext, run) in WRITERS.items():
@@ -176,7 +201,7 @@ def run_writers(rows: int, *, say: Callable[[str], None] = print) -> dict[str, A
             gc.collect()
             wall, cpu = time.perf_counter(), time.process_time()
             try:
-                run(path, batches)
+                run(path, column_batches if name.startswith("ours_") else batches)
             except ImportError as exc:
                 results[name] = {"skipped": f"{exc}"}
                 say(f"  {name:28s} skipped: {exc}")
