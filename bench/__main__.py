@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.e2e import ROOT, mariadb_url, run_e2e
+from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
 from bench.writers import run_writers
 
 FULL = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if "writer" in parts:
         say(f"writers: {sizes['writer_rows']:,} ORDERS rows")
-        writer = run_writers(sizes["writer_rows"], say=say)
+        writer = run_writers(sizes["writer_rows"], repeat=args.repeat, say=say)
         results["writer"] = writer["writers"]
         results["writerRows"] = writer["rows"]
         results["writerLoad"] = writer["loadAverage"]
@@ -350,16 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     if "scaling" in parts:
         say(f"scaling on SQLite: TPC-H scales {', '.join(map(str, sizes['scaling']))}")
         points = []
-        for scale in sizes["scaling"]:
-            reuse = results.get("e2e", {}).get("sqlite") if scale == sizes["e2e_scale"] else None
-            runs = reuse or run_e2e(
-                data_dir=data_dir,
-                database="sqlite",
-                database_url=None,
-                scale=scale,
-                repeat=args.repeat,
-                say=say,
-            )
+        matrix = run_matrix(
+            data_dir=data_dir,
+            database="sqlite",
+            database_url=None,
+            scales=list(sizes["scaling"]),
+            repeat=args.repeat,
+            say=say,
+        )
+        for scale, runs in matrix.items():
             for fmt, r in runs.items():
                 points.append(
                     {

@@ -111,26 +111,60 @@ def run_e2e(
         ``{format: result}`` with the keys of ``bench.e2e_run`` plus ``loadAverage``
         (1-minute load before the run) and ``runs`` (seconds of every run).
     """
-    run_dir = data_dir / f"{database}-sf{scale}"
-    common = ["--data-dir", str(run_dir), "--scale", str(scale)]
-    if database_url:
-        common += ["--database-url", database_url]
-    prepared = _subprocess([*common, "--prepare"], timeout=3600)
-    say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
-    results: dict[str, dict[str, Any]] = {}
-    for fmt in formats:
-        runs = []
-        for _ in range(max(1, repeat)):
-            load = os.getloadavg()[0]
-            result = _subprocess([*common, "--format", fmt], timeout=3600)
-            result["loadAverage"] = round(load, 2)
-            runs.append(result)
-            say(
-                f"  {database} sf{scale} {fmt:4s} {result['rows']:>9,} rows {result['seconds']:7.2f} s "
-                f"{result['rowsPerSecond']:>9,.0f} rows/s  peak RSS {result['peakRssMb']:.0f} MB  "
-                f"(load {load:.2f})"
-            )
-        best = min(runs, key=lambda r: r["seconds"])
-        best["runs"] = [r["seconds"] for r in runs]
-        results[fmt] = best
-    return results
+    return run_matrix(
+        data_dir=data_dir,
+        database=database,
+        database_url=database_url,
+        scales=[scale],
+        formats=formats,
+        repeat=repeat,
+        say=say,
+    )[scale]
+
+
+def run_matrix(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    scales: list[float],
+    formats: tuple[str, ...] = ("csv", "xlsx"),
+    repeat: int = 1,
+    say: Callable[[str], None] = print,
+) -> dict[float, dict[str, dict[str, Any]]]:
+    """Export every (scale, format) ``repeat`` times, interleaved, keeping the fastest.
+
+    The runs go round by round (each round: every scale, every format), so a busy
+    minute on the shared machine slows one run of each kind rather than all the runs
+    of one kind: the ratios between sizes and formats stay comparable.
+
+    Returns:
+        ``{scale: {format: result}}``, results as :func:`run_e2e` gives them.
+    """
+    commons = {}
+    for scale in scales:
+        common = ["--data-dir", str(data_dir / f"{database}-sf{scale}"), "--scale", str(scale)]
+        if database_url:
+            common += ["--database-url", database_url]
+        prepared = _subprocess([*common, "--prepare"], timeout=3600)
+        say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
+        commons[scale] = common
+    runs: dict[tuple[float, str], list[dict[str, Any]]] = {}
+    for _ in range(max(1, repeat)):
+        for scale in scales:
+            for fmt in formats:
+                load = os.getloadavg()[0]
+                result = _subprocess([*commons[scale], "--format", fmt], timeout=3600)
+                result["loadAverage"] = round(load, 2)
+                runs.setdefault((scale, fmt), []).append(result)
+                say(
+                    f"  {database} sf{scale} {fmt:4s} {result['rows']:>9,} rows "
+                    f"{result['seconds']:7.2f} s {result['rowsPerSecond']:>9,.0f} rows/s  "
+                    f"peak RSS {result['peakRssMb']:.0f} MB  (load {load:.2f})"
+                )
+    out: dict[float, dict[str, dict[str, Any]]] = {}
+    for (scale, fmt), done in runs.items():
+        best = min(done, key=lambda r: r["seconds"])
+        best["runs"] = [r["seconds"] for r in done]
+        out.setdefault(scale, {})[fmt] = best
+    return out

@@ -63,7 +63,7 @@ def _poll_pause(detail: dict[str, Any], elapsed: float) -> float:
     person in the download center polls every few seconds."""
     processed, total = detail.get("processed") or 0, detail.get("total") or 0
     if not processed or not total or elapsed <= 0:
-        return 0.25
+        return 0.05  # not started yet: no rate to go by
     remaining = max(total - processed, 0) / (processed / elapsed)
     return min(1.0, max(0.05, remaining / 2))
 
