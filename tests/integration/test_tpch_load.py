@@ -306,3 +306,34 @@ def test_load_into_mariadb(
         indexes = {row.Key_name for row in conn.exec_driver_sql("SHOW INDEX FROM orders")}
     assert "ix_orders_orderdate_key" in indexes
     _check_idempotent_and_reload(engine, data_dir, csv_dir, source)
+
+
+def test_sqlite_keys_are_rowids_even_over_an_older_layout(
+    tmp_path: Path, data_dir: Path, csv_dir: Path, source: dict[int, dict[str, Any]]
+) -> None:
+    """A file whose tables were made with BIGINT keys (the layout before rowid keys)
+    is reloaded into the current layout: the ORDERS keyset query then walks rowids."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE TABLE orders (o_orderkey BIGINT NOT NULL, o_custkey BIGINT NOT NULL,"
+                " o_orderstatus CHAR(1) NOT NULL, o_totalprice NUMERIC(15, 2) NOT NULL,"
+                " o_orderdate DATE NOT NULL, o_orderpriority VARCHAR(15) NOT NULL,"
+                " o_clerk VARCHAR(15) NOT NULL, o_shippriority INTEGER NOT NULL,"
+                " o_comment VARCHAR(79) NOT NULL, PRIMARY KEY (o_orderkey))"
+            )
+            before = conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT * FROM orders WHERE o_orderkey > 5"
+            ).all()
+        assert "INTEGER PRIMARY KEY" not in str(before)
+        assert tpch.ensure_loaded(engine, SCALE, data_dir) == ORDERS
+        assert_sample_loaded(engine, csv_dir, source)
+        with engine.connect() as conn:
+            for table, key in (("orders", "o_orderkey"), ("customer", "c_custkey")):
+                plan = conn.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE {key} > 5"
+                ).all()
+                assert "INTEGER PRIMARY KEY" in str(plan), (table, plan)
+    finally:
+        engine.dispose()
