@@ -343,3 +343,22 @@ def test_decimal_column_reaches_both_writers_as_numbers() -> None:
     sheet = _file_parts("xlsx", [typed], True)["xl/worksheets/sheet1.xml"].decode()
     data = sheet.split('<row r="2">', 1)[1]  # after the header row
     assert '<c r="C2" s="7"><v>1.50</v></c>' in data and "inlineStr" not in data
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_write_columns_refuses_a_batch_of_the_wrong_shape(fmt: str) -> None:
+    import io
+
+    from export_center.writers import open_writer
+
+    writer = open_writer(fmt, io.BytesIO(), BATCH_COLUMNS)
+    six_empty: list[list[Any]] = [[] for _ in BATCH_COLUMNS]
+    writer.write_columns(six_empty)  # an empty batch is fine
+    with pytest.raises(ValueError, match="expected 6 columns, got 5"):
+        writer.write_columns(six_empty[:5])
+    with pytest.raises(ValueError, match="differ in length"):
+        writer.write_columns([["a"], [1], [None], [None], [None], []])
+    writer.write_columns([["a"], [1], [None], [None], [True], [None]])
+    assert writer.close().rows == 1
+    with pytest.raises(ValueError, match="closed"):
+        writer.write_columns([["a"], [1], [None], [None], [True], [None]])
