@@ -16,17 +16,9 @@ from export_center.errors import FileTooLarge
 from export_center.values import coerce
 from export_center.writers import CsvWriter, ExportWriter, WriterStats, open_writer
 from export_center.writers.csv import needs_formula_guard
+from tests.unit.writer_helpers import cols, write_file
 
 BOM = b"\xef\xbb\xbf"
-
-
-def cols(*specs: str | tuple[str, ColumnType]) -> list[Column]:
-    """Columns whose title equals their key; a bare name is a STRING column."""
-    out = []
-    for spec in specs:
-        key, kind = (spec, ColumnType.STRING) if isinstance(spec, str) else spec
-        out.append(Column(key, key, kind))
-    return out
 
 
 def write_csv(
@@ -34,13 +26,7 @@ def write_csv(
     batches: Sequence[Sequence[Mapping[str, Any]]],
     **options: Any,
 ) -> tuple[bytes, WriterStats]:
-    out = io.BytesIO()
-    writer = open_writer("csv", out, columns, **options)
-    for batch in batches:
-        writer.write_rows(batch)
-    stats = writer.close()
-    assert not out.closed  # close() never closes the caller's stream
-    return out.getvalue(), stats
+    return write_file("csv", columns, batches, **options)
 
 
 def records(data: bytes) -> list[list[str]]:

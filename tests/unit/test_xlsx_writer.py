@@ -26,18 +26,10 @@ from export_center.errors import FileTooLarge
 from export_center.values import coerce
 from export_center.writers import ExportWriter, WriterStats, XlsxWriter, open_writer
 from export_center.writers.xlsx import column_letter
+from tests.unit.writer_helpers import cols, write_file
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 ROW_RE = re.compile(rb'<row r="(\d+)"')
-
-
-def cols(*specs: str | tuple[str, ColumnType]) -> list[Column]:
-    """Columns whose title equals their key; a bare name is a STRING column."""
-    out = []
-    for spec in specs:
-        key, kind = (spec, ColumnType.STRING) if isinstance(spec, str) else spec
-        out.append(Column(key, key, kind))
-    return out
 
 
 def write_xlsx(
@@ -45,13 +37,7 @@ def write_xlsx(
     batches: Sequence[Sequence[Mapping[str, Any]]],
     **options: Any,
 ) -> tuple[bytes, WriterStats]:
-    out = io.BytesIO()
-    writer = open_writer("xlsx", out, columns, **options)
-    for batch in batches:
-        writer.write_rows(batch)
-    stats = writer.close()
-    assert not out.closed  # close() never closes the caller's stream
-    return out.getvalue(), stats
+    return write_file("xlsx", columns, batches, **options)
 
 
 def workbook(data: bytes) -> Workbook:

@@ -1,0 +1,35 @@
+"""Helpers shared by the CSV and XLSX writer tests."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from export_center.columns import Column, ColumnType
+from export_center.writers import WriterStats, open_writer
+
+
+def cols(*specs: str | tuple[str, ColumnType]) -> list[Column]:
+    """Columns whose title equals their key; a bare name is a STRING column."""
+    out = []
+    for spec in specs:
+        key, kind = (spec, ColumnType.STRING) if isinstance(spec, str) else spec
+        out.append(Column(key, key, kind))
+    return out
+
+
+def write_file(
+    fmt: str,
+    columns: list[Column],
+    batches: Sequence[Sequence[Mapping[str, Any]]],
+    **options: Any,
+) -> tuple[bytes, WriterStats]:
+    """Write ``batches`` of rows with ``write_rows``; return the bytes and the stats."""
+    out = io.BytesIO()
+    writer = open_writer(fmt, out, columns, **options)
+    for batch in batches:
+        writer.write_rows(batch)
+    stats = writer.close()
+    assert not out.closed  # close() never closes the caller's stream
+    return out.getvalue(), stats
