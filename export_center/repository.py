@@ -687,13 +687,16 @@ def list_tasks(
     conn: Connection,
     *,
     tenant_id: str,
+    app_code: str,
     requested_by: str | None,
     statuses: Sequence[str] | None,
     limit: int,
     before_id: int | None,
 ) -> list[TaskRow]:
-    """Tasks of one requester (or the whole tenant when None), newest first, keyset paged."""
-    conds = [T.c.tenant_id == tenant_id]
+    """Tasks of one requester (or of the whole tenant and app when None), newest first,
+    keyset paged. The tenant and the app always filter, as for a single task (DESIGN.md
+    "API": tasks are private to their tenant and app)."""
+    conds = [T.c.tenant_id == tenant_id, T.c.app_code == app_code]
     if requested_by is not None:
         conds.append(T.c.requested_by == requested_by)
     if statuses:

@@ -138,6 +138,16 @@ def test_other_users_get_404_like_a_missing_task(stack):
     # A tenant-wide downloader sees it.
     auditor = stack.client("carol", perms=["platform:download:all"])
     assert auditor.get(f"/api/v1/exports/{task_id}").status_code == 200
+    assert [t["taskId"] for t in auditor.get("/api/v1/exports").json()["items"]] == [task_id]
+    # The same user, or a tenant-wide downloader, in another app sees nothing of it:
+    # not in the list (no links handed out) and not by id.
+    for other_app in (
+        stack.client("alice", app_code="MERCHANT"),
+        stack.client("mallory", perms=["platform:download:all"], app_code="MERCHANT"),
+    ):
+        assert other_app.get("/api/v1/exports").json()["items"] == []
+        assert other_app.get(f"/api/v1/exports/{task_id}").status_code == 404
+        assert other_app.get(f"/api/v1/exports/{task_id}/download").status_code == 404
 
 
 def test_signed_links_refuse_tampering_and_expiry(make_stack):

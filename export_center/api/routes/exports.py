@@ -244,7 +244,8 @@ def list_exports(
     owner = None if user.can(DOWNLOAD_ALL) else user.user
     with runtime.engine.connect() as conn:
         rows = repository.list_tasks(
-            conn, tenant_id=user.tenant, requested_by=owner, statuses=statuses,
+            conn, tenant_id=user.tenant, app_code=user.app_code, requested_by=owner,
+            statuses=statuses,
             limit=limit + 1, before_id=before_id,
         )
     more = len(rows) > limit
