@@ -247,7 +247,7 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
 
 @app.command()
 def demo(
-    scale: Annotated[float, typer.Option(help="TPC-H scale factor (0.27 = 405,000 orders)")] = 0.27,
+    scale: Annotated[float, typer.Option(help="TPC-H scale factor, above 0 and at most 10 (0.27 = 405,000 orders)")] = 0.27,
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite under the data dir)")] = None,
     output_dir: Annotated[Path, typer.Option(help="Where orders.csv, orders.xlsx and summary.json go")] = Path("out"),
 ) -> None:
@@ -255,9 +255,19 @@ def demo(
     from export_center.embedded import ServerThread, build_app, free_port
     from export_center.logs import configure_logging
 
+    if not 0 < scale <= 10:
+        raise typer.BadParameter(
+            f"must be above 0 and at most 10 (0.27 = 405,000 orders), got {scale:g}",
+            param_hint="'--scale'",
+        )
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot create {output_dir}: {exc.strerror or exc}", param_hint="'--output-dir'"
+        ) from None
     settings = _settings(database_url=database_url, sample_scale=scale, mount_sample_providers=True,
                          load_sample_data=True)
-    output_dir.mkdir(parents=True, exist_ok=True)
     configure_logging("INFO", file=settings.data_dir / "logs" / "demo.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -111,7 +111,8 @@ def create_app(
             headers["Retry-After"] = "30"
         return JSONResponse(
             {"code": exc.code, "message": exc.message, "field": exc.field},
-            status_code=exc.status, headers=headers,
+            status_code=exc.status,
+            headers=headers,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -121,7 +122,9 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+        code = {400: "INVALID_BODY", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
+            exc.status_code, "HTTP_ERROR"
+        )
         return JSONResponse(
             {"code": code, "message": str(exc.detail), "field": None},
             status_code=exc.status_code,
@@ -156,8 +159,13 @@ class BodyGuard:
         headers = dict(scope.get("headers") or [])
         path = scope.get("path", "")
         if path.startswith("/api/") and b"authorization" not in headers:
-            await _reply(send, 401, "UNAUTHORIZED", "a bearer token is required",
-                         [(b"www-authenticate", b'Bearer realm="export-center"')])
+            await _reply(
+                send,
+                401,
+                "UNAUTHORIZED",
+                "a bearer token is required",
+                [(b"www-authenticate", b'Bearer realm="export-center"')],
+            )
             return
         length = headers.get(b"content-length", b"0")
         if length.isdigit() and int(length) > MAX_BODY_BYTES and not path.startswith("/internal/"):
@@ -166,33 +174,50 @@ class BodyGuard:
         if path.startswith("/internal/"):
             await self.app(scope, receive, send)
             return
+        # Read the whole body first (at most 64 KB), whatever Content-Length says or
+        # when the body is chunked, then hand it to the app in one message.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited() -> Any:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > MAX_BODY_BYTES:
-                    raise _TooLarge
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            body = message.get("body", b"")
+            seen += len(body)
+            if seen > MAX_BODY_BYTES:
+                await _reply(send, 413, "BODY_TOO_LARGE", "the request body may have at most 64 KB")
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        handed = False
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await _reply(send, 413, "BODY_TOO_LARGE", "the request body may have at most 64 KB")
+        async def replay() -> Any:
+            nonlocal handed
+            if not handed:
+                handed = True
+                return whole
+            return await receive()  # after the body: a disconnect, when it comes
+
+        await self.app(scope, replay, send)
 
 
-class _TooLarge(Exception):
-    pass
-
-
-async def _reply(send: Any, status: int, code: str, message: str,
-                 extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _reply(
+    send: Any, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     import json
 
     body = json.dumps({"code": code, "message": message, "field": None}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -113,6 +113,18 @@ def test_same_request_id_returns_same_task_and_one_file(stack):
     # Another user's identical key is a different task.
     other = create(stack.client("bob"), "csv", requestId="req-42")
     assert other.status_code == 202 and other.json()["taskId"] != first.json()["taskId"]
+    # The same key for another export is refused, naming what differs and where the key was.
+    reused = create(client, "xlsx", requestId="req-42")
+    assert reused.status_code == 409 and reused.json()["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert reused.json()["field"] == "requestId"
+    assert "differs in format;" in reused.json()["message"], reused.json()
+    by_header = client.post(
+        "/api/v1/exports",
+        json={"exportType": "ORDERS", "format": "csv", "parameters": {"status": "F"}},
+        headers={"Idempotency-Key": "req-42"},
+    )
+    assert by_header.status_code == 409 and by_header.json()["field"] == "Idempotency-Key"
+    assert "differs in parameters;" in by_header.json()["message"], by_header.json()
 
 
 def test_other_users_get_404_like_a_missing_task(stack):
@@ -134,7 +146,16 @@ def test_other_users_get_404_like_a_missing_task(stack):
     # The owner's bearer download redirects to a signed link that serves the file.
     redirect = alice.get(f"/api/v1/exports/{task_id}/download")
     assert redirect.status_code == 307
-    assert alice.get(redirect.headers["location"]).status_code == 200
+    served = alice.get(redirect.headers["location"])
+    assert served.status_code == 200
+    # HEAD (download managers ask it first): the same headers, no body.
+    head = alice.head(redirect.headers["location"])
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(served.content))
+    assert head.headers["content-disposition"] == served.headers["content-disposition"]
+    assert alice.head(f"/api/v1/exports/{task_id}/download").status_code == 307
+    assert anonymous.head(redirect.headers["location"] + "0").status_code == 403
+    assert anonymous.head("/healthz").status_code == 200
     # A tenant-wide downloader sees it.
     auditor = stack.client("carol", perms=["platform:download:all"])
     assert auditor.get(f"/api/v1/exports/{task_id}").status_code == 200

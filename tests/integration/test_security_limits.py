@@ -45,6 +45,22 @@ def test_big_bodies_and_anonymous_posts_are_refused_before_parsing(stack):
     anonymous = stack.client(None).post("/api/v1/exports", content=b"{not json")
     assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
 
+    def chunks(total: int):  # no Content-Length: Transfer-Encoding: chunked
+        for _ in range(total // 10_000):
+            yield b" " * 10_000
+
+    chunked = client.post("/api/v1/exports", content=chunks(70_000),
+                          headers={"content-type": "application/json"})
+    assert "content-length" not in chunked.request.headers
+    assert chunked.status_code == 413 and chunked.json()["code"] == "BODY_TOO_LARGE"
+    small = client.post("/api/v1/exports", content=chunks(20_000),
+                        headers={"content-type": "application/json"})
+    assert small.status_code in (400, 422) and small.json()["code"] != "BODY_TOO_LARGE"
+    not_utf8 = client.post("/api/v1/exports", content=b'{"exportType": "\xff\xfe"}',
+                           headers={"content-type": "application/json"})
+    assert not_utf8.status_code == 400, not_utf8.text
+    assert not_utf8.json()["code"] == "INVALID_BODY" and not_utf8.json()["message"]
+
 
 def test_permission_and_app_scope_gate_create_and_retry(stack):
     nobody = stack.client("nobody", perms=[])

@@ -59,7 +59,9 @@ def _utc(value: Any) -> Any:
     """Database times are UTC; say so in the API (``...Z``)."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+    return (
+        value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+    )
 
 
 def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> ExportPublic:
@@ -125,24 +127,32 @@ def create_export(
     etype = runtime.registry.get(body.exportType)
     if etype is None:
         raise ValidationFailed(
-            f"unknown export type {body.exportType!r}", code="UNKNOWN_EXPORT_TYPE", field="exportType"
+            f"unknown export type {body.exportType!r}",
+            code="UNKNOWN_EXPORT_TYPE",
+            field="exportType",
         )
     if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
         # Same answer as an unknown type would leak which types exist; 403 is honest here
         # because the caller can list the types it may use.
-        raise Forbidden(
-            f"you may not create {etype.code} exports", code="PERMISSION_DENIED"
-        )
+        raise Forbidden(f"you may not create {etype.code} exports", code="PERMISSION_DENIED")
     if not etype.enabled:
         raise Conflict(f"{etype.code} exports are disabled", code="EXPORT_TYPE_DISABLED")
     fmt = body.format.strip().upper()
     if fmt not in ("CSV", "XLSX"):
         raise ValidationFailed(
-            f"format must be csv or xlsx, got {body.format!r}", code="INVALID_FORMAT", field="format"
+            f"format must be csv or xlsx, got {body.format!r}",
+            code="INVALID_FORMAT",
+            field="format",
         )
-    if idempotency_key is not None and body.requestId is not None and idempotency_key != body.requestId:
+    if (
+        idempotency_key is not None
+        and body.requestId is not None
+        and idempotency_key != body.requestId
+    ):
         raise ValidationFailed(
-            "Idempotency-Key and requestId differ", code="IDEMPOTENCY_KEY_MISMATCH", field="requestId"
+            "Idempotency-Key and requestId differ",
+            code="IDEMPOTENCY_KEY_MISMATCH",
+            field="requestId",
         )
     request_id = body.requestId or idempotency_key
     if request_id is not None and not 0 < len(request_id) <= 128:
@@ -175,19 +185,40 @@ def create_export(
             )
     except repository.LimitReached as exc:
         if exc.scope == "user":
-            message = f"you already have {exc.limit} exports queued or running; wait for one to finish"
+            message = (
+                f"you already have {exc.limit} exports queued or running; wait for one to finish"
+            )
         else:
-            message = f"too many {etype.code} exports are running right now; try again in a few minutes"
+            message = (
+                f"too many {etype.code} exports are running right now; try again in a few minutes"
+            )
         raise TooManyActiveTasks(
             message,
-            code="TOO_MANY_ACTIVE_TASKS" if exc.scope == "user" else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
+            code="TOO_MANY_ACTIVE_TASKS"
+            if exc.scope == "user"
+            else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
         ) from None
     task = result.task
     if result.reason == "key_reused":
+        differs = [
+            name
+            for name, same in (
+                ("export type", task["export_type"] == new.export_type),
+                ("format", task["format"] == new.format),
+                (
+                    "parameters",
+                    task["parameters_hash"] == repository.canonical_parameters(parameters)[1],
+                ),
+            )
+            if not same
+        ]
+        label = "requestId" if body.requestId is not None else "Idempotency-Key"
         raise Conflict(
-            f"requestId {request_id!r} was already used for a different export "
-            f"({task['export_type']}, {str(task['format']).lower()}, other parameters); use a new one",
-            code="IDEMPOTENCY_KEY_REUSED", field="requestId",
+            f"{label} {request_id!r} was already used for another export "
+            f"({task['export_type']}, {str(task['format']).lower()}); this request differs "
+            f"in {' and '.join(differs) or 'its content'}; use a new key",
+            code="IDEMPOTENCY_KEY_REUSED",
+            field=label,
         )
     if result.created:
         metrics.TASKS_CREATED.labels(etype.code).inc()
@@ -222,7 +253,9 @@ def create(
 def list_exports(
     user: CurrentUser,
     runtime: RuntimeDep,
-    state: Annotated[str | None, Query(description="queued, running, ... (comma-separated)")] = None,
+    state: Annotated[
+        str | None, Query(description="queued, running, ... (comma-separated)")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(description="nextCursor of the previous page")] = None,
 ) -> ExportsPublic:
@@ -230,23 +263,34 @@ def list_exports(
     statuses = None
     if state:
         try:
-            statuses = [_STATE_FILTER[s.strip().lower()].value for s in state.split(",") if s.strip()]
+            statuses = [
+                _STATE_FILTER[s.strip().lower()].value for s in state.split(",") if s.strip()
+            ]
         except KeyError:
             raise ValidationFailed(
-                f"state must be among {', '.join(_STATE_FILTER)}", code="INVALID_STATE", field="state"
+                f"state must be among {', '.join(_STATE_FILTER)}",
+                code="INVALID_STATE",
+                field="state",
             ) from None
     before_id = None
     if cursor:
         if not TASK_NO_PATTERN.match(cursor):
-            raise ValidationFailed("cursor must be the nextCursor of a previous page",
-                                   code="INVALID_CURSOR", field="cursor")
+            raise ValidationFailed(
+                "cursor must be the nextCursor of a previous page",
+                code="INVALID_CURSOR",
+                field="cursor",
+            )
         before_id = _visible_task(runtime, cursor, user)["id"]
     owner = None if user.can(DOWNLOAD_ALL) else user.user
     with runtime.engine.connect() as conn:
         rows = repository.list_tasks(
-            conn, tenant_id=user.tenant, app_code=user.app_code, requested_by=owner,
+            conn,
+            tenant_id=user.tenant,
+            app_code=user.app_code,
+            requested_by=owner,
             statuses=statuses,
-            limit=limit + 1, before_id=before_id,
+            limit=limit + 1,
+            before_id=before_id,
         )
     more = len(rows) > limit
     rows = rows[:limit]
@@ -283,7 +327,8 @@ def download(
     if unknown:
         # Files are named by the task only; a client-given name is refused (CASES E33).
         raise RequestError(
-            f"unknown query parameter {sorted(unknown)[0]!r}", code="UNKNOWN_PARAMETER",
+            f"unknown query parameter {sorted(unknown)[0]!r}",
+            code="UNKNOWN_PARAMETER",
             field=sorted(unknown)[0],
         )
     if signature is None:
@@ -292,7 +337,9 @@ def download(
         task = _visible_task(runtime, task_id, user)
         _require_file(task)
         url = sign_download(
-            runtime.settings.download_secret, task["task_no"], user.user,
+            runtime.settings.download_secret,
+            task["task_no"],
+            user.user,
             runtime.settings.api.download_link_ttl_seconds,
         )
         return RedirectResponse(url, status_code=307)
@@ -321,6 +368,11 @@ def download(
     )
 
 
+# HEAD on a download (download managers and link checkers ask it first): the same
+# checks and headers as GET, no body. Kept out of the OpenAPI schema.
+router.add_api_route("/{task_id}/download", download, methods=["HEAD"], include_in_schema=False)
+
+
 def _require_file(task: Mapping[str, Any]) -> None:
     status = TaskStatus(task["status"])
     if status == TaskStatus.EXPIRED:
@@ -340,7 +392,8 @@ def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic
         fresh = repository.read_task(conn, task["id"])
     if outcome is None:
         raise Conflict(
-            f"the export is {api_state(task['status'])} and cannot be cancelled", code="NOT_CANCELLABLE"
+            f"the export is {api_state(task['status'])} and cannot be cancelled",
+            code="NOT_CANCELLABLE",
         )
     assert fresh is not None
     return task_public(runtime, fresh, user)

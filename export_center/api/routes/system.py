@@ -33,6 +33,9 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+
+
 @router.get("/readyz", tags=["system"])
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     """Ready when the database answers and the registry is loaded."""
@@ -45,6 +48,9 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     return {"status": "ready", "exportTypes": len(runtime.registry.types)}
 
 
+router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
+
+
 @router.get("/metrics", tags=["system"])
 def prometheus_metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics; database gauges are computed with the database clock."""
@@ -52,7 +58,12 @@ def prometheus_metrics(runtime: RuntimeDep) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/api/v1/export-types", response_model=list[ExportTypePublic], tags=["exports"], responses=ERRORS)
+@router.get(
+    "/api/v1/export-types",
+    response_model=list[ExportTypePublic],
+    tags=["exports"],
+    responses=ERRORS,
+)
 def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePublic]:
     """Export types the caller may create (permission, app scope, enabled)."""
     return [
@@ -61,7 +72,12 @@ def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePubli
             title=t.title,
             formats=["csv", "xlsx"],
             parameters=[
-                {"name": p.name, "type": p.type, "required": p.required, **({"values": list(p.values)} if p.values else {})}
+                {
+                    "name": p.name,
+                    "type": p.type,
+                    "required": p.required,
+                    **({"values": list(p.values)} if p.values else {}),
+                }
                 for p in t.parameters
             ],
         )
@@ -74,7 +90,9 @@ def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePubli
 def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]:
     """Reload the export-type file; an invalid file keeps the old registry (409)."""
     if not user.can(ADMIN):
-        raise Forbidden("reloading the registry needs the admin permission", code="PERMISSION_DENIED")
+        raise Forbidden(
+            "reloading the registry needs the admin permission", code="PERMISSION_DENIED"
+        )
     try:
         registry = runtime.reload_registry()
     except RegistryError as exc:
@@ -82,7 +100,13 @@ def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]
     return {"status": "reloaded", "exportTypes": sorted(registry.types)}
 
 
-@router.post("/api/orders/export", status_code=202, response_model=ExportAccepted, tags=["orders"], responses=ERRORS)
+@router.post(
+    "/api/orders/export",
+    status_code=202,
+    response_model=ExportAccepted,
+    tags=["orders"],
+    responses=ERRORS,
+)
 def legacy_order_export(
     body: LegacyOrderExport,
     user: CurrentUser,
@@ -93,15 +117,20 @@ def legacy_order_export(
     """Seed 000's order export: an alias of the ORDERS type."""
     parameters = {k: v for k, v in {"from": body.from_, "to": body.to}.items() if v is not None}
     create = ExportCreate(
-        exportType="ORDERS", format=body.format, taskName="Orders export",
-        parameters=parameters, requestId=body.requestId,
+        exportType="ORDERS",
+        format=body.format,
+        taskName="Orders export",
+        parameters=parameters,
+        requestId=body.requestId,
     )
     return create_export(
         runtime, user, create, idempotency_key, response, progress_prefix="/api/orders/export/"
     )
 
 
-@router.get("/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=ERRORS)
+@router.get(
+    "/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=ERRORS
+)
 def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Seed 000's progress query: same answer as ``GET /api/v1/exports/{taskId}``."""
     return task_public(runtime, _visible_task(runtime, task_id, user), user)
