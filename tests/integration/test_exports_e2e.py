@@ -248,6 +248,22 @@ def test_list_is_newest_first_and_paginated(stack):
     done = client.get("/api/v1/exports", params={"state": "succeeded"}).json()["items"]
     assert len(done) == 3
     assert client.get("/api/v1/exports", params={"state": "bogus"}).status_code == 422
+    # Parameters the list does not have, or given twice, are refused, not ignored.
+    unknown = client.get("/api/v1/exports", params={"colour": "red"})
+    assert unknown.status_code == 400
+    assert (unknown.json()["code"], unknown.json()["field"]) == ("UNKNOWN_PARAMETER", "colour")
+    twice = client.get("/api/v1/exports?state=succeeded&state=failed")
+    assert twice.status_code == 400 and twice.json()["code"] == "REPEATED_PARAMETER"
+    both = client.get("/api/v1/exports", params={"state": "succeeded,failed"}).json()
+    assert len(both["items"]) == 3
+    detail = client.get(f"/api/v1/exports/{ids[0]}", params={"x": "1"})
+    assert detail.status_code == 400 and detail.json()["field"] == "x"
+    # A well-formed cursor that is not from this list is a bad cursor, not a missing task.
+    bob = stack.client("bob")
+    for cursor in (ids[0], "exp_" + "0" * 26):
+        wrong = bob.get("/api/v1/exports", params={"cursor": cursor})
+        assert wrong.status_code == 422, wrong.text
+        assert (wrong.json()["code"], wrong.json()["field"]) == ("INVALID_CURSOR", "cursor")
 
 
 def test_progress_is_written_per_batch(make_stack):

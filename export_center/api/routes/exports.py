@@ -101,6 +101,28 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
     )
 
 
+def _only_query(request: Request, allowed: set[str]) -> None:
+    """Refuse query parameters the endpoint does not have, or one given twice.
+
+    Raises:
+        RequestError: 400 ``UNKNOWN_PARAMETER`` or ``REPEATED_PARAMETER`` naming it.
+    """
+    names = [name for name, _ in request.query_params.multi_items()]
+    for name in names:
+        if name not in allowed:
+            raise RequestError(
+                f"unknown query parameter {name!r}", code="UNKNOWN_PARAMETER", field=name
+            )
+    for name in names:
+        if names.count(name) > 1:
+            raise RequestError(
+                f"query parameter {name!r} is given more than once; give it once "
+                "(state takes a comma-separated list)",
+                code="REPEATED_PARAMETER",
+                field=name,
+            )
+
+
 def _visible_task(runtime: Runtime, task_no: str, user: Identity) -> Mapping[str, Any]:
     """The task when the caller may see it; otherwise the same 404 as a missing task."""
     missing = NotFound("no such export task", code="TASK_NOT_FOUND")
@@ -251,6 +273,7 @@ def create(
 
 @router.get("", response_model=ExportsPublic, responses=ERRORS)
 def list_exports(
+    request: Request,
     user: CurrentUser,
     runtime: RuntimeDep,
     state: Annotated[
@@ -260,6 +283,7 @@ def list_exports(
     cursor: Annotated[str | None, Query(description="nextCursor of the previous page")] = None,
 ) -> ExportsPublic:
     """List the caller's tasks, newest first."""
+    _only_query(request, {"state", "limit", "cursor"})
     statuses = None
     if state:
         try:
@@ -280,7 +304,14 @@ def list_exports(
                 code="INVALID_CURSOR",
                 field="cursor",
             )
-        before_id = _visible_task(runtime, cursor, user)["id"]
+        try:
+            before_id = _visible_task(runtime, cursor, user)["id"]
+        except NotFound:
+            raise ValidationFailed(
+                "cursor must be the nextCursor of a previous page of this list",
+                code="INVALID_CURSOR",
+                field="cursor",
+            ) from None
     owner = None if user.can(DOWNLOAD_ALL) else user.user
     with runtime.engine.connect() as conn:
         rows = repository.list_tasks(
@@ -301,8 +332,9 @@ def list_exports(
 
 
 @router.get("/{task_id}", response_model=ExportPublic, responses=ERRORS)
-def detail(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
+def detail(task_id: str, request: Request, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
+    _only_query(request, set())
     return task_public(runtime, _visible_task(runtime, task_id, user), user)
 
 
