@@ -25,27 +25,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from export_center.columns import Column, ColumnType
 from export_center.values import BatchConverter, DecimalText, make_converters
 from export_center.writers import open_writer
+from providers.samples import ORDERS_COLUMNS  # the columns the e2e part exports
 
 __all__ = ["ORDERS_COLUMNS", "WRITERS", "make_batches", "run_writers"]
 
-ORDERS_COLUMNS = [
-    Column("o_orderkey", "Order key", ColumnType.INTEGER, 12),
-    Column("o_custkey", "Customer key", ColumnType.INTEGER, 12),
-    Column("c_name", "Customer name", ColumnType.STRING, 20),
-    Column("c_phone", "Phone", ColumnType.STRING, 16),
-    Column("c_mktsegment", "Market segment", ColumnType.STRING, 12),
-    Column("o_orderstatus", "Order status", ColumnType.STRING, 6),
-    Column("o_totalprice", "Total price", ColumnType.DECIMAL, 14),
-    Column("o_orderdate", "Order date", ColumnType.DATE, 12),
-    Column("o_orderpriority", "Priority", ColumnType.STRING, 16),
-    Column("o_clerk", "Clerk", ColumnType.STRING, 16),
-    Column("o_shippriority", "Ship priority", ColumnType.INTEGER, 8),
-    Column("o_comment", "Comment", ColumnType.STRING, 60),
-]
-"""The columns of the ORDERS sample provider (``providers/samples.py``)."""
 
 BATCH = 5_000
 _TEXT = (

@@ -423,24 +423,16 @@ def _bind_decimal(key: str) -> Converter:
 
 
 def _bind_date(key: str) -> Converter:
-    """DATE: each distinct ISO string is parsed once (bounded cache of ``date`` values)."""
-    seen: dict[str, _dt.date] = {}
-    known = seen.get
+    """DATE: each distinct ISO string is parsed once (a :class:`_DateCache`)."""
+    days = _DateCache()
 
     def convert_date(value: Any) -> Any:
-        if type(value) is str:
-            day = known(value)
-            if day is not None:
-                return day
-        if value is None:
-            return None
         try:
-            day = _to_date(value)
+            if type(value) is str:
+                return days[value]
+            return _to_date(value)
         except InvalidValue as exc:
             raise InvalidValue(exc.message, key) from None
-        if day is not None and type(value) is str and len(seen) < _DATE_CACHE_SIZE:
-            seen[value] = day
-        return day
 
     return convert_date
 

@@ -22,6 +22,10 @@ from export_center.embedded import ServerThread, free_port
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, day_range_utc
 
 
+CASES_TOKEN = "internal-token-for-the-cases-0123456789"
+"""The internal service token the CASES provider expects (fixture ``cases``)."""
+
+
 class CasesServer:
     """Both case providers on one loopback port."""
 

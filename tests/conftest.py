@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from tests.cases_provider import CASES_TOKEN, CasesServer
 from tests.helpers import Stack
 
 SAMPLE_SCALE = 0.01  # 15,000 orders, 1,500 customers
@@ -129,3 +130,12 @@ def make_stack(
 def stack(make_stack: Callable[..., Stack]) -> Stack:
     """One running stack with default test settings."""
     return make_stack()
+
+
+@pytest.fixture
+def cases(tmp_path: Path) -> Iterator[CasesServer]:
+    """The CASES provider (tests/cases_provider.py) serving on loopback."""
+    server = CasesServer(CASES_TOKEN, tmp_path / "events.db")
+    server.start()
+    yield server
+    server.stop()

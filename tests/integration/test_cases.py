@@ -15,19 +15,11 @@ import openpyxl
 import orjson
 import pytest
 
-from tests.cases_provider import CasesServer, cases_registry
+from tests.cases_provider import CASES_TOKEN as TOKEN
+from tests.cases_provider import cases_registry
 from tests.helpers import create, download, read_csv, wait_state
 
-TOKEN = "internal-token-for-the-cases-0123456789"
 PERMS = ["export:cases:create", "export:orders:create"]
-
-
-@pytest.fixture
-def cases(tmp_path):
-    server = CasesServer(TOKEN, tmp_path / "events.db")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

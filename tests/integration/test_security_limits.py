@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import orjson
 import pytest
@@ -10,10 +9,10 @@ from sqlalchemy import update
 
 from export_center.db import db_now_plus
 from export_center.models import ExportTask
-from tests.cases_provider import CasesServer, cases_registry
+from tests.cases_provider import CASES_TOKEN as TOKEN
+from tests.cases_provider import cases_registry
 from tests.helpers import create, wait_state
 
-TOKEN = "internal-token-for-the-cases-0123456789"
 T = ExportTask.__table__
 
 
@@ -90,14 +89,6 @@ def test_files_past_retention_answer_410_and_are_deleted(stack):
     assert client.get(f"/api/v1/exports/{detail['taskId']}").json()["state"] == "expired"
     assert list(stack.runtime.storage.list()) == []
     assert stack.client(None).get(link).status_code == 410
-
-
-@pytest.fixture
-def cases(tmp_path):
-    server = CasesServer(TOKEN, tmp_path / "events.db")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _page(rows_json: str, columns: list[tuple[str, str]], more: bool = False) -> str:
