@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, create_engine, event
+from sqlalchemy import DateTime, Dialect, Engine, String, create_engine, event
+from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["db_now", "db_now_plus", "make_engine", "is_sqlite"]
+__all__ = ["ExactString", "binary_collation", "db_now", "db_now_plus", "is_sqlite", "make_engine"]
 
 # SQLite text timestamps use SQLAlchemy's own storage format (6 fractional digits) so
 # values written by SQL and by Python compare correctly as strings.
@@ -65,6 +67,47 @@ def _now_plus_sqlite(element: db_now_plus, compiler: Any, **kw: Any) -> str:
         "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', printf('%%+.3f seconds', %s)) || '000'"
         % compiler.process(seconds, **kw)
     ).replace("%%", "%")
+
+
+def binary_collation(dialect: Dialect) -> str:
+    """The utf8mb4 collation that compares byte for byte, trailing spaces included.
+
+    MariaDB calls it ``utf8mb4_nopad_bin``; MySQL 8 ``utf8mb4_0900_bin``. Both are
+    binary and NO PAD: ``'acme'``, ``'ACME'`` and ``'acme '`` are three values, as in
+    Python. (``utf8mb4_bin`` is PAD SPACE: it still ignores trailing spaces.)
+    """
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+
+
+class ExactString(TypeDecorator[str]):
+    """A ``VARCHAR(length)`` whose equality is byte for byte on every database.
+
+    Identity and key columns (tenant, app, owner, idempotency key, task id, event id,
+    object key, lease owner) use it, so that SQL decides exactly what Python decides,
+    whatever the server's default collation (a case-insensitive ``utf8mb4_unicode_ci``
+    would make ``acme`` and ``ACME`` one tenant). On MySQL and MariaDB the column gets
+    :func:`binary_collation`; SQLite compares text bytewise already.
+
+    Args:
+        length: the column length in characters.
+    """
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[str]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(
+                mysql.VARCHAR(self.length, charset="utf8mb4", collation=binary_collation(dialect))
+            )
+        return dialect.type_descriptor(String(self.length))
+
+    def __repr__(self) -> str:
+        return f"ExactString({self.length})"
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -2,7 +2,9 @@
 
 Columns follow DESIGN.md "Tables" and seed 002 §7.2-§7.3, §8.3.1. The reference MySQL
 DDL is ``sql/mysql/schema.sql``; a migration test keeps it equal to the Alembic head.
-Times are ``DATETIME(3)`` on MySQL (UTC, written by the database clock).
+Times are ``DATETIME(3)`` on MySQL (UTC, written by the database clock). Identity and
+key columns are :class:`~export_center.db.ExactString`: compared byte for byte on every
+database (binary, no-pad collation on MySQL/MariaDB).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from export_center.db import ExactString
 
 __all__ = ["Base", "ExportOutbox", "ExportTask", "ExportTaskGuard", "GUARD_ROW_ID"]
 
@@ -56,16 +60,16 @@ class ExportTask(Base):
     __tablename__ = "export_task"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    task_no: Mapped[str] = mapped_column(String(32), nullable=False, unique=True)
-    export_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    task_no: Mapped[str] = mapped_column(ExactString(32), nullable=False, unique=True)
+    export_type: Mapped[str] = mapped_column(ExactString(64), nullable=False)
     format: Mapped[str] = mapped_column(String(8), nullable=False)
     task_name: Mapped[str] = mapped_column(String(200), nullable=False)
     parameters_json: Mapped[str] = mapped_column(Text, nullable=False)
-    parameters_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    request_id: Mapped[str | None] = mapped_column(String(128))
-    tenant_id: Mapped[str] = mapped_column(String(64), nullable=False)
-    app_code: Mapped[str] = mapped_column(String(32), nullable=False)
-    requested_by: Mapped[str] = mapped_column(String(128), nullable=False)
+    parameters_hash: Mapped[str] = mapped_column(ExactString(64), nullable=False)
+    request_id: Mapped[str | None] = mapped_column(ExactString(128))
+    tenant_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
+    app_code: Mapped[str] = mapped_column(ExactString(32), nullable=False)
+    requested_by: Mapped[str] = mapped_column(ExactString(128), nullable=False)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     phase: Mapped[str] = mapped_column(String(16), nullable=False)
     processed_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
@@ -74,7 +78,7 @@ class ExportTask(Base):
     attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=3)
     next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
-    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_owner: Mapped[str | None] = mapped_column(ExactString(128))
     lease_until: Mapped[datetime | None] = mapped_column(Ts)
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(Ts)
     execution_deadline_at: Mapped[datetime | None] = mapped_column(Ts)
@@ -82,12 +86,15 @@ class ExportTask(Base):
     failure_code: Mapped[str | None] = mapped_column(String(64))
     failure_message: Mapped[str | None] = mapped_column(String(1000))
     warning_message: Mapped[str | None] = mapped_column(String(1000))
-    object_key: Mapped[str | None] = mapped_column(String(512))
+    object_key: Mapped[str | None] = mapped_column(ExactString(512))
     file_name: Mapped[str | None] = mapped_column(String(255))
     content_type: Mapped[str | None] = mapped_column(String(128))
     size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     row_count: Mapped[int | None] = mapped_column(BigInteger)
-    trace_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    trace_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
+    time_zone: Mapped[str] = mapped_column(
+        String(64), nullable=False, server_default=text("'UTC'")
+    )
     requested_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
     started_at: Mapped[datetime | None] = mapped_column(Ts)
     completed_at: Mapped[datetime | None] = mapped_column(Ts)
@@ -110,17 +117,17 @@ class ExportOutbox(Base):
     __tablename__ = "export_outbox"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    event_id: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    event_id: Mapped[str] = mapped_column(ExactString(64), nullable=False, unique=True)
     task_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False)
     topic: Mapped[str] = mapped_column(String(128), nullable=False)
     tag: Mapped[str] = mapped_column(String(64), nullable=False)
-    message_key: Mapped[str] = mapped_column(String(64), nullable=False)
+    message_key: Mapped[str] = mapped_column(ExactString(64), nullable=False)
     payload_json: Mapped[str] = mapped_column(Text, nullable=False)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
-    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_owner: Mapped[str | None] = mapped_column(ExactString(128))
     lease_until: Mapped[datetime | None] = mapped_column(Ts)
     sent_at: Mapped[datetime | None] = mapped_column(Ts)
     last_error: Mapped[str | None] = mapped_column(String(1000))
@@ -139,5 +146,5 @@ class ExportTaskGuard(Base):
 
     __tablename__ = "export_task_guard"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    id: Mapped[str] = mapped_column(ExactString(32), primary_key=True)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)

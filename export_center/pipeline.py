@@ -242,7 +242,7 @@ class ExportRun:
                 self.ext,
                 stream,
                 columns,
-                time_zone=settings.task.time_zone,
+                time_zone=self.task["time_zone"],
                 max_bytes=max_bytes,
             )
             while True:

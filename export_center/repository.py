@@ -21,6 +21,7 @@ import orjson
 from sqlalchemy import Connection, and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
+from export_center.access import Scope
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id, new_task_no, new_trace_id
 from export_center.models import GUARD_ROW_ID, ExportOutbox, ExportTask, ExportTaskGuard
@@ -92,6 +93,7 @@ class NewTask:
     requested_by: str
     max_attempts: int
     request_id: str | None = None
+    time_zone: str = "UTC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +161,7 @@ def create_task(
                 existing["export_type"] == new.export_type
                 and existing["format"] == new.format
                 and existing["parameters_hash"] == params_hash
+                and existing["time_zone"] == new.time_zone
             )
             return CreateResult(existing, False, "idempotent" if same else "key_reused")
     active = [TaskStatus.PENDING.value, TaskStatus.RUNNING.value]
@@ -170,6 +173,7 @@ def create_task(
             T.c.export_type == new.export_type,
             T.c.format == new.format,
             T.c.parameters_hash == params_hash,
+            T.c.time_zone == new.time_zone,
             T.c.status.in_(active),
             T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),
         )
@@ -216,6 +220,7 @@ def create_task(
             next_retry_at=db_now(),
             cancel_requested=False,
             trace_id=trace_id,
+            time_zone=new.time_zone,
             requested_at=db_now(),
             updated_at=db_now(),
         )
@@ -686,19 +691,17 @@ def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -
 def list_tasks(
     conn: Connection,
     *,
-    tenant_id: str,
-    app_code: str,
-    requested_by: str | None,
+    scope: Scope,
     statuses: Sequence[str] | None,
     limit: int,
     before_id: int | None,
 ) -> list[TaskRow]:
-    """Tasks of one requester (or of the whole tenant and app when None), newest first,
-    keyset paged. The tenant and the app always filter, as for a single task (DESIGN.md
-    "API": tasks are private to their tenant and app)."""
-    conds = [T.c.tenant_id == tenant_id, T.c.app_code == app_code]
-    if requested_by is not None:
-        conds.append(T.c.requested_by == requested_by)
+    """Tasks visible in ``scope`` (tenant and app always; the owner unless the scope is
+    the whole tenant), newest first, keyset paged by ``id < before_id``. The identity
+    columns compare byte for byte (binary collation), as :func:`access.in_scope` does."""
+    conds = [T.c.tenant_id == scope.tenant_id, T.c.app_code == scope.app_code]
+    if scope.owner is not None:
+        conds.append(T.c.requested_by == scope.owner)
     if statuses:
         conds.append(T.c.status.in_(list(statuses)))
     if before_id is not None:

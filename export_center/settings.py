@@ -16,8 +16,9 @@ import secrets
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
+from zoneinfo import available_timezones
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
@@ -90,7 +91,18 @@ class TaskSettings(BaseModel):
     progress_every_seconds: float = Field(
         0.5, description="Progress is written at batch ends, at most this often"
     )
-    time_zone: str = Field("UTC", description="Time zone in which tz-aware datetimes are written")
+    time_zone: str = Field(
+        "UTC",
+        description="Default time zone (IANA name) of an export's date-times; "
+        "a create may choose another with timeZone",
+    )
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value not in available_timezones():
+            raise ValueError(f"not an IANA time zone name: {value!r} (e.g. Asia/Shanghai, UTC)")
+        return value
 
 
 class ProviderSettings(BaseModel):

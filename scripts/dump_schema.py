@@ -25,6 +25,9 @@ TABLES = ("export_task", "export_outbox", "export_task_guard")
 HEADER = """-- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 -- Generated from the Alembic head by scripts/dump_schema.py; do not edit by hand.
 -- tests/migrations/test_migrations.py fails when this file and the migrations differ.
+-- Identity and key columns compare byte for byte: binary NO PAD collation, which MariaDB
+-- names utf8mb4_nopad_bin and MySQL 8 utf8mb4_0900_bin (the migrations pick the right
+-- name; on MySQL 8 replace it in this file before running it by hand).
 """
 
 

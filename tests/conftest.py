@@ -34,12 +34,15 @@ def mariadb_base_url() -> str:
     return url
 
 
-def _fresh_mariadb(prefix: str) -> tuple[str, Callable[[], None]]:
+def _fresh_mariadb(prefix: str, collation: str | None = None) -> tuple[str, Callable[[], None]]:
+    """A new empty MariaDB database (``utf8mb4``, the server's default collation unless
+    ``collation`` is given) and the function that drops it."""
     base = make_url(mariadb_base_url())
     name = f"export_center_{prefix}_{uuid.uuid4().hex[:10]}"
     admin = create_engine(base)
+    collate = f" COLLATE {collation}" if collation else ""
     with admin.begin() as conn:
-        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4{collate}"))
     admin.dispose()
 
     def drop() -> None:

@@ -9,14 +9,16 @@ Each violation raises :class:`ValidationFailed` naming the field path.
 from __future__ import annotations
 
 from datetime import date
+from functools import lru_cache
 from typing import Any
+from zoneinfo import available_timezones
 
 import orjson
 
 from export_center.errors import ValidationFailed
 from export_center.registry import ExportType, ParameterSpec
 
-__all__ = ["validate_parameters"]
+__all__ = ["validate_parameters", "validate_time_zone"]
 
 MAX_KEYS = 20
 MAX_JSON_BYTES = 4096
@@ -125,3 +127,28 @@ def validate_parameters(etype: ExportType, parameters: dict[str, Any]) -> dict[s
                 field=f"parameters.{etype.date_range[0]}",
             )
     return {k: v for k, v in parameters.items() if v is not None}
+
+
+@lru_cache(maxsize=1)
+def _zones() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def validate_time_zone(value: str | None, default: str) -> str:
+    """The export's time zone: ``value`` when it is an IANA zone name, else ``default``.
+
+    Names are exact (``Asia/Shanghai``; ``asia/shanghai`` and offsets such as ``+08:00``
+    are refused), so one zone is always stored under one name.
+
+    Raises:
+        ValidationFailed: ``INVALID_TIME_ZONE`` on field ``timeZone``.
+    """
+    if value is None:
+        return default
+    if value not in _zones():
+        raise ValidationFailed(
+            f"timeZone must be an IANA time zone name such as Asia/Shanghai or UTC, got {value!r}",
+            code="INVALID_TIME_ZONE",
+            field="timeZone",
+        )
+    return value

@@ -31,6 +31,12 @@ class ExportCreate(BaseModel):
     requestId: str | None = Field(
         default=None, min_length=1, max_length=128, description="Idempotency key"
     )
+    timeZone: str | None = Field(
+        default=None,
+        max_length=64,
+        description="IANA time zone the file's date-times are written in "
+        "(default: the deployment's)",
+    )
 
 
 class LegacyOrderExport(BaseModel):
@@ -66,6 +72,7 @@ class ExportPublic(BaseModel):
     exportType: str
     format: str
     taskName: str
+    timeZone: str
     state: str
     phase: str
     processed: int

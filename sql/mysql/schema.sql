@@ -1,19 +1,22 @@
 -- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 -- Generated from the Alembic head by scripts/dump_schema.py; do not edit by hand.
 -- tests/migrations/test_migrations.py fails when this file and the migrations differ.
+-- Identity and key columns compare byte for byte: binary NO PAD collation, which MariaDB
+-- names utf8mb4_nopad_bin and MySQL 8 utf8mb4_0900_bin (the migrations pick the right
+-- name; on MySQL 8 replace it in this file before running it by hand).
 
 CREATE TABLE IF NOT EXISTS `export_task` (
   `id` bigint(20) NOT NULL AUTO_INCREMENT,
-  `task_no` varchar(32) NOT NULL,
-  `export_type` varchar(64) NOT NULL,
+  `task_no` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `export_type` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `format` varchar(8) NOT NULL,
   `task_name` varchar(200) NOT NULL,
   `parameters_json` text NOT NULL,
-  `parameters_hash` varchar(64) NOT NULL,
-  `request_id` varchar(128) DEFAULT NULL,
-  `tenant_id` varchar(64) NOT NULL,
-  `app_code` varchar(32) NOT NULL,
-  `requested_by` varchar(128) NOT NULL,
+  `parameters_hash` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `request_id` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `app_code` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `requested_by` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `status` varchar(16) NOT NULL,
   `phase` varchar(16) NOT NULL,
   `processed_rows` bigint(20) NOT NULL,
@@ -22,25 +25,26 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `attempt_count` int(11) NOT NULL,
   `max_attempts` int(11) NOT NULL,
   `next_retry_at` datetime(3) NOT NULL,
-  `lease_owner` varchar(128) DEFAULT NULL,
+  `lease_owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
   `lease_until` datetime(3) DEFAULT NULL,
   `last_heartbeat_at` datetime(3) DEFAULT NULL,
   `execution_deadline_at` datetime(3) DEFAULT NULL,
   `cancel_requested` tinyint(1) NOT NULL,
   `failure_code` varchar(64) DEFAULT NULL,
   `failure_message` varchar(1000) DEFAULT NULL,
-  `object_key` varchar(512) DEFAULT NULL,
+  `object_key` varchar(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
   `file_name` varchar(255) DEFAULT NULL,
   `content_type` varchar(128) DEFAULT NULL,
   `size_bytes` bigint(20) DEFAULT NULL,
   `row_count` bigint(20) DEFAULT NULL,
-  `trace_id` varchar(64) NOT NULL,
+  `trace_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `requested_at` datetime(3) NOT NULL,
   `started_at` datetime(3) DEFAULT NULL,
   `completed_at` datetime(3) DEFAULT NULL,
   `expires_at` datetime(3) DEFAULT NULL,
   `updated_at` datetime(3) NOT NULL,
   `warning_message` varchar(1000) DEFAULT NULL,
+  `time_zone` varchar(64) NOT NULL DEFAULT 'UTC',
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),
@@ -53,17 +57,17 @@ CREATE TABLE IF NOT EXISTS `export_task` (
 
 CREATE TABLE IF NOT EXISTS `export_outbox` (
   `id` bigint(20) NOT NULL AUTO_INCREMENT,
-  `event_id` varchar(64) NOT NULL,
+  `event_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `task_id` bigint(20) NOT NULL,
   `dispatch_version` int(11) NOT NULL,
   `topic` varchar(128) NOT NULL,
   `tag` varchar(64) NOT NULL,
-  `message_key` varchar(64) NOT NULL,
+  `message_key` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `payload_json` text NOT NULL,
   `status` varchar(16) NOT NULL,
   `attempt_count` int(11) NOT NULL,
   `next_retry_at` datetime(3) NOT NULL,
-  `lease_owner` varchar(128) DEFAULT NULL,
+  `lease_owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
   `lease_until` datetime(3) DEFAULT NULL,
   `sent_at` datetime(3) DEFAULT NULL,
   `last_error` varchar(1000) DEFAULT NULL,
@@ -77,7 +81,7 @@ CREATE TABLE IF NOT EXISTS `export_outbox` (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `export_task_guard` (
-  `id` varchar(32) NOT NULL,
+  `id` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `updated_at` datetime(3) NOT NULL,
   PRIMARY KEY (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

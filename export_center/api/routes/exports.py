@@ -12,7 +12,9 @@ from fastapi.responses import FileResponse, RedirectResponse
 
 from export_center import metrics, repository
 from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
-from export_center.api.params import validate_parameters
+from export_center.access import in_scope, scope_of
+from export_center.api.params import validate_parameters, validate_time_zone
+from export_center.api.service import link_scope, task_in_scope, visible_task
 from export_center.api.schemas import (
     ErrorBody,
     ExportAccepted,
@@ -21,7 +23,7 @@ from export_center.api.schemas import (
     ExportsPublic,
     TaskError,
 )
-from export_center.auth import DOWNLOAD_ALL, Identity
+from export_center.auth import Identity
 from export_center.errors import (
     Conflict,
     Forbidden,
@@ -39,6 +41,9 @@ from export_center.runtime import Runtime
 from export_center.states import TaskStatus, api_state
 
 __all__ = ["create_export", "router", "task_public"]
+
+#: Query fields of a signed download link (all of them are signed).
+LINK_FIELDS = ("expires", "user", "tenant", "app", "scope", "signature")
 
 router = APIRouter(prefix="/api/v1/exports", tags=["exports"])
 
@@ -76,6 +81,7 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
             runtime.settings.download_secret,
             task["task_no"],
             viewer.user,
+            link_scope(task, viewer),
             runtime.settings.api.download_link_ttl_seconds,
         )
     finished = task["completed_at"] if status.is_terminal else None
@@ -84,6 +90,7 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         exportType=task["export_type"],
         format=str(task["format"]).lower(),
         taskName=task["task_name"],
+        timeZone=task["time_zone"],
         state=api_state(status),
         phase=task["phase"],
         processed=task["processed_rows"],
@@ -121,20 +128,6 @@ def _only_query(request: Request, allowed: set[str]) -> None:
                 code="REPEATED_PARAMETER",
                 field=name,
             )
-
-
-def _visible_task(runtime: Runtime, task_no: str, user: Identity) -> Mapping[str, Any]:
-    """The task when the caller may see it; otherwise the same 404 as a missing task."""
-    missing = NotFound("no such export task", code="TASK_NOT_FOUND")
-    if not TASK_NO_PATTERN.match(task_no):
-        raise missing
-    with runtime.engine.connect() as conn:
-        task = repository.read_task_by_no(conn, task_no)
-    if task is None or task["tenant_id"] != user.tenant or task["app_code"] != user.app_code:
-        raise missing
-    if task["requested_by"] != user.user and not user.can(DOWNLOAD_ALL):
-        raise missing
-    return task
 
 
 def create_export(
@@ -180,6 +173,7 @@ def create_export(
     if request_id is not None and not 0 < len(request_id) <= 128:
         raise ValidationFailed("Idempotency-Key must have 1..128 characters", field="requestId")
     parameters = validate_parameters(etype, body.parameters)
+    time_zone = validate_time_zone(body.timeZone, runtime.settings.task.time_zone)
     new = repository.NewTask(
         export_type=etype.code,
         format=fmt,
@@ -190,6 +184,7 @@ def create_export(
         requested_by=user.user,
         max_attempts=etype.max_attempts,
         request_id=request_id,
+        time_zone=time_zone,
     )
     limits = runtime.settings.limits
     try:
@@ -227,6 +222,7 @@ def create_export(
             for name, same in (
                 ("export type", task["export_type"] == new.export_type),
                 ("format", task["format"] == new.format),
+                ("time zone", task["time_zone"] == new.time_zone),
                 (
                     "parameters",
                     task["parameters_hash"] == repository.canonical_parameters(parameters)[1],
@@ -305,29 +301,26 @@ def list_exports(
                 field="cursor",
             )
         try:
-            before_id = _visible_task(runtime, cursor, user)["id"]
+            before_id = visible_task(runtime, cursor, user)["id"]
         except NotFound:
             raise ValidationFailed(
                 "cursor must be the nextCursor of a previous page of this list",
                 code="INVALID_CURSOR",
                 field="cursor",
             ) from None
-    owner = None if user.can(DOWNLOAD_ALL) else user.user
+    scope = scope_of(user)
     with runtime.engine.connect() as conn:
         rows = repository.list_tasks(
-            conn,
-            tenant_id=user.tenant,
-            app_code=user.app_code,
-            requested_by=owner,
-            statuses=statuses,
-            limit=limit + 1,
-            before_id=before_id,
+            conn, scope=scope, statuses=statuses, limit=limit + 1, before_id=before_id
         )
     more = len(rows) > limit
-    rows = rows[:limit]
+    next_cursor = rows[limit - 1]["task_no"] if more else None
+    # The same rule in Python on every row: a database whose collation ignored case or
+    # trailing spaces still could not widen the list.
+    rows = [row for row in rows[:limit] if in_scope(row, scope)]
     return ExportsPublic(
         items=[task_public(runtime, r, user) for r in rows],
-        nextCursor=rows[-1]["task_no"] if more else None,
+        nextCursor=next_cursor,
     )
 
 
@@ -335,7 +328,7 @@ def list_exports(
 def detail(task_id: str, request: Request, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
     _only_query(request, set())
-    return task_public(runtime, _visible_task(runtime, task_id, user), user)
+    return task_public(runtime, visible_task(runtime, task_id, user), user)
 
 
 def content_disposition(file_name: str) -> str:
@@ -350,42 +343,48 @@ def download(
     request: Request,
     runtime: RuntimeDep,
     user: OptionalUser,
-    expires: str | None = None,
-    signature: str | None = None,
-    link_user: Annotated[str | None, Query(alias="user")] = None,
+    expires: Annotated[str | None, Query(description="signed link: expiry (Unix s)")] = None,
+    link_user: Annotated[str | None, Query(alias="user", description="signed link: user")] = None,
+    tenant: Annotated[str | None, Query(description="signed link: tenant")] = None,
+    app: Annotated[str | None, Query(description="signed link: app code")] = None,
+    scope: Annotated[str | None, Query(description="signed link: own or all")] = None,
+    signature: Annotated[str | None, Query(description="signed link: HMAC-SHA256")] = None,
 ) -> Response:
     """Download the file: with a bearer token, redirect to a signed link; with a link, the file."""
-    unknown = set(request.query_params) - {"expires", "signature", "user"}
-    if unknown:
-        # Files are named by the task only; a client-given name is refused (CASES E33).
-        raise RequestError(
-            f"unknown query parameter {sorted(unknown)[0]!r}",
-            code="UNKNOWN_PARAMETER",
-            field=sorted(unknown)[0],
-        )
+    _only_query(request, set(LINK_FIELDS))
     if signature is None:
         if user is None:
             raise Unauthorized("a bearer token or a signed link is required", code="UNAUTHORIZED")
-        task = _visible_task(runtime, task_id, user)
+        task = visible_task(runtime, task_id, user)
         _require_file(task)
         url = sign_download(
             runtime.settings.download_secret,
             task["task_no"],
             user.user,
+            link_scope(task, user),
             runtime.settings.api.download_link_ttl_seconds,
         )
         return RedirectResponse(url, status_code=307)
     if not TASK_NO_PATTERN.match(task_id):
         raise NotFound("no such export task", code="TASK_NOT_FOUND")
-    verify_download(
-        runtime.settings.download_secret, task_id, link_user or "", expires or "", signature
+    grant = verify_download(
+        runtime.settings.download_secret,
+        task_id,
+        user=link_user or "",
+        tenant=tenant or "",
+        app=app or "",
+        scope=scope or "",
+        expires=expires or "",
+        signature=signature,
     )
-    if user is not None and user.user != link_user:
+    if user is not None and (
+        user.user != grant.user
+        or user.tenant != grant.scope.tenant_id
+        or user.app_code != grant.scope.app_code
+    ):
         raise Forbidden("this download link was issued to another user", code="LINK_NOT_YOURS")
-    with runtime.engine.connect() as conn:
-        task = repository.read_task_by_no(conn, task_id)
-    if task is None:
-        raise NotFound("no such export task", code="TASK_NOT_FOUND")
+    # The link's own scope decides, with the rule every route applies.
+    task = task_in_scope(runtime, task_id, grant.scope)
     _require_file(task)
     with runtime.engine.connect() as conn:
         if repository.retention_passed(conn, task["id"]):
@@ -418,7 +417,7 @@ def _require_file(task: Mapping[str, Any]) -> None:
 @router.post("/{task_id}/cancel", status_code=202, response_model=ExportPublic, responses=ERRORS)
 def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Cancel a queued task at once, or ask a running one to stop (within 10 s)."""
-    task = _visible_task(runtime, task_id, user)
+    task = visible_task(runtime, task_id, user)
     with runtime.engine.begin() as conn:
         outcome = repository.request_cancel(conn, task["id"])
         fresh = repository.read_task(conn, task["id"])
@@ -434,7 +433,7 @@ def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic
 @router.post("/{task_id}/retry", status_code=202, response_model=ExportPublic, responses=ERRORS)
 def retry(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Run a failed export again (new dispatch version, counters reset)."""
-    task = _visible_task(runtime, task_id, user)
+    task = visible_task(runtime, task_id, user)
     etype = runtime.registry.get(task["export_type"])
     if etype is None or not etype.enabled:
         raise Conflict(f"{task['export_type']} exports are disabled", code="EXPORT_TYPE_DISABLED")

@@ -10,7 +10,8 @@ from sqlalchemy import text
 
 from export_center import metrics
 from export_center.api.deps import CurrentUser, RuntimeDep
-from export_center.api.routes.exports import ERRORS, _visible_task, create_export, task_public
+from export_center.api.routes.exports import ERRORS, create_export, task_public
+from export_center.api.service import visible_task
 from export_center.api.schemas import (
     ExportAccepted,
     ExportCreate,
@@ -133,4 +134,4 @@ def legacy_order_export(
 )
 def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Seed 000's progress query: same answer as ``GET /api/v1/exports/{taskId}``."""
-    return task_public(runtime, _visible_task(runtime, task_id, user), user)
+    return task_public(runtime, visible_task(runtime, task_id, user), user)
