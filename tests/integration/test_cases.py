@@ -183,6 +183,38 @@ def test_e13_tz_aware_datetimes_in_the_export_time_zone(case_stack, cases):
                                                  "2024-03-01 20:00:00"]
 
 
+def test_each_export_takes_its_own_time_zone(case_stack, cases):
+    # One deployment (default Asia/Shanghai), users in other zones: the zone is a create
+    # field, kept on the task, and decides the wall times of that export's file only.
+    values = ["2024-03-01T04:00:00Z", "2024-07-01T04:00:00Z"]
+    cases.pages = [page([{"at": v} for v in values], columns=[("at", "DATETIME")])]
+    client = case_stack.client(perms=PERMS)
+    walls = {}
+    for zone in (None, "America/New_York", "Europe/Berlin", "UTC"):
+        body = {"exportType": "CASES", "parameters": {}, **({"timeZone": zone} if zone else {})}
+        answer = create(client, "csv", **body)
+        assert answer.status_code == 202, answer.text
+        detail = wait_state(client, answer.json()["taskId"], timeout=60)
+        assert detail["state"] == "succeeded" and detail["timeZone"] == (zone or "Asia/Shanghai")
+        walls[zone] = [r[0] for r in read_csv(download(client, detail))[1:]]
+    assert walls == {
+        None: ["2024-03-01 12:00:00", "2024-07-01 12:00:00"],
+        "America/New_York": ["2024-02-29 23:00:00", "2024-07-01 00:00:00"],
+        "Europe/Berlin": ["2024-03-01 05:00:00", "2024-07-01 06:00:00"],
+        "UTC": ["2024-03-01 04:00:00", "2024-07-01 04:00:00"],
+    }
+    for bad in ("asia/shanghai", "+08:00", "Mars/Olympus", "../../etc/passwd", "", "UTC "):
+        refused = create(client, "csv", exportType="CASES", parameters={}, timeZone=bad)
+        assert refused.status_code == 422, (bad, refused.text)
+        assert (refused.json()["code"], refused.json()["field"]) == ("INVALID_TIME_ZONE", "timeZone")
+    first = create(client, "csv", exportType="CASES", parameters={}, requestId="tz-1", timeZone="UTC")
+    assert first.status_code == 202
+    reused = create(client, "csv", exportType="CASES", parameters={}, requestId="tz-1",
+                    timeZone="Asia/Tokyo")
+    assert reused.status_code == 409 and "time zone" in reused.json()["message"]
+    wait_state(client, first.json()["taskId"], timeout=60)
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e400"])
 def test_e15_nan_and_infinity_fail_naming_row_and_column(case_stack, cases, literal):
     cols = [("id", "INTEGER"), ("v", "DECIMAL")]
