@@ -60,20 +60,47 @@ def issue_token(
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
-def decode_token(secret: str, token: str) -> Identity:
+def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Identity:
     """Verify a bearer token and return the identity.
 
+    Args:
+        secret: the HS256 secret.
+        token: the compact JWT.
+        leeway_seconds: clock skew tolerated on ``exp``, ``nbf`` and ``iat`` (identity
+            providers' clocks drift; a token issued 5 s "in the future" is fine).
+
     Raises:
-        Unauthorized: bad signature, expired, or a required claim missing.
+        Unauthorized: ``TOKEN_EXPIRED``; ``TOKEN_WRONG_KEY`` when the signature does not
+            match this server's secret (a token made for another installation);
+            ``TOKEN_INVALID`` for anything else (malformed, not yet valid, a claim
+            missing or of the wrong type).
     """
     try:
         claims = jwt.decode(
-            token, secret, algorithms=["HS256"], options={"require": ["sub", "tenant", "exp"]}
+            token,
+            secret,
+            algorithms=["HS256"],
+            leeway=leeway_seconds,
+            options={"require": ["sub", "tenant", "exp"]},
         )
     except jwt.ExpiredSignatureError:
         raise Unauthorized("the bearer token has expired", code="TOKEN_EXPIRED") from None
-    except jwt.PyJWTError:
-        raise Unauthorized("the bearer token is not valid", code="TOKEN_INVALID") from None
+    except jwt.InvalidSignatureError:
+        raise Unauthorized(
+            "the bearer token was signed with another key than this server's: make tokens "
+            "with `export-center token` using the same data directory (EXPORT_CENTER_DATA_DIR) "
+            "or EXPORT_CENTER_API__JWT_SECRET as the server; the server prints its data "
+            "directory when it starts",
+            code="TOKEN_WRONG_KEY",
+        ) from None
+    except jwt.ImmatureSignatureError:
+        raise Unauthorized(
+            "the bearer token is not valid yet (nbf or iat is in the future beyond the "
+            f"{leeway_seconds:g} s clock leeway); check the issuer's clock",
+            code="TOKEN_NOT_YET_VALID",
+        ) from None
+    except jwt.PyJWTError as exc:
+        raise Unauthorized(f"the bearer token is not valid: {exc}", code="TOKEN_INVALID") from None
     perms = claims.get("perms") or []
     if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
         raise Unauthorized("the perms claim must be a list of strings", code="TOKEN_INVALID")

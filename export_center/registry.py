@@ -22,6 +22,13 @@ An entry::
         - {name: status, type: enum, values: [O, F, P]}
       date_range: [from, to]        # from <= to, both inclusive
 
+YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` /
+``false`` are booleans and only digits are numbers, so ``NO`` (Norway), ``on``, ``y`` and
+``2024-01-01`` stay text, as YAML 1.2 and TOML read them (YAML 1.1 loaders would turn
+``NO`` into false). Every field that holds text must be text in the file: a number, a
+boolean or a null where text is expected is refused with a sentence that says to quote
+it, never converted silently.
+
 ``provider_url: self`` means the export center's own base URL (the embedded default
 mounts the sample providers there). Which values are read when (002 §10.4):
 permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
@@ -44,6 +51,7 @@ import yaml
 
 __all__ = [
     "ExportType",
+    "Yaml12Loader",
     "ParameterSpec",
     "Registry",
     "RegistryError",
@@ -56,6 +64,8 @@ PERMISSION_PATTERN = re.compile(r"^[a-z]+:[a-z-]+:[a-z-]+$")
 TYPE_PATTERN = re.compile(r"^[A-Z0-9_]{1,64}$")
 APP_SCOPES = ("PLATFORM", "MERCHANT")
 PARAM_TYPES = ("date", "string", "integer", "enum", "boolean")
+_TEXT_KEYS = ("title", "provider_url", "provider_path", "required_permission", "app_scope")
+_PARAMETER_KEYS = {"name", "type", "required", "values", "max_length"}
 _KNOWN_KEYS = {
     "title", "provider_url", "provider_path", "required_permission", "app_scope",
     "enabled", "max_rows", "batch_size", "max_attempts", "parameters", "date_range",
@@ -64,6 +74,62 @@ _KNOWN_KEYS = {
 
 class RegistryError(ValueError):
     """An invalid registry file; the message names the key and the broken rule."""
+
+
+class Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with the implicit types of the YAML 1.2 core schema.
+
+    Plain scalars resolve to null (``null``, ``Null``, ``NULL``, ``~``, empty), booleans
+    (``true``/``false`` in those three spellings), integers (decimal, ``0o``, ``0x``) and
+    floats (decimal, exponent, ``.inf``, ``.nan``); everything else is a string. YAML
+    1.1's ``yes``/``no``/``on``/``off``/``y``/``n`` booleans, sexagesimal numbers and
+    timestamps are strings, as in YAML 1.2.
+    """
+
+
+Yaml12Loader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+):
+    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+
+def _construct_yaml12_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
+
+
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_yaml12_int)
+
+
+def _text(value: Any, path: str) -> str:
+    """``value`` when it is text; otherwise a :class:`RegistryError` saying to quote it.
+
+    Raises:
+        RegistryError: ``"<path>: must be text, got the boolean false; quote it ..."``.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        kind = f"the boolean {str(value).lower()}"
+    elif isinstance(value, int | float):
+        kind = f"the number {value!r}"
+    elif value is None:
+        kind = "null"
+    else:
+        raise RegistryError(f"{path}: must be text, got {type(value).__name__}")
+    raise RegistryError(
+        f"{path}: must be text, got {kind}; quote it in the file (for example \"NO\", "
+        "\"1\", \"on\"), so that no YAML or TOML reader turns it into another type"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +192,7 @@ class Registry:
 
 
 def _int_in(entry: Mapping[str, Any], code: str, key: str, lo: int, hi: int, default: int) -> int:
+    """The integer ``entry[key]`` (``default`` when absent), checked to be in ``lo..hi``."""
     value = entry.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise RegistryError(f"{code}.{key}: must be an integer in {lo}..{hi:,}, got {value!r}")
@@ -140,24 +207,39 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     specs = []
     names: set[str] = set()
     for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            raise RegistryError(f"{code}.parameters[{i}]: needs a string 'name'")
-        if item["name"] in names:
-            raise RegistryError(f"{code}.parameters[{i}]: parameter {item['name']!r} is declared twice")
-        names.add(item["name"])
-        ptype = item.get("type", "string")
+        path = f"{code}.parameters[{i}]"
+        if not isinstance(item, Mapping) or "name" not in item:
+            raise RegistryError(f"{path}: needs a 'name'")
+        unknown = set(item) - _PARAMETER_KEYS
+        if unknown:
+            raise RegistryError(f"{path}: unknown keys {sorted(map(str, unknown))}")
+        name = _text(item["name"], f"{path}.name")
+        if not name:
+            raise RegistryError(f"{path}.name: must not be empty")
+        if name in names:
+            raise RegistryError(f"{path}: parameter {name!r} is declared twice")
+        names.add(name)
+        ptype = _text(item.get("type", "string"), f"{path}.type")
         if ptype not in PARAM_TYPES:
-            raise RegistryError(f"{code}.parameters[{i}].type: must be one of {PARAM_TYPES}")
-        values = tuple(str(v) for v in item.get("values", ()))
+            raise RegistryError(f"{path}.type: must be one of {PARAM_TYPES}")
+        raw_values = item.get("values", [])
+        if not isinstance(raw_values, list):
+            raise RegistryError(f"{path}.values: must be a list")
+        values = tuple(_text(v, f"{path}.values[{j}]") for j, v in enumerate(raw_values))
         if ptype == "enum" and not values:
-            raise RegistryError(f"{code}.parameters[{i}].values: an enum needs values")
+            raise RegistryError(f"{path}.values: an enum needs values")
+        if len(set(values)) != len(values):
+            raise RegistryError(f"{path}.values: a value is listed twice")
+        required = item.get("required", False)
+        if not isinstance(required, bool):
+            raise RegistryError(f"{path}.required: must be true or false, got {required!r}")
         specs.append(
             ParameterSpec(
-                name=item["name"],
+                name=name,
                 type=ptype,
-                required=bool(item.get("required", False)),
+                required=required,
                 values=values,
-                max_length=int(item.get("max_length", 256)),
+                max_length=_int_in(item, path, "max_length", 1, 256, 256),
             )
         )
     return tuple(specs)
@@ -173,6 +255,9 @@ def _entry(
     unknown = set(entry) - _KNOWN_KEYS
     if unknown:
         raise RegistryError(f"{code}: unknown keys {sorted(unknown)}")
+    for key in _TEXT_KEYS:
+        if key in entry:
+            _text(entry[key], f"{code}.{key}")
     url = entry.get("provider_url")
     if not isinstance(url, str) or not url:
         raise RegistryError(f"{code}.provider_url: required")
@@ -208,21 +293,20 @@ def _entry(
         raise RegistryError(f"{code}.app_scope: must be PLATFORM or MERCHANT, got {scope!r}")
     enabled = entry.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise RegistryError(f"{code}.enabled: must be true or false")
+        raise RegistryError(f"{code}.enabled: must be true or false, got {enabled!r}")
     params = _parameters(code, entry.get("parameters"))
     date_range = entry.get("date_range")
     if date_range is not None:
         names = {p.name for p in params if p.type == "date"}
-        if (
-            not isinstance(date_range, list)
-            or len(date_range) != 2
-            or not set(date_range) <= names
-        ):
+        if not isinstance(date_range, list) or len(date_range) != 2:
             raise RegistryError(f"{code}.date_range: must name two date parameters")
-        date_range = (str(date_range[0]), str(date_range[1]))
+        first, last = (_text(v, f"{code}.date_range[{j}]") for j, v in enumerate(date_range))
+        if not {first, last} <= names or first == last:
+            raise RegistryError(f"{code}.date_range: must name two date parameters")
+        date_range = (first, last)
     return ExportType(
         code=code,
-        title=str(entry.get("title", code)),
+        title=_text(entry.get("title", code), f"{code}.title"),
         provider_url=url,
         provider_path=path,
         required_permission=permission,
@@ -249,7 +333,11 @@ def parse_registry(
         RegistryError: naming the first invalid key and its rule.
     """
     try:
-        data = tomllib.loads(text) if source.endswith(".toml") else yaml.safe_load(text)
+        data = (
+            tomllib.loads(text)
+            if source.endswith(".toml")
+            else yaml.load(text, Loader=Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+        )
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         detail = str(exc).replace('"<unicode string>"', source)
         raise RegistryError(f"{source}: not valid YAML/TOML: {detail}") from None
@@ -258,7 +346,10 @@ def parse_registry(
     if not isinstance(data, Mapping) or not data:
         raise RegistryError(f"{source}: expected a mapping of export types")
     hosts = frozenset(h.lower() for h in allowed_hosts)
-    types = {str(code): _entry(str(code), entry, hosts, allow_self) for code, entry in data.items()}
+    types = {}
+    for code, entry in data.items():
+        name = _text(code, f"{source}: export type code {code!r}")
+        types[name] = _entry(name, entry, hosts, allow_self)
     return Registry(types=types, source=source)
 
 

@@ -142,6 +142,9 @@ class ApiSettings(BaseModel):
     port: int = Field(8000, description="serve: bind port")
     public_base_url: str | None = Field(None, description="Base URL providers registered as self are called on")
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
+    jwt_leeway_seconds: float = Field(
+        30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
+    )
     download_link_ttl_seconds: int = Field(24 * 3600, description="Lifetime of a signed download link")
     download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
 

@@ -36,13 +36,19 @@ def current_user(request: Request, runtime: RuntimeDep) -> Identity:
     token = _bearer(request)
     if token is None:
         raise Unauthorized("a bearer token is required", code="UNAUTHORIZED")
-    return decode_token(runtime.settings.jwt_secret, token)
+    return _decode(runtime, token)
+
+
+def _decode(runtime: Runtime, token: str) -> Identity:
+    return decode_token(
+        runtime.settings.jwt_secret, token, leeway_seconds=runtime.settings.api.jwt_leeway_seconds
+    )
 
 
 def optional_user(request: Request, runtime: RuntimeDep) -> Identity | None:
     """The caller when a bearer token is sent, else None (signed download links)."""
     token = _bearer(request)
-    return None if token is None else decode_token(runtime.settings.jwt_secret, token)
+    return None if token is None else _decode(runtime, token)
 
 
 CurrentUser = Annotated[Identity, Depends(current_user)]

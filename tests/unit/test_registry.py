@@ -78,3 +78,123 @@ def test_toml_is_accepted():
         f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, str) else v}"
         for k, v in GOOD.items()).replace("'", '"')
     assert parse_registry(text, source="types.toml", allowed_hosts=HOSTS).get("ORDERS") is not None
+
+
+NORDIC = """
+ORDERS:
+  provider_url: http://orders.internal:8080
+  provider_path: /internal/exports/v1/ORDERS/batches
+  required_permission: export:orders:create
+  app_scope: PLATFORM
+  parameters:
+    - {name: country, type: enum, values: [SE, NO, DK, FI]}
+    - {name: switch, type: enum, values: [on, off, yes, n, Y, ~x]}
+    - {name: day, type: enum, values: [2024-01-01, "1:20"]}
+"""
+
+
+def test_yaml_reads_yaml_1_2_so_no_stays_norway():
+    from export_center.api.params import validate_parameters
+
+    etype = parse_registry(NORDIC, source="types.yaml", allowed_hosts=HOSTS).get("ORDERS")
+    specs = {p.name: p.values for p in etype.parameters}
+    assert specs == {
+        "country": ("SE", "NO", "DK", "FI"),
+        "switch": ("on", "off", "yes", "n", "Y", "~x"),
+        "day": ("2024-01-01", "1:20"),
+    }
+    assert validate_parameters(etype, {"country": "NO"}) == {"country": "NO"}
+    with pytest.raises(Exception, match="must be one of SE, NO, DK, FI"):
+        validate_parameters(etype, {"country": "False"})
+
+
+# Every field that holds text, and a YAML value of another type for it.
+TEXT_FIELDS = [
+    ("title: 1", "ORDERS.title", "the number 1"),
+    ("title: true", "ORDERS.title", "the boolean true"),
+    ("title: ~", "ORDERS.title", "null"),
+    ("provider_url: 8080", "ORDERS.provider_url", "the number 8080"),
+    ("provider_path: 1.5", "ORDERS.provider_path", "the number 1.5"),
+    ("required_permission: false", "ORDERS.required_permission", "the boolean false"),
+    ("app_scope: 0x10", "ORDERS.app_scope", "the number 16"),
+    ("parameters: [{name: 1}]", "ORDERS.parameters[0].name", "the number 1"),
+    ("parameters: [{name: x, type: true}]", "ORDERS.parameters[0].type", "the boolean true"),
+    ("parameters: [{name: x, type: enum, values: [SE, false]}]", "ORDERS.parameters[0].values[1]",
+     "the boolean false"),
+    ("parameters: [{name: x, type: enum, values: [1, 2]}]", "ORDERS.parameters[0].values[0]",
+     "the number 1"),
+    ("parameters: [{name: x, type: enum, values: [a, ~]}]", "ORDERS.parameters[0].values[1]",
+     "null"),
+    ("parameters: [{name: a, type: date}, {name: b, type: date}]\n  date_range: [a, 2]",
+     "ORDERS.date_range[1]", "the number 2"),
+]
+
+
+@pytest.mark.parametrize(("line", "path", "kind"), TEXT_FIELDS)
+def test_every_text_field_refuses_other_yaml_types_saying_to_quote(line, path, kind):
+    base = {
+        "provider_url": "http://orders.internal:8080",
+        "provider_path": "/internal/exports/v1/ORDERS/batches",
+        "required_permission": "export:orders:create",
+        "app_scope": "PLATFORM",
+    }
+    key = line.split(":")[0]
+    body = "".join(f"  {k}: {v}\n" for k, v in base.items() if k != key)
+    with pytest.raises(RegistryError) as error:
+        parse_registry(f"ORDERS:\n{body}  {line}\n", source="types.yaml", allowed_hosts=HOSTS)
+    message = str(error.value)
+    assert message.startswith(f"{path}: must be text, got {kind}"), message
+    assert "quote it" in message
+
+
+def test_toml_values_of_the_wrong_type_are_refused_too():
+    text = (
+        '[ORDERS]\nprovider_url = "http://orders.internal:8080"\n'
+        'provider_path = "/internal/exports/v1/ORDERS/batches"\n'
+        'required_permission = "export:orders:create"\napp_scope = "PLATFORM"\n'
+        '[[ORDERS.parameters]]\nname = "country"\ntype = "enum"\nvalues = ["SE", false]\n'
+    )
+    with pytest.raises(RegistryError, match=r"ORDERS.parameters\[0\].values\[1\]: must be text"):
+        parse_registry(text, source="types.toml", allowed_hosts=HOSTS)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("enabled: yes", "ORDERS.enabled: must be true or false, got 'yes'"),
+        ("parameters: [{name: x, required: yes}]", "ORDERS.parameters[0].required: must be true"),
+        ("parameters: [{name: x, max_lenght: 5}]", "ORDERS.parameters[0]: unknown keys ['max_lenght']"),
+        ("parameters: [{name: x, max_length: 0}]", "ORDERS.parameters[0].max_length: must be an"),
+        ("parameters: [{name: x, type: enum, values: [a, a]}]", "a value is listed twice"),
+        ("parameters: [{name: x, type: enum, values: SE}]", "ORDERS.parameters[0].values: must be a list"),
+    ],
+)
+def test_yaml_1_1_words_and_misspelt_keys_are_refused(line, message):
+    body = (
+        "ORDERS:\n  provider_url: http://orders.internal:8080\n"
+        "  provider_path: /internal/exports/v1/ORDERS/batches\n"
+        "  required_permission: export:orders:create\n  app_scope: PLATFORM\n"
+    )
+    with pytest.raises(RegistryError) as error:
+        parse_registry(body + f"  {line}\n", source="types.yaml", allowed_hosts=HOSTS)
+    assert message in str(error.value)
+
+
+def test_registry_check_command_says_to_quote(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from export_center.cli import app
+
+    monkeypatch.setenv("EXPORT_CENTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("EXPORT_CENTER_PROVIDER_ALLOWED_HOSTS", '["orders.internal"]')
+    good = tmp_path / "good.yaml"
+    good.write_text(NORDIC)
+    result = CliRunner().invoke(app, ["registry", "check", str(good)])
+    assert result.exit_code == 0, result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(NORDIC.replace("[SE, NO, DK, FI]", "[SE, NO, false]"))
+    result = CliRunner().invoke(app, ["registry", "check", str(bad)])
+    assert result.exit_code == 1
+    assert "ORDERS.parameters[0].values[2]: must be text, got the boolean false; quote it" in (
+        " ".join(result.output.split())
+    )
