@@ -39,6 +39,7 @@ from export_center.errors import (
     TransientExportError,
     WorkerStopping,
 )
+from export_center.filenames import download_file_name
 from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import Registry
 from export_center.settings import Settings
@@ -48,7 +49,7 @@ from export_center.values import BatchConverter, InvalidRow
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
 
-__all__ = ["ExportRun", "RunContext", "download_file_name"]
+__all__ = ["ExportRun", "RunContext"]
 
 log = logging.getLogger(__name__)
 
@@ -82,21 +83,6 @@ class RunContext:
     self_url: str | None = None
     fault: Callable[[str], None] | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
-
-
-_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
-
-
-def download_file_name(task_name: str, extension: str) -> str:
-    """A safe download name from the task name: no path separators, control characters
-    or invisible format characters (a right-to-left override can disguise ``.exe``)."""
-    import unicodedata
-
-    visible = "".join(
-        c for c in task_name if unicodedata.category(c) not in ("Cf", "Cc", "Co", "Cs")
-    )
-    base = _UNSAFE_NAME.sub("_", visible).strip(" ._") or "export"
-    return f"{base[:120]}.{extension}"
 
 
 def _warning(stats: Any) -> str | None:

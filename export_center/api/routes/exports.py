@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from export_center import metrics, repository
-from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
 from export_center.access import in_scope, scope_of
+from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
 from export_center.api.params import validate_parameters, validate_time_zone
-from export_center.api.service import link_scope, task_in_scope, visible_task
 from export_center.api.schemas import (
     ErrorBody,
     ExportAccepted,
@@ -23,6 +21,7 @@ from export_center.api.schemas import (
     ExportsPublic,
     TaskError,
 )
+from export_center.api.service import link_scope, task_in_scope, visible_task
 from export_center.auth import Identity
 from export_center.errors import (
     Conflict,
@@ -34,6 +33,7 @@ from export_center.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from export_center.filenames import content_disposition
 from export_center.ids import TASK_NO_PATTERN
 from export_center.links import sign_download, verify_download
 from export_center.pipeline import COMMAND_TAG
@@ -329,12 +329,6 @@ def detail(task_id: str, request: Request, user: CurrentUser, runtime: RuntimeDe
     """State, phase and progress of one task; a signed link once it succeeded."""
     _only_query(request, set())
     return task_public(runtime, visible_task(runtime, task_id, user), user)
-
-
-def content_disposition(file_name: str) -> str:
-    """RFC 6266 header with an ASCII fallback and an RFC 5987 ``filename*``."""
-    ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\/;' else "_" for c in file_name)
-    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(file_name, safe='')}"
 
 
 @router.get("/{task_id}/download", responses={**ERRORS, 307: {"description": "signed link"}})
