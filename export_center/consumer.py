@@ -26,6 +26,7 @@ from export_center.db import db_now
 from export_center.models import ExportTask
 from export_center.pipeline import ExportRun, RunContext
 from export_center.states import TaskStatus
+from export_center.storage import file_extension, new_object_key
 from export_center.transport.base import Delivery, Transport
 
 __all__ = ["ClaimBranch", "Command", "Consumer", "InvalidCommand", "parse_command"]
@@ -209,8 +210,11 @@ class Consumer:
         # The lease owner names this attempt, not just this process: a restarted process
         # with the same instance id can never renew or commit an old attempt (CASES E24).
         owner = f"{self.owner}/{secrets.token_hex(4)}"
+        object_key: str | None = None
         with self.engine.begin() as conn:
             task = repository.read_task_by_no(conn, command.task_no)
+            if task is not None:
+                object_key = new_object_key(task["task_no"], file_extension(task["format"]))
             claimed = task is not None and repository.claim_task(
                 conn,
                 task["id"],
@@ -218,6 +222,7 @@ class Consumer:
                 owner,
                 lease_seconds=self.context.settings.task.lease_seconds,
                 max_duration_seconds=self.context.settings.task.max_duration_minutes * 60,
+                object_key=object_key,
             )
         if not claimed:
             branch = classify_unclaimed(self.engine, command)
@@ -235,6 +240,8 @@ class Consumer:
             # (lease, watchdog, reconciler), so the message is acknowledged now rather
             # than held for the whole export (docs/operations.md, "Acknowledgement").
             delivery.ack()
-        ExportRun(self.engine, self.context, task, command.dispatch_version, owner).run()
+        ExportRun(
+            self.engine, self.context, task, command.dispatch_version, owner, object_key=object_key
+        ).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))
         return ClaimBranch.EXECUTED

@@ -44,7 +44,7 @@ from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
-from export_center.storage import Storage, new_object_key
+from export_center.storage import Storage, file_extension, new_object_key
 from export_center.values import BatchConverter, InvalidRow
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
@@ -108,6 +108,8 @@ class ExportRun:
         task: the task row as read at claim time.
         version: the claimed ``dispatch_version``.
         owner: the lease owner that claimed it.
+        object_key: the key recorded at claim for this attempt's file (a new one when
+            None).
     """
 
     def __init__(
@@ -117,6 +119,8 @@ class ExportRun:
         task: Mapping[str, Any],
         version: int,
         owner: str,
+        *,
+        object_key: str | None = None,
     ) -> None:
         self.engine = engine
         self.ctx = context
@@ -124,8 +128,8 @@ class ExportRun:
         self.task_id: int = task["id"]
         self.version = version
         self.owner = owner
-        self.ext = "xlsx" if str(task["format"]).upper() == "XLSX" else "csv"
-        self.object_key = new_object_key(task["task_no"], self.ext)
+        self.ext = file_extension(task["format"])
+        self.object_key = object_key or new_object_key(task["task_no"], self.ext)
         self.phase = Phase.FETCH
         self.batch_no = 0
         self.cursor: str | None = None

@@ -8,7 +8,9 @@
    QUARANTINED rows are never touched, and ``max_attempts`` does not limit this: a
    re-sent command is not a new attempt (002 §3 principle 5).
 2. **lease_recover**: a RUNNING task whose lease ran out gets ``dispatch_version + 1``
-   and PENDING with a new outbox row, or FAILED when its attempts are used.
+   and PENDING with a new outbox row, or FAILED when its attempts are used; the dead
+   attempt's partial file (its key is recorded at claim) is deleted at once
+   (**partial_delete**), the orphan scan staying the net.
 3. **outbox_release**: CLAIMED outbox rows whose publisher lease ran out return to
    PENDING.
 4. **expire**: SUCCEEDED tasks past ``expires_at`` lose their file first, then become
@@ -100,7 +102,19 @@ class Reconciler:
                 done["lease_recover"] += 1
                 log.warning("recovered an expired lease: %s", outcome,
                             extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]})
+                # The dead attempt's partial file goes now, not after the orphan age.
+                if task["object_key"] and self._delete_quietly(task["object_key"]):
+                    done["partial_delete"] += 1
         return done
+
+    def _delete_quietly(self, key: str) -> bool:
+        """Delete a file; on failure log and leave it to the orphan scan."""
+        try:
+            self.storage.delete(key)
+        except Exception:
+            log.warning("could not delete %s; the orphan scan will", key, exc_info=True)
+            return False
+        return True
 
     def _release_outbox(self) -> Counter[str]:
         with self.engine.begin() as conn:

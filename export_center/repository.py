@@ -412,11 +412,14 @@ def claim_task(
     *,
     lease_seconds: float,
     max_duration_seconds: float,
+    object_key: str | None = None,
 ) -> bool:
     """PENDING -> RUNNING for this version when its retry time has come (002 §8.2).
 
     Also sets the lease, the execution deadline, ``attempt_count + 1`` and clears the
-    last attempt's progress and error.
+    last attempt's progress and error. ``object_key`` is the key this attempt will write
+    (its temporary object while it runs): recorded at claim, so that whoever recovers
+    the attempt after its worker died can delete the partial file at once.
 
     Returns:
         True if this caller now owns the attempt; False if the UPDATE touched no row.
@@ -445,6 +448,7 @@ def claim_task(
                 failure_code=None,
                 failure_message=None,
                 warning_message=None,
+                object_key=object_key,
                 updated_at=db_now(),
             )
         ).rowcount

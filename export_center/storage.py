@@ -20,11 +20,23 @@ from typing import BinaryIO, Protocol
 
 from export_center.errors import StorageError
 
-__all__ = ["EXPORT_PREFIX", "LocalStorage", "Storage", "StoredObject", "new_object_key"]
+__all__ = [
+    "EXPORT_PREFIX",
+    "LocalStorage",
+    "Storage",
+    "StoredObject",
+    "file_extension",
+    "new_object_key",
+]
 
 #: Every export file lives under this prefix (the orphan scan looks only here).
 EXPORT_PREFIX = "exports/"
 _KEY = re.compile(r"^exports/\d{4}/\d{2}/exp_[0-9A-Z]{26}/[0-9a-f]{32}\.(csv|xlsx)$")
+
+
+def file_extension(task_format: str) -> str:
+    """The file extension of a task's format: ``xlsx`` for XLSX, ``csv`` otherwise."""
+    return "xlsx" if str(task_format).upper() == "XLSX" else "csv"
 
 
 def new_object_key(task_no: str, extension: str, *, now: datetime | None = None) -> str:

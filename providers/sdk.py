@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
@@ -297,7 +298,13 @@ class ExportProvider:
 
         @router.post(self.path)
         async def batches(request: Request) -> Response:
-            raw = await request.body()
+            try:
+                raw = await request.body()
+            except ClientDisconnect:
+                # The export center went away mid-request (a worker stopped or was killed):
+                # a normal event. Nothing is read, nothing is answered.
+                log.info("%s: the caller disconnected before sending its request", self.path)
+                return Response(status_code=499)
             return await _run_sync(self.handle, raw, request.headers.get("x-internal-service-token"))
 
         return router

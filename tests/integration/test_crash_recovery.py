@@ -104,6 +104,9 @@ def test_sigkill_mid_export_ends_with_one_exact_file(api_only, point, nth):
     expected_version = 1 if point == "after_commit" else 2
     assert task["dispatch_version"] == expected_version and task["row_count"] == ORDERS
     storage = stack.runtime.storage
+    # The dead attempt's partial file went when its lease was recovered, not after the
+    # 24-hour orphan age: only the committed file is stored.
+    assert [o.key for o in storage.list()] == [task["object_key"]]
     settings = ReconcilerSettings(orphan_age_seconds=0)
     Reconciler(stack.runtime.engine, storage, settings, topic=stack.settings.command_topic).run_once()
     assert [o.key for o in storage.list()] == [task["object_key"]]

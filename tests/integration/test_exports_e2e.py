@@ -301,3 +301,30 @@ def test_create_dispatches_at_once_not_at_the_next_publisher_tick(make_stack):
     second = create(client, "xlsx").json()["taskId"]
     assert wait_state(client, second, timeout=30)["state"] == "succeeded"
     assert time.monotonic() - started < 45
+
+
+def test_a_provider_request_cut_off_by_its_caller_is_a_normal_event(stack, caplog):
+    # A dying worker cuts its provider request off mid-body: the SDK logs one INFO line,
+    # no ASGI traceback.
+    import logging
+    import socket
+    from urllib.parse import urlsplit
+
+    caplog.set_level(logging.INFO)
+    parts = urlsplit(stack.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /internal/exports/v1/ORDERS/batches HTTP/1.1\r\nhost: x\r\n"
+            b"content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"taskId\":"
+        )
+        time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(
+        "disconnected" in r.getMessage() for r in caplog.records
+    ):
+        time.sleep(0.05)
+    disconnects = [r for r in caplog.records if "disconnected" in r.getMessage()]
+    assert len(disconnects) == 1 and disconnects[0].levelno == logging.INFO
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR
+    ]
