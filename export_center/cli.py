@@ -4,7 +4,8 @@ Commands: ``demo`` (a real export of the TPC-H sample orders, CSV and XLSX, with
 progress bar and a summary), ``serve`` (API, loops and sample providers),
 ``token`` (print a bearer token), ``db upgrade`` (run migrations) and
 ``registry check FILE`` (validate an export-type file). Every command keeps the
-embedded default's state under ``EXPORT_CENTER_DATA_DIR`` (default ``./.export-center``).
+embedded default's state under ``EXPORT_CENTER_DATA_DIR`` (default: the user's data
+directory, ``~/.local/share/export-center`` on Linux) and prints where that is.
 """
 
 from __future__ import annotations
@@ -53,12 +54,32 @@ def _settings(**overrides: Any) -> Settings:
     return Settings.model_validate(data)
 
 
-def _registry_permissions(settings: Settings) -> list[str]:
-    from export_center.registry import load_registry
+def _registry_path(settings: Settings) -> Path:
     from export_center.runtime import default_registry_path
 
-    path = settings.export_types_file or default_registry_path()
-    registry = load_registry(Path(path), allowed_hosts=set(settings.provider_allowed_hosts),
+    return Path(settings.export_types_file or default_registry_path())
+
+
+def _announce(settings: Settings, *, what: str = "") -> None:
+    """Say on stderr where this command's state lives: a command started from another
+    directory or with other settings must never silently become another installation."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+    where = {
+        "data directory": f"{settings.data_dir.resolve()} (EXPORT_CENTER_DATA_DIR)",
+        "database": database,
+        "registry": str(_registry_path(settings).resolve()),
+        "files": str(settings.files_dir.resolve()),
+    }
+    lines = "\n".join(f"  {name:15} {value}" for name, value in where.items())
+    typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
+
+
+def _registry_permissions(settings: Settings) -> list[str]:
+    from export_center.registry import load_registry
+
+    registry = load_registry(_registry_path(settings), allowed_hosts=set(settings.provider_allowed_hosts),
                              allow_self=settings.mount_sample_providers)
     return sorted({t.required_permission for t in registry})
 
@@ -77,11 +98,13 @@ def token(
     if not user.strip() or not tenant.strip():
         raise typer.BadParameter("--user and --tenant must not be empty")
     settings = _settings()
+    _announce(settings, what="token")
     secret_file = settings.data_dir / "jwt-secret.txt"
     if settings.api.jwt_secret is None and not secret_file.exists():
         typer.echo(
-            f"note: no secret yet under {settings.data_dir.resolve()}; created one. A server "
-            "started from another directory will not accept this token.", err=True
+            f"note: no secret yet under {settings.data_dir.resolve()}; created one. Only a "
+            "server using this data directory accepts this token.",
+            err=True,
         )
     perms = list(perm) if perm else _registry_permissions(settings)
     if download_all:
@@ -101,6 +124,7 @@ def db_upgrade(
     from export_center.runtime import upgrade_database
 
     settings = _settings(database_url=database_url)
+    _announce(settings, what="db upgrade")
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -120,6 +144,7 @@ def registry_check(file: Annotated[Path, typer.Argument(help="YAML or TOML regis
     from export_center.registry import RegistryError, load_registry
 
     settings = _settings()
+    typer.echo(f"export-center registry check: {file.resolve()}", err=True)
     try:
         registry = load_registry(file, allowed_hosts=set(settings.provider_allowed_hosts),
                                  allow_self=settings.mount_sample_providers)
@@ -129,15 +154,29 @@ def registry_check(file: Annotated[Path, typer.Argument(help="YAML or TOML regis
     console.print(f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})")
 
 
-@app.command()
-def serve(
-    host: Annotated[str | None, typer.Option(help="Bind address [default: 127.0.0.1]")] = None,
-    port: Annotated[int | None, typer.Option(help="Bind port [default: 8000]", min=1, max=65535)] = None,
-) -> None:
-    """Run the API, the loops and (embedded default) the sample providers.
+SERVE_HELP = (
+    "Run the API, the loops and (embedded default) the sample providers.\n\n"
+    "State lives in EXPORT_CENTER_DATA_DIR (default: ~/.local/share/export-center): the "
+    "SQLite database, the files and the secrets; the command prints where each is. "
+    "Every setting is an EXPORT_CENTER_* variable (docs/settings.md). Logs are JSON lines "
+    "on stderr. SIGHUP reloads the export-type registry (an invalid file keeps the old one)."
+)
 
-    SIGHUP reloads the export-type registry (an invalid file keeps the old one).
-    """
+
+@app.command(help=SERVE_HELP)
+def serve(
+    host: Annotated[
+        str | None,
+        typer.Option(help="Bind address", show_default="127.0.0.1, or EXPORT_CENTER_API__HOST"),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Bind port", min=1, max=65535, show_default="8000, or EXPORT_CENTER_API__PORT"
+        ),
+    ] = None,
+) -> None:
+    """Run the API, the loops and (embedded default) the sample providers (help: SERVE_HELP)."""
     import signal
 
     import uvicorn
@@ -148,6 +187,7 @@ def serve(
     from export_center.registry import RegistryError
 
     settings = _settings()
+    _announce(settings, what="serve")
     host = host or settings.api.host
     port = port or settings.api.port
     try:  # fail before binding, with one line naming the key and the rule
@@ -158,8 +198,12 @@ def serve(
     configure_logging()
     self_url = settings.api.public_base_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     app = build_app(settings, self_url=self_url)
-    server = GracefulServer(uvicorn.Config(app, host=host, port=port, log_level="info",
-                                           timeout_graceful_shutdown=30))
+    # log_config=None: uvicorn's lines go through the same JSON handler as ours.
+    server = GracefulServer(
+        uvicorn.Config(
+            app, host=host, port=port, log_config=None, timeout_graceful_shutdown=30
+        )
+    )
 
     def reload_on_sighup(*_: object) -> None:
         import logging
@@ -170,9 +214,7 @@ def serve(
         if runtime is None:
             return
         try:
-            registry = runtime.reload_registry()
-            logging.getLogger("export_center.registry").warning(
-                "registry reloaded on SIGHUP: %s", ", ".join(sorted(registry.types)))
+            runtime.reload_registry()  # logs what it loaded
         except RegistryError as exc:
             logging.getLogger("export_center.registry").error(
                 "registry reload refused, the previous registry stays: %s", exc)
@@ -195,6 +237,7 @@ def worker() -> None:
     from export_center.runtime import Runtime
 
     settings = _settings()
+    _announce(settings, what="worker")
     configure_logging()
     runtime = Runtime(settings, self_url=settings.api.public_base_url)
     stop = threading.Event()
@@ -268,6 +311,7 @@ def demo(
         ) from None
     settings = _settings(database_url=database_url, sample_scale=scale, mount_sample_providers=True,
                          load_sample_data=True)
+    _announce(settings, what="demo")
     configure_logging("INFO", file=settings.data_dir / "logs" / "demo.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"

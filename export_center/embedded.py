@@ -96,7 +96,7 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
         self.url = f"http://{host}:{port}"
         self.server = GracefulServer(
-            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+            uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on",
                            timeout_graceful_shutdown=30)
         )
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)

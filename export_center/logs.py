@@ -33,7 +33,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO", *, file: Path | None = None) -> None:
-    """Send JSON logs to ``file`` (appending) or to stderr."""
+    """Send every log line, the export center's and uvicorn's, as JSON to ``file``
+    (appending) or to stderr; uvicorn's access log is off (it would carry signed links)."""
     handler: logging.Handler
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -44,5 +45,11 @@ def configure_logging(level: str = "INFO", *, file: Path | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # uvicorn's own loggers write through the root handler too (uvicorn runs with
+    # log_config=None), so one format covers every line. Access lines stay off: they
+    # would carry signed download links.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
     for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -180,6 +180,11 @@ class Runtime:
         """Reload the registry file; keeps the old one and raises when the new one is invalid."""
         fresh = self.load_registry()
         self.registry.replace(fresh)
+        log.info(
+            "export-type registry reloaded from %s: %s",
+            fresh.source,
+            ", ".join(sorted(fresh.types)),
+        )
         return self.registry
 
     def set_self_url(self, url: str) -> None:

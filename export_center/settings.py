@@ -5,9 +5,11 @@ groups use ``__`` (``EXPORT_CENTER_TASK__LEASE_SECONDS=300``). ``docs/settings.m
 lists them all. Defaults follow seed 002 §16.3 except where the embedded default needs
 something else (a SQLite file and every loop switched on).
 
-The embedded default keeps all of its state under ``data_dir`` (default
-``./.export-center``): the SQLite file, the exported files, the generated secrets and
-the TPC-H sample.
+The embedded default keeps all of its state under ``data_dir``: the SQLite file, the
+exported files, the generated secrets and the TPC-H sample. Its default is the user's
+data directory (``platformdirs``: ``~/.local/share/export-center`` on Linux), not the
+working directory, so a command started from another directory finds the same
+installation (same secrets, same database).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import available_timezones
 
+import platformdirs
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -32,6 +35,7 @@ __all__ = [
     "RocketMQSettings",
     "Settings",
     "TaskSettings",
+    "default_data_dir",
     "load_or_create_secret",
 ]
 
@@ -163,7 +167,11 @@ class Settings(BaseSettings):
     environment: Literal["embedded", "production", "test"] = Field(
         "embedded", description="production refuses generated secrets and skips auto-migration"
     )
-    data_dir: Path = Field(Path(".export-center"), description="Where the embedded default keeps its state")
+    data_dir: Path = Field(
+        default_factory=lambda: default_data_dir(),
+        description="Where the embedded default keeps its state; unset: the user's data "
+        "directory (~/.local/share/export-center on Linux), whatever the working directory",
+    )
     database_url: str | None = Field(None, description="SQLAlchemy URL; unset: SQLite file in the data dir")
     instance_id: str = Field(
         default_factory=lambda: f"ec-{secrets.token_hex(4)}", description="Lease owner id of this process"
@@ -286,6 +294,11 @@ class Settings(BaseSettings):
         if self.environment == "production":
             raise ValueError(f"{name}: must be set explicitly in production")
         return load_or_create_secret(self.data_dir / f"{name}.txt")
+
+
+def default_data_dir() -> Path:
+    """The per-user data directory of the export center (``platformdirs``)."""
+    return Path(platformdirs.user_data_dir("export-center", appauthor=False))
 
 
 def load_or_create_secret(path: Path) -> str:

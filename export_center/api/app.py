@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from export_center.api.openapi import install_docs
 from export_center.api.routes import exports, system
 from export_center.errors import RequestError
 from export_center.runtime import Runtime
@@ -98,9 +99,14 @@ def create_app(
     app = FastAPI(
         title="Export Center",
         version="0.1.0",
-        description="Background data exports with signed, expiring download links.",
+        description="Background data exports with signed, expiring download links. "
+        "Sign in with **Authorize** (a bearer JWT; `export-center token --user alice "
+        "--tenant acme` prints one on the embedded default).",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    install_docs(app)
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, exc: RequestError) -> JSONResponse:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPBearer
 
 from export_center.auth import Identity, decode_token
 from export_center.errors import Unauthorized
@@ -20,6 +21,15 @@ def get_runtime(request: Request) -> Runtime:
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
+#: The bearer scheme as OpenAPI describes it (Swagger UI's "Authorize"); the header is
+#: parsed by :func:`_bearer`, which answers the API's own 401 codes.
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    bearerFormat="JWT",
+    description="HS256 JWT with sub, tenant, app and perms; `export-center token` makes one.",
+)
+_Scheme = Security(bearer_scheme)
+
 
 def _bearer(request: Request) -> str | None:
     header = request.headers.get("authorization")
@@ -31,7 +41,7 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def current_user(request: Request, runtime: RuntimeDep) -> Identity:
+def current_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> Identity:
     """The caller from the bearer token; 401 when absent or invalid."""
     token = _bearer(request)
     if token is None:
@@ -45,7 +55,7 @@ def _decode(runtime: Runtime, token: str) -> Identity:
     )
 
 
-def optional_user(request: Request, runtime: RuntimeDep) -> Identity | None:
+def optional_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> Identity | None:
     """The caller when a bearer token is sent, else None (signed download links)."""
     token = _bearer(request)
     return None if token is None else _decode(runtime, token)

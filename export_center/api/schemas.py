@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+#: Formats, as the API writes them (a create accepts any letter case).
+Format = Literal["csv", "xlsx"]
+#: Task states in the API (DESIGN.md "API").
+State = Literal["queued", "running", "succeeded", "failed", "cancelled", "expired"]
+#: Where a task is: waiting, fetching from the provider, writing the file, storing it.
+PhaseName = Literal["queued", "fetch", "render", "store"]
 
 __all__ = [
     "ErrorBody",
@@ -22,12 +29,33 @@ __all__ = [
 class ExportCreate(BaseModel):
     """Body of ``POST /api/v1/exports``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "exportType": "ORDERS",
+                    "format": "xlsx",
+                    "taskName": "September orders",
+                    "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
+                    "requestId": "7d1c0e2a",
+                    "timeZone": "Asia/Shanghai",
+                }
+            ]
+        },
+    )
 
     exportType: str = Field(min_length=1, max_length=64, description="Registered export type")
-    format: str = Field(description="csv or xlsx")
-    taskName: str | None = Field(default=None, max_length=100, description="Shown in the download center")
-    parameters: dict[str, Any] = Field(default_factory=dict, description="Filters of the export type")
+    format: str = Field(
+        description="csv or xlsx (any letter case)",
+        json_schema_extra={"enum": ["csv", "xlsx"]},
+    )
+    taskName: str | None = Field(
+        default=None, max_length=100, description="Shown in the download center"
+    )
+    parameters: dict[str, Any] = Field(
+        default_factory=dict, description="Filters of the export type"
+    )
     requestId: str | None = Field(
         default=None, min_length=1, max_length=128, description="Idempotency key"
     )
@@ -53,8 +81,20 @@ class LegacyOrderExport(BaseModel):
 class ExportAccepted(BaseModel):
     """Answer to a create: where to watch progress."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "taskId": "exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W",
+                    "state": "queued",
+                    "progressUrl": "/api/v1/exports/exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W",
+                }
+            ]
+        }
+    )
+
     taskId: str
-    state: str
+    state: State
     progressUrl: str
 
 
@@ -68,13 +108,43 @@ class TaskError(BaseModel):
 class ExportPublic(BaseModel):
     """One task as the download center shows it."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "taskId": "exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W",
+                    "exportType": "ORDERS",
+                    "format": "xlsx",
+                    "taskName": "September orders",
+                    "timeZone": "Asia/Shanghai",
+                    "state": "succeeded",
+                    "phase": "store",
+                    "processed": 15408,
+                    "total": 15408,
+                    "attempts": 1,
+                    "requestedAt": "2026-12-01T03:20:11.204000Z",
+                    "startedAt": "2026-12-01T03:20:11.260000Z",
+                    "finishedAt": "2026-12-01T03:20:11.980000Z",
+                    "expiresAt": "2026-12-08T03:20:11.980000Z",
+                    "error": None,
+                    "warning": None,
+                    "downloadUrl": "/api/v1/exports/exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W/download"
+                    "?expires=1796095211&user=alice&tenant=acme&app=PLATFORM&scope=own"
+                    "&signature=5f0c...",
+                    "fileName": "September orders.xlsx",
+                    "sizeBytes": 1843712,
+                }
+            ]
+        }
+    )
+
     taskId: str
     exportType: str
-    format: str
+    format: Format
     taskName: str
     timeZone: str
-    state: str
-    phase: str
+    state: State
+    phase: PhaseName
     processed: int
     total: int | None
     attempts: int
@@ -107,6 +177,18 @@ class ExportTypePublic(BaseModel):
 
 class ErrorBody(BaseModel):
     """Every 4xx answer: a machine-readable code, the field when one is at fault, a sentence."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "code": "INVALID_DATE_RANGE",
+                    "message": "from (2024-02-01) is after to (2024-01-01)",
+                    "field": "parameters.from",
+                }
+            ]
+        }
+    )
 
     code: str
     message: str

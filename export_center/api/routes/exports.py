@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 from export_center import metrics, repository
 from export_center.access import in_scope, scope_of
 from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
+from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import (
     ErrorBody,
@@ -40,15 +41,71 @@ from export_center.pipeline import COMMAND_TAG
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, api_state
 
-__all__ = ["create_export", "router", "task_public"]
+__all__ = ["CREATE_ERRORS", "CREATE_REPLAYED", "TASK_ERRORS", "create_export", "router", "task_public"]
 
 #: Query fields of a signed download link (all of them are signed).
 LINK_FIELDS = ("expires", "user", "tenant", "app", "scope", "signature")
 
 router = APIRouter(prefix="/api/v1/exports", tags=["exports"])
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 410, 413, 422, 429)
+#: Error answers of create (v1 and the seed-000 alias).
+CREATE_ERRORS = errors(
+    BODY,
+    AUTH,
+    {403: ["PERMISSION_DENIED"], 409: ["EXPORT_TYPE_DISABLED", "IDEMPOTENCY_KEY_REUSED"]},
+    {
+        422: [
+            "MISSING_FIELD", "UNKNOWN_FIELD", "TOO_LONG", "TOO_SHORT", "INVALID_TYPE",
+            "INVALID_VALUE", "UNKNOWN_EXPORT_TYPE", "INVALID_FORMAT", "INVALID_TIME_ZONE",
+            "IDEMPOTENCY_KEY_MISMATCH", "INVALID_IDEMPOTENCY_KEY", "TOO_MANY_PARAMETERS",
+            "PARAMETERS_TOO_LARGE", "PARAMETERS_TOO_DEEP", "PARAMETER_TOO_LONG",
+            "UNKNOWN_PARAMETER", "INVALID_DATE", "INVALID_DATE_RANGE",
+        ],
+        429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"],
+    },
+)
+#: The 200 of a create that returns an existing task (replayed key or duplicate request).
+CREATE_REPLAYED = {
+    200: {
+        "model": ExportAccepted,
+        "description": "The task already exists: the same requestId / Idempotency-Key was "
+        "used for the same export (header `Idempotent-Replayed: true`), or the same export "
+        "is still active and was asked for within 60 s (header "
+        "`Duplicate-Of-Active-Task: true`).",
+        "headers": {
+            "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}},
+            "Duplicate-Of-Active-Task": {"schema": {"type": "string", "enum": ["true"]}},
+        },
+    },
+    202: {"description": "Created; the export runs in the background."},
+}
+#: The error of a single-task lookup, and the answers of a route that only looks one up.
+TASK_CODES: dict[int, list[str]] = {404: ["TASK_NOT_FOUND"]}
+TASK_ERRORS = errors(AUTH, TASK_CODES)
+_CONTENT_FILE = {"schema": {"type": "string", "format": "binary"}}
+DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The file, with `Content-Disposition: attachment; filename=...; "
+        "filename*=UTF-8''...` (answered to a signed link).",
+        "content": {
+            "text/csv": _CONTENT_FILE,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _CONTENT_FILE,
+        },
+    },
+    307: {
+        "description": "With a bearer token: redirect to a signed link valid 24 h.",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    },
+    **errors(
+        QUERY,
+        AUTH,
+        {
+            403: ["LINK_INVALID", "LINK_EXPIRED", "LINK_NOT_YOURS"],
+            404: ["TASK_NOT_FOUND", "FILE_GONE"],
+            409: ["NO_FILE", "NOT_READY"],
+            410: ["FILE_EXPIRED"],
+        },
+    ),
 }
 _STATE_FILTER = {
     "queued": TaskStatus.PENDING,
@@ -171,7 +228,11 @@ def create_export(
         )
     request_id = body.requestId or idempotency_key
     if request_id is not None and not 0 < len(request_id) <= 128:
-        raise ValidationFailed("Idempotency-Key must have 1..128 characters", field="requestId")
+        raise ValidationFailed(
+            "Idempotency-Key must have 1..128 characters",
+            code="INVALID_IDEMPOTENCY_KEY",
+            field="requestId",
+        )
     parameters = validate_parameters(etype, body.parameters)
     time_zone = validate_time_zone(body.timeZone, runtime.settings.task.time_zone)
     new = repository.NewTask(
@@ -255,7 +316,12 @@ def create_export(
     )
 
 
-@router.post("", status_code=202, response_model=ExportAccepted, responses=ERRORS)
+@router.post(
+    "",
+    status_code=202,
+    response_model=ExportAccepted,
+    responses={**CREATE_REPLAYED, **CREATE_ERRORS},
+)
 def create(
     body: ExportCreate,
     user: CurrentUser,
@@ -267,7 +333,11 @@ def create(
     return create_export(runtime, user, body, idempotency_key, response)
 
 
-@router.get("", response_model=ExportsPublic, responses=ERRORS)
+@router.get(
+    "",
+    response_model=ExportsPublic,
+    responses=errors(QUERY, AUTH, {422: ["INVALID_STATE", "INVALID_CURSOR", "INVALID_VALUE"]}),
+)
 def list_exports(
     request: Request,
     user: CurrentUser,
@@ -324,14 +394,19 @@ def list_exports(
     )
 
 
-@router.get("/{task_id}", response_model=ExportPublic, responses=ERRORS)
+@router.get("/{task_id}", response_model=ExportPublic, responses=errors(QUERY, AUTH, TASK_CODES))
 def detail(task_id: str, request: Request, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
     _only_query(request, set())
     return task_public(runtime, visible_task(runtime, task_id, user), user)
 
 
-@router.get("/{task_id}/download", responses={**ERRORS, 307: {"description": "signed link"}})
+@router.get(
+    "/{task_id}/download",
+    responses=DOWNLOAD_RESPONSES,
+    # A bearer token, or none with a signed link.
+    openapi_extra={"security": [{}, {"HTTPBearer": []}]},
+)
 def download(
     task_id: str,
     request: Request,
@@ -408,7 +483,12 @@ def _require_file(task: Mapping[str, Any]) -> None:
         raise Conflict(f"the export is {api_state(status)}, no file yet", code="NOT_READY")
 
 
-@router.post("/{task_id}/cancel", status_code=202, response_model=ExportPublic, responses=ERRORS)
+@router.post(
+    "/{task_id}/cancel",
+    status_code=202,
+    response_model=ExportPublic,
+    responses=errors(GUARD, AUTH, TASK_CODES, {409: ["NOT_CANCELLABLE"]}),
+)
 def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Cancel a queued task at once, or ask a running one to stop (within 10 s)."""
     task = visible_task(runtime, task_id, user)
@@ -424,7 +504,17 @@ def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic
     return task_public(runtime, fresh, user)
 
 
-@router.post("/{task_id}/retry", status_code=202, response_model=ExportPublic, responses=ERRORS)
+@router.post(
+    "/{task_id}/retry",
+    status_code=202,
+    response_model=ExportPublic,
+    responses=errors(
+        GUARD,
+        AUTH,
+        TASK_CODES,
+        {403: ["PERMISSION_DENIED"], 409: ["EXPORT_TYPE_DISABLED", "NOT_RETRYABLE"]},
+    ),
+)
 def retry(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Run a failed export again (new dispatch version, counters reset)."""
     task = visible_task(runtime, task_id, user)

@@ -10,7 +10,14 @@ from sqlalchemy import text
 
 from export_center import metrics
 from export_center.api.deps import CurrentUser, RuntimeDep
-from export_center.api.routes.exports import ERRORS, create_export, task_public
+from export_center.api.openapi import AUTH, GUARD, errors
+from export_center.api.routes.exports import (
+    CREATE_ERRORS,
+    CREATE_REPLAYED,
+    TASK_ERRORS,
+    create_export,
+    task_public,
+)
 from export_center.api.service import visible_task
 from export_center.api.schemas import (
     ExportAccepted,
@@ -37,7 +44,11 @@ def healthz() -> dict[str, str]:
 router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
 
 
-@router.get("/readyz", tags=["system"])
+@router.get(
+    "/readyz",
+    tags=["system"],
+    responses={503: {"description": "The database does not answer"}},
+)
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     """Ready when the database answers and the registry is loaded."""
     try:
@@ -63,7 +74,7 @@ def prometheus_metrics(runtime: RuntimeDep) -> Response:
     "/api/v1/export-types",
     response_model=list[ExportTypePublic],
     tags=["exports"],
-    responses=ERRORS,
+    responses=errors(AUTH),
 )
 def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePublic]:
     """Export types the caller may create (permission, app scope, enabled)."""
@@ -87,7 +98,11 @@ def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePubli
     ]
 
 
-@router.post("/api/v1/admin/registry/reload", tags=["admin"], responses=ERRORS)
+@router.post(
+    "/api/v1/admin/registry/reload",
+    tags=["admin"],
+    responses=errors(GUARD, AUTH, {403: ["PERMISSION_DENIED"], 409: ["REGISTRY_INVALID"]}),
+)
 def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]:
     """Reload the export-type file; an invalid file keeps the old registry (409)."""
     if not user.can(ADMIN):
@@ -106,7 +121,7 @@ def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]
     status_code=202,
     response_model=ExportAccepted,
     tags=["orders"],
-    responses=ERRORS,
+    responses={**CREATE_REPLAYED, **CREATE_ERRORS},
 )
 def legacy_order_export(
     body: LegacyOrderExport,
@@ -130,7 +145,7 @@ def legacy_order_export(
 
 
 @router.get(
-    "/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=ERRORS
+    "/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=TASK_ERRORS
 )
 def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Seed 000's progress query: same answer as ``GET /api/v1/exports/{taskId}``."""

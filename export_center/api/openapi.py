@@ -1,0 +1,215 @@
+"""The OpenAPI description: error codes per route, examples, and Swagger UI served offline.
+
+Every route declares exactly the error answers it can give (:func:`errors`): each status
+lists its machine-readable ``code`` values, with one example body per code, so a client
+generated from ``/openapi.json`` knows what to handle. :func:`install_docs` serves
+Swagger UI at ``/docs`` from files shipped in the package (``static/swagger-ui``,
+swagger-ui-dist 5, Apache-2.0), so the page works without internet access;
+:func:`tidy_schema` removes FastAPI's generic 422 answers, which the API never sends
+(its 422 bodies are :class:`~export_center.api.schemas.ErrorBody` too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from export_center.api.schemas import ErrorBody
+
+__all__ = [
+    "AUTH",
+    "BODY",
+    "GUARD",
+    "QUERY",
+    "errors",
+    "install_docs",
+    "tidy_schema",
+]
+
+SWAGGER_DIR = Path(__file__).parent / "static" / "swagger-ui"
+ASSETS_PATH = "/docs-assets"
+
+#: ``code -> (example message, field)`` of every error the API answers.
+CATALOGUE: dict[str, tuple[str, str | None]] = {
+    "UNAUTHORIZED": ("a bearer token is required", None),
+    "TOKEN_INVALID": ("the bearer token is not valid: Not enough segments", None),
+    "TOKEN_EXPIRED": ("the bearer token has expired", None),
+    "TOKEN_WRONG_KEY": (
+        "the bearer token was signed with another key than this server's: make tokens with "
+        "`export-center token` using the same data directory (EXPORT_CENTER_DATA_DIR) ...",
+        None,
+    ),
+    "TOKEN_NOT_YET_VALID": (
+        "the bearer token is not valid yet (nbf or iat is in the future)",
+        None,
+    ),
+    "UNKNOWN_PARAMETER": ("unknown query parameter 'colour'", "colour"),
+    "REPEATED_PARAMETER": ("query parameter 'limit' is given more than once", "limit"),
+    "MALFORMED_JSON": ("the request body is not valid JSON", None),
+    "BODY_REQUIRED": ("send a JSON object body with content-type application/json", None),
+    "INVALID_BODY": ("the request body cannot be read", None),
+    "BODY_TOO_LARGE": ("the request body may have at most 64 KB", None),
+    "MISSING_FIELD": ("exportType is required", "exportType"),
+    "UNKNOWN_FIELD": ("callbackUrl is not a known field", "callbackUrl"),
+    "TOO_LONG": ("taskName: String should have at most 100 characters", "taskName"),
+    "TOO_SHORT": ("exportType: String should have at least 1 character", "exportType"),
+    "INVALID_TYPE": ("parameters: Input should be a valid dictionary", "parameters"),
+    "INVALID_VALUE": ("status must be one of O, F, P", "parameters.status"),
+    "UNKNOWN_EXPORT_TYPE": ("unknown export type 'ORDRES'", "exportType"),
+    "INVALID_FORMAT": ("format must be csv or xlsx, got 'pdf'", "format"),
+    "INVALID_TIME_ZONE": (
+        "timeZone must be an IANA time zone name such as Asia/Shanghai or UTC, got '+08:00'",
+        "timeZone",
+    ),
+    "IDEMPOTENCY_KEY_MISMATCH": ("Idempotency-Key and requestId differ", "requestId"),
+    "INVALID_IDEMPOTENCY_KEY": ("Idempotency-Key must have 1..128 characters", "requestId"),
+    "TOO_MANY_PARAMETERS": ("parameters may have at most 20 keys", "parameters"),
+    "PARAMETERS_TOO_LARGE": ("parameters may take at most 4 KB of JSON", "parameters"),
+    "PARAMETERS_TOO_DEEP": ("parameters may nest at most 2 levels", "parameters.a.b"),
+    "PARAMETER_TOO_LONG": (
+        "strings in parameters may have at most 256 characters",
+        "parameters.status",
+    ),
+    "INVALID_DATE": ("from must be a date YYYY-MM-DD, got '2024-02-30'", "parameters.from"),
+    "INVALID_DATE_RANGE": ("from (2024-02-01) is after to (2024-01-01)", "parameters.from"),
+    "PERMISSION_DENIED": ("you may not create ORDERS exports", None),
+    "EXPORT_TYPE_DISABLED": ("ORDERS exports are disabled", None),
+    "IDEMPOTENCY_KEY_REUSED": (
+        "requestId '7d1c0e2a' was already used for another export (ORDERS, csv); this request "
+        "differs in parameters; use a new key",
+        "requestId",
+    ),
+    "TOO_MANY_ACTIVE_TASKS": (
+        "you already have 3 exports queued or running; wait for one to finish",
+        None,
+    ),
+    "TOO_MANY_ACTIVE_TASKS_FOR_TYPE": (
+        "too many ORDERS exports are running right now; try again in a few minutes",
+        None,
+    ),
+    "INVALID_STATE": ("state must be among queued, running, ...", "state"),
+    "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
+    "TASK_NOT_FOUND": ("no such export task", None),
+    "FILE_GONE": ("the file is no longer stored", None),
+    "LINK_INVALID": ("the download link is not valid", None),
+    "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
+    "LINK_NOT_YOURS": ("this download link was issued to another user", None),
+    "NO_FILE": ("the export is failed; it has no file", None),
+    "NOT_READY": ("the export is running, no file yet", None),
+    "FILE_EXPIRED": ("the file has expired and was deleted; export again", None),
+    "NOT_CANCELLABLE": ("the export is succeeded and cannot be cancelled", None),
+    "NOT_RETRYABLE": ("only failed exports can be retried; this one is running", None),
+    "REGISTRY_INVALID": ("kept the previous registry: ORDERS.batch_size: must be ...", None),
+}
+
+#: 401 codes of every signed-in route.
+AUTH: dict[int, list[str]] = {
+    401: [
+        "UNAUTHORIZED",
+        "TOKEN_INVALID",
+        "TOKEN_EXPIRED",
+        "TOKEN_WRONG_KEY",
+        "TOKEN_NOT_YET_VALID",
+    ]
+}
+#: Codes of routes that check their query string.
+QUERY: dict[int, list[str]] = {400: ["UNKNOWN_PARAMETER", "REPEATED_PARAMETER"]}
+#: Codes of every POST: the body guard refuses bodies over 64 KB before any route runs.
+GUARD: dict[int, list[str]] = {413: ["BODY_TOO_LARGE"]}
+#: Codes of a POST that reads a JSON body (the guard's, and the JSON reader's).
+BODY: dict[int, list[str]] = {400: ["MALFORMED_JSON", "BODY_REQUIRED", "INVALID_BODY"], **GUARD}
+
+
+def errors(*groups: dict[int, list[str]]) -> dict[int | str, dict[str, Any]]:
+    """FastAPI ``responses`` for the error codes a route can answer.
+
+    Args:
+        groups: ``{status: [code, ...]}`` mappings (e.g. :data:`AUTH`, :data:`QUERY`,
+            ``{404: ["TASK_NOT_FOUND"]}``); the codes of one status are merged in order.
+
+    Returns:
+        ``{status: {"model": ErrorBody, "description": ..., "content": examples}}``.
+
+    Raises:
+        KeyError: a code that is not in :data:`CATALOGUE` (caught at import time).
+    """
+    merged: dict[int, list[str]] = {}
+    for group in groups:
+        for status, codes in group.items():
+            merged.setdefault(status, [])
+            merged[status] += [code for code in codes if code not in merged[status]]
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(merged):
+        codes = merged[status]
+        examples = {
+            code: {
+                "summary": code,
+                "value": {"code": code, "message": CATALOGUE[code][0], "field": CATALOGUE[code][1]},
+            }
+            for code in codes
+        }
+        out[status] = {
+            "model": ErrorBody,
+            "description": "`code` is one of: " + ", ".join(f"`{c}`" for c in codes),
+            "content": {"application/json": {"examples": examples}},
+        }
+    return out
+
+
+def tidy_schema(app: FastAPI) -> dict[str, Any]:
+    """Build the OpenAPI schema once: drop FastAPI's generic 422 answers (the API's own
+    422s are declared per route with :class:`ErrorBody`) and their unused schemas."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+        tags=app.openapi_tags,
+    )
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            if "security" in operation:  # openapi_extra appends: keep each entry once
+                unique: list[dict[str, Any]] = []
+                for entry in operation["security"]:
+                    if entry not in unique:
+                        unique.append(entry)
+                operation["security"] = sorted(unique, key=len)
+            answer = operation.get("responses", {}).get("422")
+            if answer and "HTTPValidationError" in str(answer):
+                del operation["responses"]["422"]
+    components = schema.get("components", {}).get("schemas", {})
+    text = str(schema.get("paths"))
+    for name in ("HTTPValidationError", "ValidationError"):
+        if name in components and f"/{name}'" not in text:
+            del components[name]
+    app.openapi_schema = schema
+    return schema
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serve Swagger UI at ``/docs`` with its assets from the package (works offline).
+
+    The app must be created with ``docs_url=None`` and ``redoc_url=None``.
+    """
+    app.mount(ASSETS_PATH, StaticFiles(directory=SWAGGER_DIR), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_PATH}/favicon-32x32.png",
+            swagger_ui_parameters={"persistAuthorization": False, "tryItOutEnabled": True},
+        )
+
+    app.openapi = lambda: tidy_schema(app)  # type: ignore[method-assign]

@@ -1,0 +1,146 @@
+"""The OpenAPI description a client is generated from: security, examples, enums, and the
+error codes each route can actually return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from export_center.api.app import create_app
+from export_center.api.openapi import CATALOGUE
+from export_center.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    settings = Settings(environment="test", data_dir=tmp_path_factory.mktemp("data"))
+    return create_app(settings).openapi()
+
+
+def op(schema: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    return schema["paths"][path][method]
+
+
+def codes(operation: dict[str, Any]) -> dict[str, list[str]]:
+    out = {}
+    for status, answer in operation["responses"].items():
+        examples = answer.get("content", {}).get("application/json", {}).get("examples", {})
+        if status.startswith("4"):
+            out[status] = sorted(example["value"]["code"] for example in examples.values())
+    return out
+
+
+def test_bearer_security_scheme_makes_authorize_work(schema):
+    assert schema["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": schema["components"]["securitySchemes"]["HTTPBearer"]["description"],
+    }
+    for method, path in (
+        ("post", "/api/v1/exports"),
+        ("get", "/api/v1/exports"),
+        ("get", "/api/v1/exports/{task_id}"),
+        ("get", "/api/v1/export-types"),
+    ):
+        assert op(schema, method, path)["security"] == [{"HTTPBearer": []}]
+    # The download also answers a signed link without any token.
+    assert op(schema, "get", "/api/v1/exports/{task_id}/download")["security"] == [
+        {},
+        {"HTTPBearer": []},
+    ]
+    assert "security" not in op(schema, "get", "/healthz")
+
+
+def test_enums_for_format_state_and_phase(schema):
+    models = schema["components"]["schemas"]
+    public = models["ExportPublic"]["properties"]
+    assert public["format"]["enum"] == ["csv", "xlsx"]
+    assert public["state"]["enum"] == [
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "expired",
+    ]
+    assert public["phase"]["enum"] == ["queued", "fetch", "render", "store"]
+    assert models["ExportCreate"]["properties"]["format"]["enum"] == ["csv", "xlsx"]
+    assert models["ExportAccepted"]["properties"]["state"]["enum"] == public["state"]["enum"]
+
+
+def test_examples_for_create_detail_and_errors(schema):
+    models = schema["components"]["schemas"]
+    create = models["ExportCreate"]["examples"][0]
+    assert create["exportType"] == "ORDERS" and create["parameters"]["from"] == "1995-09-01"
+    assert models["ExportPublic"]["examples"][0]["state"] == "succeeded"
+    assert models["ErrorBody"]["examples"][0]["code"] == "INVALID_DATE_RANGE"
+    created = op(schema, "post", "/api/v1/exports")["responses"]
+    example = created["422"]["content"]["application/json"]["examples"]["INVALID_DATE_RANGE"]
+    assert example["value"] == {
+        "code": "INVALID_DATE_RANGE",
+        "message": "from (2024-02-01) is after to (2024-01-01)",
+        "field": "parameters.from",
+    }
+
+
+EXPECTED = {
+    ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "422", "429"},
+    ("get", "/api/v1/exports"): {"400", "401", "422"},
+    ("get", "/api/v1/exports/{task_id}"): {"400", "401", "404"},
+    ("get", "/api/v1/exports/{task_id}/download"): {"400", "401", "403", "404", "409", "410"},
+    ("post", "/api/v1/exports/{task_id}/cancel"): {"401", "404", "409", "413"},
+    ("post", "/api/v1/exports/{task_id}/retry"): {"401", "403", "404", "409", "413"},
+    ("get", "/api/v1/export-types"): {"401"},
+    ("post", "/api/v1/admin/registry/reload"): {"401", "403", "409", "413"},
+    ("get", "/api/orders/export/{task_id}"): {"401", "404"},
+}
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(EXPECTED))
+def test_each_route_declares_only_the_errors_it_can_return(schema, method, path):
+    operation = op(schema, method, path)
+    declared = codes(operation)
+    assert set(declared) == EXPECTED[method, path]
+    for status, names in declared.items():
+        assert names, status
+        assert set(names) <= set(CATALOGUE)
+        assert operation["responses"][status]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorBody"
+        }
+    assert "HTTPValidationError" not in str(operation)
+
+
+def test_no_generic_validation_schema_is_left(schema):
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+    assert "ValidationError" not in schema["components"]["schemas"]
+
+
+def test_specific_codes_sit_where_they_belong(schema):
+    assert codes(op(schema, "get", "/api/v1/exports/{task_id}/download"))["403"] == [
+        "LINK_EXPIRED",
+        "LINK_INVALID",
+        "LINK_NOT_YOURS",
+    ]
+    assert codes(op(schema, "post", "/api/v1/exports"))["429"] == [
+        "TOO_MANY_ACTIVE_TASKS",
+        "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
+    ]
+    assert "TASK_NOT_FOUND" not in str(op(schema, "get", "/api/v1/exports"))
+    assert "TOKEN_WRONG_KEY" in codes(op(schema, "get", "/api/v1/exports"))["401"]
+
+
+def test_download_200_is_a_file_and_create_declares_the_replayed_200(schema):
+    download = op(schema, "get", "/api/v1/exports/{task_id}/download")["responses"]
+    content = download["200"]["content"]
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    assert content["text/csv"] == binary
+    assert content["application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"] == binary
+    assert "Location" in download["307"]["headers"]
+    create = op(schema, "post", "/api/v1/exports")["responses"]
+    assert set(create) >= {"200", "202"}
+    assert create["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ExportAccepted"
+    }
+    assert set(create["200"]["headers"]) == {"Idempotent-Replayed", "Duplicate-Of-Active-Task"}
