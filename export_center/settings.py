@@ -169,8 +169,8 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         default_factory=lambda: default_data_dir(),
-        description="Where the embedded default keeps its state; unset: the user's data "
-        "directory (~/.local/share/export-center on Linux), whatever the working directory",
+        description="Where the embedded default keeps its state (default: the user's data "
+        "directory, whatever the working directory)",
     )
     database_url: str | None = Field(None, description="SQLAlchemy URL; unset: SQLite file in the data dir")
     instance_id: str = Field(

@@ -39,6 +39,8 @@ def _rows(model: type[BaseModel], prefix: str, instance: Any) -> list[str]:
             continue
         if name == "instance_id":
             shown = "`ec-<random>`"
+        elif name == "data_dir" and not prefix:
+            shown = "`~/.local/share/export-center`"
         elif hasattr(value, "get_secret_value") or value is None:
             shown = "unset"
         else:
