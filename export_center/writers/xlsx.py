@@ -26,10 +26,15 @@ Cell rules (DESIGN.md "Files", CASES.md):
 * INTEGER: a number when it has at most 15 digits, else text (E04: Excel keeps 15
   significant digits; ``9912140633506421`` becomes text, ``999999999999999`` stays a
   number). ``bool`` is not treated as an integer.
-* DECIMAL: a number written as exact positional text (``format(d, "f")``) with the
-  number format ``#,##0`` plus one ``0`` per decimal place of the value's own scale
-  (up to 15 places; General beyond); text when it has more than 15 significant
-  digits. NaN/Infinity never reach a cell (E15): empty cell, counted in
+* DECIMAL: each cell is decided on its own (E04). A value Excel holds exactly, at
+  most 15 significant digits (``1234567890123.45``, ``-0.000000000000001``,
+  ``1000000000000000000``), is a number written as exact positional text
+  (``format(d, "f")``, never ``1E-8``) with the number format ``#,##0`` plus one ``0``
+  per decimal place of the value's own scale (up to 15 places; General beyond).
+  A value with more than 15 significant digits (``12345678901234.56``) is a text cell
+  with that positional text, and only that cell: its batch neighbours stay numbers.
+  Values come as a ``DecimalColumn`` (validated text), ``DecimalText``, ``Decimal`` or
+  None. NaN/Infinity never reach a cell (E15): empty cell, counted in
   ``invalid_numbers``.
 * BOOLEAN: ``t="b"`` with 1/0.
 * DATE: Excel serial (1900 date system, days since 1899-12-30) with ``yyyy-mm-dd``;
@@ -595,12 +600,15 @@ class XlsxWriter:
             short = MAX_NUMERIC_DIGITS
             digits = _DIGITS
             decimal_text = DecimalText
+            decimal_text_cell = self._decimal_text_cell
 
             def render_decimals(values: Sequence[Any], numbers: list[str]) -> list[str]:
+                # The plain str values of a DecimalColumn are validated positional text,
+                # like DecimalText; a plain str anywhere else is not a number.
+                plain = str if type(values) is DecimalColumn else decimal_text
                 texts: list[str] = values  # type: ignore[assignment]  # checked next
-                if (
-                    type(values) is DecimalColumn or set(map(type, values)) == {decimal_text}
-                ) and max(map(len, texts)) <= short:
+                validated = plain is str or set(map(type, values)) == {decimal_text}
+                if validated and max(map(len, texts)) <= short:
                     # Validated positional text of at most 15 characters: at most 15
                     # digits; the scale is the length after the dot.
                     return [
@@ -608,17 +616,29 @@ class XlsxWriter:
                         f"<v>{t}</v></c>"
                         for t, n in zip(texts, numbers, strict=True)
                     ]
-                # str(v) of a finite Decimal ends with a digit ("NaN", "Infinity" do
-                # not); without "E" it is positional, and <= 15 characters means <= 15
-                # digits. Its scale is the length after the dot (<= 14 here).
+                # Each cell on its own (E04). Validated text or str(v) of a finite
+                # Decimal (it ends with a digit, "NaN" and "Infinity" do not; without
+                # "E" it is positional) of at most 15 characters has at most 15 digits
+                # and is a number here. Longer text is a number or text by its
+                # significant digits (_decimal_text_cell); None is an empty cell; any
+                # other value goes through _any_cell.
                 return [
                     f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
                     f"<v>{t}</v></c>"
-                    if type(v) is Decimal
-                    and len(t := str(v)) <= short
-                    and t[-1] in digits
-                    and "E" not in t
-                    else ("" if v is None else any_cell(v, letter + n))
+                    if ((type(v) is plain or type(v) is decimal_text) and len(t := v) <= short)
+                    or (
+                        type(v) is Decimal
+                        and len(t := str(v)) <= short
+                        and t[-1] in digits
+                        and "E" not in t
+                    )
+                    else (
+                        ""
+                        if v is None
+                        else decimal_text_cell(v, letter + n)
+                        if type(v) is plain
+                        else any_cell(v, letter + n)
+                    )
                     for v, n in zip(values, numbers, strict=True)
                 ]
 
