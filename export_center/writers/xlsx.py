@@ -37,12 +37,15 @@ Cell rules (DESIGN.md "Files", CASES.md):
   None. NaN/Infinity never reach a cell (E15): empty cell, counted in
   ``invalid_numbers``.
 * BOOLEAN: ``t="b"`` with 1/0.
-* DATE: Excel serial (1900 date system, days since 1899-12-30) with ``yyyy-mm-dd``;
-  DATETIME: serial with the fraction of the day, truncated to milliseconds (Excel's
-  precision), format ``yyyy-mm-dd hh:mm:ss``. Aware datetimes are converted to the
-  export time zone and made naive (E13); naive ones are written as given. Values
-  before 1900-03-01 (where Excel's serials are off by the fake 1900-02-29) are
-  written as ISO text.
+* DATE: Excel serial (1900 date system) with ``yyyy-mm-dd``; DATETIME: serial with
+  the fraction of the day, truncated to milliseconds (Excel's precision), format
+  ``yyyy-mm-dd hh:mm:ss``. Serials follow Excel's 1900 leap-year rule: 1900-01-01 is
+  1, 1900-02-28 is 59, serial 60 is the fictitious 1900-02-29 and is never written,
+  1900-03-01 is 61 and later days count from 1899-12-30 (up to 2,958,465 for
+  9999-12-31), as openpyxl's ``to_excel``/``from_excel`` convert them. Days and
+  date-times before 1900-01-01, which Excel cannot show, are ISO text
+  (``1899-12-31``, ``1899-12-31 23:59:59``). Aware datetimes are converted to the
+  export time zone and made naive (E13); naive ones are written as given.
 
 Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
 (capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
@@ -113,8 +116,12 @@ _CHUNK_ROWS = 1_000
 """Rows rendered into one XML string and written with one call."""
 
 _EXCEL_EPOCH_ORDINAL = _dt.date(1899, 12, 30).toordinal()
-_FIRST_SERIAL_DATE = _dt.date(1900, 3, 1)
-_FIRST_SERIAL_DATETIME = _dt.datetime(1900, 3, 1)
+"""Serial 0 as Excel counts from 1900-03-01 on (serial = days since 1899-12-30)."""
+_FIRST_EXCEL_DATE = _dt.date(1900, 1, 1)
+"""Serial 1, the first day Excel's 1900 date system shows; earlier dates are text."""
+_FIRST_EXCEL_ORDINAL = _FIRST_EXCEL_DATE.toordinal()
+_FAKE_LEAP_DAY_SERIAL = 60
+"""Excel's fictitious 1900-02-29 (1900 is not a leap year; Lotus 1-2-3 compatibility)."""
 _MS_PER_DAY = 86_400_000
 
 # Style indices (cellXfs) fixed for every file; decimal styles are added after them.
@@ -236,6 +243,24 @@ def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
     return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
 
 
+def _serial_day(ordinal: int) -> int:
+    """Excel serial of a day (1900 date system), from its proleptic Gregorian ordinal.
+
+    Excel counts 1900-02-29, a day that never was, as serial 60: 1900-01-01 is 1,
+    1900-02-28 is 59 and 1900-03-01 is 61 (days since 1899-12-30 from there on).
+    openpyxl's ``utils.datetime.to_excel`` and ``from_excel`` follow the same rule.
+
+    Args:
+        ordinal: ``date.toordinal()`` of a day from 1900-01-01 (the caller writes
+            earlier days as text).
+
+    Returns:
+        The serial: 1..59 up to 1900-02-28, 61.. from 1900-03-01.
+    """
+    days = ordinal - _EXCEL_EPOCH_ORDINAL
+    return days if days > _FAKE_LEAP_DAY_SERIAL else days - 1
+
+
 def _escape_text(text: str) -> str:
     """XML-escape element text (``& < >``, CR) and protect literal ``_xHHHH_``."""
     text = _xml_escape(text, _XML_ENTITIES)
@@ -250,7 +275,7 @@ class _DateSerials(dict[_dt.date, str]):
     LIMIT = 20_000
 
     def __missing__(self, day: _dt.date) -> str:
-        text = self[day] = str(day.toordinal() - _EXCEL_EPOCH_ORDINAL)
+        text = self[day] = str(_serial_day(day.toordinal()))
         return text
 
     def trim(self) -> None:
@@ -563,7 +588,7 @@ class XlsxWriter:
             return render_integers
 
         if column_type is ColumnType.DATE:
-            first_date = _FIRST_SERIAL_DATE
+            first_date = _FIRST_EXCEL_DATE
             style = _STYLE_DATE
             serials = _DateSerials()
 
@@ -688,8 +713,8 @@ class XlsxWriter:
         if isinstance(value, _dt.datetime):
             return self._datetime_cell(value, ref)
         if isinstance(value, _dt.date):
-            if value >= _FIRST_SERIAL_DATE:
-                serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL
+            if value >= _FIRST_EXCEL_DATE:
+                serial = _serial_day(value.toordinal())
                 return f'<c r="{ref}" s="{_STYLE_DATE}"><v>{serial}</v></c>'
             return self._text_cell(value.isoformat(), ref)
         return self._text_cell(str(value), ref)
@@ -719,12 +744,13 @@ class XlsxWriter:
                 value = value.astimezone(self._zone).replace(tzinfo=None)
             except OverflowError:  # e.g. 9999-12-31T23:00Z in a zone east of UTC
                 return self._text_cell(value.isoformat(" "), ref)
-        if value < _FIRST_SERIAL_DATETIME:
+        ordinal = value.toordinal()
+        if ordinal < _FIRST_EXCEL_ORDINAL:  # before 1900-01-01: Excel cannot show it
             return self._text_cell(value.isoformat(" "), ref)
         millis = (
             value.hour * 3600 + value.minute * 60 + value.second
         ) * 1000 + value.microsecond // 1000
-        serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL + millis / _MS_PER_DAY
+        serial = _serial_day(ordinal) + millis / _MS_PER_DAY
         return f'<c r="{ref}" s="{_STYLE_DATETIME}"><v>{serial!r}</v></c>'
 
     # --- fixed parts ------------------------------------------------------------------
