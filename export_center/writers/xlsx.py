@@ -44,8 +44,18 @@ Cell rules (DESIGN.md "Files", CASES.md):
   1900-03-01 is 61 and later days count from 1899-12-30 (up to 2,958,465 for
   9999-12-31), as openpyxl's ``to_excel``/``from_excel`` convert them. Days and
   date-times before 1900-01-01, which Excel cannot show, are ISO text
-  (``1899-12-31``, ``1899-12-31 23:59:59``). Aware datetimes are converted to the
-  export time zone and made naive (E13); naive ones are written as given.
+  (``1899-12-31``, ``1899-12-31 23:59:59``).
+* Time zone (E13): an aware datetime is written as its wall time in the export time
+  zone; a naive one is written as given. A wall time that occurs twice in that zone,
+  i.e. in the repeated hour of a DST fall-back (2024-11-03 01:00-01:59:59 in
+  America/New_York, once at -04:00 and once at -05:00), is a text cell with the ISO
+  text and the UTC offset, exactly as the CSV writer writes it
+  (``2024-11-03 01:30:00-04:00``, ``2024-11-03 01:30:00-05:00``): a serial cannot carry
+  the offset, and two equal serials would hide which moment is which. Every other
+  value stays a date serial. A spring-forward gap never occurs (an aware moment
+  always has a wall time that exists). Detection: ``writers.base.wall_clock``
+  (``fold=0`` and ``fold=1`` give different UTC offsets); zones with a fixed offset
+  such as UTC skip it.
 
 Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
 (capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
@@ -75,11 +85,10 @@ from decimal import Decimal
 from typing import Any, BinaryIO
 from xml.sax.saxutils import escape as _xml_escape
 from xml.sax.saxutils import quoteattr as _xml_quoteattr
-from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns
+from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -290,7 +299,8 @@ class XlsxWriter:
     Args:
         stream: binary output (need not be seekable); it is not closed by ``close()``.
         columns: the export's columns, in file order (at most 16,384).
-        time_zone: IANA name of the export time zone for aware datetimes (E13).
+        time_zone: IANA name of the export time zone for aware datetimes (E13); a wall
+            time repeated by a DST fall-back is written as text with its UTC offset.
         max_bytes: file size cap in bytes (None = unlimited); ``write_rows`` raises
             ``errors.FileTooLarge`` as soon as the file would grow past it.
         sheet_row_limit: data rows per sheet, 1..1,048,575 (E12).
@@ -330,7 +340,7 @@ class XlsxWriter:
             )
         self._columns = list(columns)
         self._keys = [c.key for c in self._columns]
-        self._zone = ZoneInfo(time_zone)
+        self._wall = wall_clock(time_zone)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
         self._fast_deflate = _isal_zlib if compresslevel == 1 else None
@@ -669,7 +679,20 @@ class XlsxWriter:
 
             return render_decimals
 
-        # DATETIME: one call per non-empty cell.
+        if column_type is ColumnType.DATETIME:
+            datetime_cell = self._datetime_cell
+            moment = _dt.datetime
+
+            def render_datetimes(values: Sequence[Any], numbers: list[str]) -> list[str]:
+                return [
+                    datetime_cell(v, letter + n)
+                    if type(v) is moment
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip(values, numbers, strict=True)
+                ]
+
+            return render_datetimes
+
         def render_any(values: Sequence[Any], numbers: list[str]) -> list[str]:
             return [
                 "" if v is None else any_cell(v, letter + n)
@@ -738,15 +761,23 @@ class XlsxWriter:
         return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
 
     def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
-        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13)."""
+        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13).
+
+        An aware value whose wall time occurs twice in the export zone (the repeated
+        hour of a DST fall-back) is a text cell with its UTC offset instead,
+        ``2024-11-03 01:30:00-04:00``: a serial cannot carry the offset that tells the
+        two occurrences apart. Before 1900-01-01 the value is ISO text without offset.
+        """
         if value.tzinfo is not None:
             try:
-                value = value.astimezone(self._zone).replace(tzinfo=None)
+                value, repeated = self._wall(value)
             except OverflowError:  # e.g. 9999-12-31T23:00Z in a zone east of UTC
+                return self._text_cell(value.isoformat(" "), ref)
+            if repeated:
                 return self._text_cell(value.isoformat(" "), ref)
         ordinal = value.toordinal()
         if ordinal < _FIRST_EXCEL_ORDINAL:  # before 1900-01-01: Excel cannot show it
-            return self._text_cell(value.isoformat(" "), ref)
+            return self._text_cell(value.replace(tzinfo=None).isoformat(" "), ref)
         millis = (
             value.hour * 3600 + value.minute * 60 + value.second
         ) * 1000 + value.microsecond // 1000
