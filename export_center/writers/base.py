@@ -135,10 +135,17 @@ class WriterStats:
         rows: data rows written (header rows not counted).
         sheets: worksheets written (XLSX; 1 for CSV).
         truncated_cells: string cells cut to the XLSX cell limit (CASES E10).
-        replaced_chars: characters replaced with U+FFFD (CASES E08; lone surrogates
-            in CSV, control characters and non-characters in XLSX).
+        replaced_chars: characters replaced with U+FFFD, all kinds (CASES E08): the sum
+            of the three counts below, kept for callers that read one number.
         bytes: size of the file in bytes.
         invalid_numbers: NaN/Infinity values written as empty cells (CASES E15).
+        replaced_control_chars: C0 control characters other than TAB, LF and CR
+            (``\\x00-\\x08``, ``\\x0b``, ``\\x0c``, ``\\x0e-\\x1f``) replaced; XLSX only,
+            CSV keeps them.
+        replaced_noncharacters: the non-characters U+FFFE and U+FFFF replaced; XLSX
+            only (XML 1.0 cannot carry them), CSV keeps them.
+        replaced_surrogates: lone surrogates (U+D800-U+DFFF) replaced, in both formats
+            (UTF-8 cannot encode them either).
     """
 
     rows: int = 0
@@ -147,6 +154,9 @@ class WriterStats:
     replaced_chars: int = 0
     bytes: int = 0
     invalid_numbers: int = 0
+    replaced_control_chars: int = 0
+    replaced_noncharacters: int = 0
+    replaced_surrogates: int = 0
 
 
 WallClock = Callable[[_dt.datetime], tuple[_dt.datetime, bool]]

@@ -15,8 +15,9 @@ Rules (DESIGN.md "Files", CASES.md):
   text like ``a,=1+1`` is left alone because quoting keeps it in one cell.
 * Leading zeros are kept as they are (E03 policy: no ``="000123"`` tricks, which would
   clash with E06; users who want Excel types use XLSX).
-* Control characters are written verbatim (E08 policy); only lone surrogates, which
-  UTF-8 cannot encode, become U+FFFD (counted in ``replaced_chars``).
+* Control characters and the non-characters U+FFFE/U+FFFF are written verbatim (E08
+  policy); only lone surrogates, which UTF-8 cannot encode, become U+FFFD (counted
+  in ``replaced_surrogates`` and in the total ``replaced_chars``).
 * Values: int -> digits (exact, E04), Decimal -> positional notation (never ``1E-8``),
   bool -> ``true``/``false``, date -> ``YYYY-MM-DD``, datetime -> wall time in the
   export time zone ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (E13), None -> empty cell. NaN or
@@ -385,8 +386,9 @@ class CsvWriter:
         """Flush the file and return its stats; the output stream stays open.
 
         Returns:
-            ``WriterStats`` with rows, sheets=1, replaced_chars, invalid_numbers and
-            bytes (BOM included).
+            ``WriterStats`` with rows, sheets=1, replaced_chars and
+            replaced_surrogates (equal: lone surrogates are all CSV replaces),
+            invalid_numbers and bytes (BOM included).
 
         Raises:
             ValueError: the writer failed before.
@@ -401,7 +403,7 @@ class CsvWriter:
                 raise
             self._closed = True
         stats = self._stats
-        stats.replaced_chars = self._replaced
+        stats.replaced_chars = stats.replaced_surrogates = self._replaced
         stats.invalid_numbers = self._invalid
         stats.bytes = self._counting.count
         return dataclasses.replace(stats)

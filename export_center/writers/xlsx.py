@@ -14,10 +14,13 @@ Cell rules (DESIGN.md "Files", CASES.md):
   ``= + - @`` (or their full-width forms) also gets a ``quotePrefix`` style so Excel
   never re-evaluates it on edit. Numeric-looking text keeps its leading zeros (E03).
   An empty string is an empty cell.
-* Characters XML 1.0 cannot carry (``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
-  ``\\x0e-\\x1f``, U+FFFE, U+FFFF, lone surrogates) become U+FFFD, counted in
-  ``replaced_chars``; TAB, LF and CR are kept (CR written as ``&#13;`` so XML
-  parsers do not turn it into LF) (E08).
+* Characters XML 1.0 cannot carry become U+FFFD (E08), counted by kind in the
+  writer's stats: control characters ``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
+  ``\\x0e-\\x1f`` (``replaced_control_chars``), the non-characters U+FFFE and U+FFFF
+  (``replaced_noncharacters``) and lone surrogates (``replaced_surrogates``), and in
+  total (``replaced_chars``); the header row counts too. TAB, LF and CR are kept (CR
+  written as ``&#13;`` so XML parsers do not turn it into LF), and so are DEL and the
+  C1 controls (``\\x7f-\\x9f``), which XML 1.0 allows.
 * Text longer than 32,767 UTF-16 code units is cut to at most 32,767 units without
   splitting a surrogate pair, counted in ``truncated_cells`` (E10).
 * Literal ``_xHHHH_`` sequences are written as ``_x005F_xHHHH_`` because Excel decodes
@@ -161,6 +164,14 @@ space needs neither ``quotePrefix`` nor ``xml:space="preserve"``."""
 
 _ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 """Characters XML 1.0 cannot carry; replaced with U+FFFD (E08)."""
+
+_REPLACED_KINDS = (
+    re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]"),
+    re.compile("[\ufffe\uffff]"),
+    re.compile("[\ud800-\udfff]"),
+)
+"""The characters of ``_ILLEGAL_RE`` by kind, in the order of the writer's counts:
+control characters, non-characters U+FFFE/U+FFFF, lone surrogates."""
 
 _SPECIAL_RE = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 """Anything that needs escaping or replacing; text without it is written as is."""
@@ -346,7 +357,7 @@ class XlsxWriter:
         self._fast_deflate = _isal_zlib if compresslevel == 1 else None
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
         self._rows = 0
-        self._replaced = 0
+        self._replaced = [0, 0, 0]  # control chars, non-characters, lone surrogates
         self._truncated = 0
         self._invalid = 0
         self._sheet_count = 0
@@ -415,8 +426,9 @@ class XlsxWriter:
         the same stats.
 
         Returns:
-            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars, bytes,
-            invalid_numbers).
+            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars and its
+            split replaced_control_chars / replaced_noncharacters /
+            replaced_surrogates, bytes, invalid_numbers).
 
         Raises:
             FileTooLarge: the last bytes crossed ``max_bytes``.
@@ -431,7 +443,10 @@ class XlsxWriter:
                 rows=self._rows,
                 sheets=self._sheet_count,
                 truncated_cells=self._truncated,
-                replaced_chars=self._replaced,
+                replaced_chars=sum(self._replaced),
+                replaced_control_chars=self._replaced[0],
+                replaced_noncharacters=self._replaced[1],
+                replaced_surrogates=self._replaced[2],
                 bytes=self._counting.count,
                 invalid_numbers=self._invalid,
             )
@@ -706,10 +721,22 @@ class XlsxWriter:
         if not text:
             return ""
         if len(text) > _SAFE_CHARS or _ILLEGAL_RE.search(text) is not None:
-            text, replaced, truncated = excel_text(text)
-            self._replaced += replaced
+            safe, replaced, truncated = excel_text(text)
+            if replaced:
+                self._count_replaced(text)
             self._truncated += truncated
+            text = safe
         return _clean_text_cell(text, ref, _escape_text(text))
+
+    def _count_replaced(self, original: str) -> None:
+        """Count by kind the characters ``excel_text`` replaces in ``original`` (E08).
+
+        Args:
+            original: a text before ``excel_text``; the kinds of ``_REPLACED_KINDS``
+                together are exactly the characters it replaces.
+        """
+        for index, kind in enumerate(_REPLACED_KINDS):
+            self._replaced[index] += len(kind.findall(original))
 
     def _any_cell(self, value: Any, ref: str) -> str:
         """Render any typed value by its Python type (all cell rules in one place)."""
@@ -791,7 +818,8 @@ class XlsxWriter:
         cells = []
         for column, letter in zip(self._columns, self._letters, strict=True):
             text, replaced, truncated = excel_text(column.title)
-            self._replaced += replaced
+            if replaced:
+                self._count_replaced(column.title)
             self._truncated += truncated
             if text:
                 space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
