@@ -209,7 +209,7 @@ def wall_clock(time_zone: str) -> WallClock:
     Rule (PEP 495): a wall time is repeated when the zone gives it different UTC
     offsets for ``fold=0`` and ``fold=1``; ``astimezone`` marks the second occurrence
     with ``fold=1``. Zones with a fixed offset (:func:`has_fixed_offset`) skip the
-    check and always answer False; the check costs about 0.5 µs per value elsewhere.
+    check and always answer False; the check costs about 0.6 µs per value elsewhere.
 
     Args:
         time_zone: IANA name of the export time zone.

@@ -793,7 +793,8 @@ class XlsxWriter:
         An aware value whose wall time occurs twice in the export zone (the repeated
         hour of a DST fall-back) is a text cell with its UTC offset instead,
         ``2024-11-03 01:30:00-04:00``: a serial cannot carry the offset that tells the
-        two occurrences apart. Before 1900-01-01 the value is ISO text without offset.
+        two occurrences apart. Any other value before 1900-01-01 is ISO text without
+        offset.
         """
         if value.tzinfo is not None:
             try:
