@@ -86,12 +86,33 @@ class RunContext:
 
 
 def _warning(stats: Any) -> str | None:
-    """A sentence on what the writer had to change, or None (CASES E08, E10, E15)."""
+    """A sentence on what the writer had to change, or None (CASES E08, E10, E15).
+
+    Replaced characters are named by kind, e.g. "3 control character(s),
+    1 non-character(s) (U+FFFE/U+FFFF) and 2 lone surrogate(s) replaced with U+FFFD";
+    kinds with a zero count are left out. Stats without the split (only
+    ``replaced_chars``) give "N character(s) replaced with U+FFFD".
+
+    Args:
+        stats: the writer's ``WriterStats``.
+
+    Returns:
+        The parts joined with "; ", or None when the writer changed nothing.
+    """
     parts = []
     if stats.truncated_cells:
         parts.append(f"{stats.truncated_cells:,} cell(s) cut to Excel's 32,767-character limit")
     if stats.replaced_chars:
-        parts.append(f"{stats.replaced_chars:,} control character(s) replaced with U+FFFD")
+        kinds = [
+            (getattr(stats, "replaced_control_chars", 0), "control character(s)"),
+            (getattr(stats, "replaced_noncharacters", 0), "non-character(s) (U+FFFE/U+FFFF)"),
+            (getattr(stats, "replaced_surrogates", 0), "lone surrogate(s)"),
+        ]
+        named = [f"{count:,} {kind}" for count, kind in kinds if count]
+        if not named:
+            named = [f"{stats.replaced_chars:,} character(s)"]
+        listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+        parts.append(f"{listed} replaced with U+FFFD")
     if getattr(stats, "invalid_numbers", 0):
         parts.append(f"{stats.invalid_numbers:,} NaN/Infinity value(s) written as empty cells")
     if stats.sheets > 1:

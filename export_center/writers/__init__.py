@@ -41,7 +41,9 @@ def open_writer(
             format works as is).
         stream: binary output; the writer writes forward only and never closes it.
         columns: the export's columns, in file order.
-        time_zone: IANA zone for datetimes (CASES E13), e.g. ``"Asia/Shanghai"``.
+        time_zone: IANA zone for datetimes (CASES E13), e.g. ``"Asia/Shanghai"``:
+            aware datetimes are written as wall time there, with the UTC offset when
+            a DST fall-back repeats that wall time (``2024-11-03 01:30:00-04:00``).
         max_bytes: file size cap in bytes, None for none (DESIGN.md: default 50 MB is
             the caller's setting); ``errors.FileTooLarge`` is raised while writing.
         sheet_row_limit: XLSX data rows per sheet (1..1,048,575; CASES E12); ignored

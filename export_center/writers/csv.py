@@ -15,20 +15,31 @@ Rules (DESIGN.md "Files", CASES.md):
   text like ``a,=1+1`` is left alone because quoting keeps it in one cell.
 * Leading zeros are kept as they are (E03 policy: no ``="000123"`` tricks, which would
   clash with E06; users who want Excel types use XLSX).
-* Control characters are written verbatim (E08 policy); only lone surrogates, which
-  UTF-8 cannot encode, become U+FFFD (counted in ``replaced_chars``).
+* Control characters and the non-characters U+FFFE/U+FFFF are written verbatim (E08
+  policy); only lone surrogates, which UTF-8 cannot encode, become U+FFFD (counted
+  in ``replaced_surrogates`` and in the total ``replaced_chars``).
 * Values: int -> digits (exact, E04), Decimal -> positional notation (never ``1E-8``),
   bool -> ``true``/``false``, date -> ``YYYY-MM-DD``, datetime -> wall time in the
   export time zone ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (E13), None -> empty cell. NaN or
   Infinity, which ``export_center.values`` rejects, are written empty and counted (E15).
+* DST fall-back: a wall time that occurs twice in the export time zone (the repeated
+  hour when the UTC offset falls back, e.g. 2024-11-03 01:00-01:59:59 in
+  America/New_York) is written with its UTC offset, so the two moments stay apart:
+  ``2024-11-03 01:30:00-04:00`` (first) and ``2024-11-03 01:30:00-05:00`` (second).
+  Every other datetime has no offset, as above; the XLSX writer writes the same text.
+  A spring-forward gap cannot occur: an aware moment always has a wall time that
+  exists. Naive datetimes are written as given (``export_center.values`` makes every
+  DATETIME aware). Detection: ``writers.base.wall_clock``; zones with a fixed offset
+  such as UTC skip it.
 * No truncation: CSV cells have no length limit (E10 applies to XLSX only).
 
 Speed: a batch is rendered column by column; a column whose values are all of its
 type's common Python type (``str``, ``int``, ``DecimalText``, ``date``) is checked and
 converted with C-level operations only (one ``join`` to find quoting needs, one
 ``map(str, ...)``), and rows are assembled with ``",".join`` over ``zip``. The batch is
-encoded to UTF-8 once and written with one call. Everything else goes through one
-per-value path that holds all the rules.
+encoded to UTF-8 once and written with one call. A DATETIME column calls one
+function per ``datetime`` (its text never needs quoting). Everything else goes through
+one per-value path that holds all the rules.
 """
 
 from __future__ import annotations
@@ -41,11 +52,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, BinaryIO
-from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns
+from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
 
@@ -73,6 +83,8 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 """Lone surrogates: the only code points UTF-8 cannot encode (E08: become U+FFFD)."""
 
 _LINE_END = "\r\n"
+
+_combine = _dt.datetime.combine
 
 
 def needs_formula_guard(text: str) -> bool:
@@ -131,7 +143,8 @@ class CsvWriter:
         stream: binary output; it is not closed by ``close()``.
         columns: the export's columns, in file order.
         time_zone: IANA name of the export time zone; aware datetimes are written as
-            wall time in this zone (E13).
+            wall time in this zone (E13), with the UTC offset when that wall time is
+            repeated by a DST fall-back.
         max_bytes: file size cap in bytes (None = unlimited); ``write_rows`` raises
             ``errors.FileTooLarge`` as soon as the file would grow past it.
 
@@ -154,7 +167,7 @@ class CsvWriter:
         if not columns:
             raise ValueError("an export needs at least one column")
         self._columns = list(columns)
-        self._zone = ZoneInfo(time_zone)
+        self._wall = wall_clock(time_zone)
         self._stats = WriterStats(sheets=1)
         self._replaced = 0
         self._invalid = 0
@@ -244,6 +257,16 @@ class CsvWriter:
 
             return render_dates
 
+        if column_type is ColumnType.DATETIME:
+            datetime_text = self._datetime_text
+            moment = _dt.datetime
+
+            def render_datetimes(values: list[Any]) -> list[str]:
+                # ISO date-time text has no comma, quote, CR or LF: never quoted.
+                return [datetime_text(v) if type(v) is moment else field(v) for v in values]
+
+            return render_datetimes
+
         def render_others(values: list[Any]) -> list[str]:
             return [field(v) for v in values]
 
@@ -276,17 +299,28 @@ class CsvWriter:
                 return ""
             return repr(value)
         if isinstance(value, _dt.datetime):
-            moment: _dt.datetime = value
-            if moment.tzinfo is not None:
-                try:
-                    moment = moment.astimezone(self._zone).replace(tzinfo=None)
-                except OverflowError:  # beyond year 9999 in the export zone: keep offset
-                    return moment.isoformat(" ")
-            return moment.isoformat(" ")
+            return self._datetime_text(value)
         if isinstance(value, _dt.date):
             return value.isoformat()
         text = str(value)
         return _guard(text) if guard else text
+
+    def _datetime_text(self, value: _dt.datetime) -> str:
+        """A datetime as export-zone wall time, ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (E13).
+
+        A wall time that occurs twice in the export zone (DST fall-back) gets its UTC
+        offset, ``2024-11-03 01:30:00-04:00``; a naive value is written as given.
+        """
+        if value.tzinfo is None:
+            return value.isoformat(" ")
+        try:
+            local, repeated = self._wall(value)
+        except OverflowError:  # beyond year 9999 in the export zone: keep offset
+            return value.isoformat(" ")
+        if repeated:
+            return local.isoformat(" ")
+        # The naive wall time; combine() is about twice as fast as replace(tzinfo=None).
+        return _combine(local.date(), local.time()).isoformat(" ")
 
     def _lines(self, columns: list[list[str]]) -> str:
         """Rows of final fields (given column by column) as CRLF-terminated lines."""
@@ -352,8 +386,9 @@ class CsvWriter:
         """Flush the file and return its stats; the output stream stays open.
 
         Returns:
-            ``WriterStats`` with rows, sheets=1, replaced_chars, invalid_numbers and
-            bytes (BOM included).
+            ``WriterStats`` with rows, sheets=1, replaced_chars and
+            replaced_surrogates (equal: lone surrogates are all CSV replaces),
+            invalid_numbers and bytes (BOM included).
 
         Raises:
             ValueError: the writer failed before.
@@ -368,7 +403,7 @@ class CsvWriter:
                 raise
             self._closed = True
         stats = self._stats
-        stats.replaced_chars = self._replaced
+        stats.replaced_chars = stats.replaced_surrogates = self._replaced
         stats.invalid_numbers = self._invalid
         stats.bytes = self._counting.count
         return dataclasses.replace(stats)

@@ -14,10 +14,13 @@ Cell rules (DESIGN.md "Files", CASES.md):
   ``= + - @`` (or their full-width forms) also gets a ``quotePrefix`` style so Excel
   never re-evaluates it on edit. Numeric-looking text keeps its leading zeros (E03).
   An empty string is an empty cell.
-* Characters XML 1.0 cannot carry (``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
-  ``\\x0e-\\x1f``, U+FFFE, U+FFFF, lone surrogates) become U+FFFD, counted in
-  ``replaced_chars``; TAB, LF and CR are kept (CR written as ``&#13;`` so XML
-  parsers do not turn it into LF) (E08).
+* Characters XML 1.0 cannot carry become U+FFFD (E08), counted by kind in the
+  writer's stats: control characters ``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
+  ``\\x0e-\\x1f`` (``replaced_control_chars``), the non-characters U+FFFE and U+FFFF
+  (``replaced_noncharacters``) and lone surrogates (``replaced_surrogates``), and in
+  total (``replaced_chars``); the header row counts too. TAB, LF and CR are kept (CR
+  written as ``&#13;`` so XML parsers do not turn it into LF), and so are DEL and the
+  C1 controls (``\\x7f-\\x9f``), which XML 1.0 allows.
 * Text longer than 32,767 UTF-16 code units is cut to at most 32,767 units without
   splitting a surrogate pair, counted in ``truncated_cells`` (E10).
 * Literal ``_xHHHH_`` sequences are written as ``_x005F_xHHHH_`` because Excel decodes
@@ -26,18 +29,36 @@ Cell rules (DESIGN.md "Files", CASES.md):
 * INTEGER: a number when it has at most 15 digits, else text (E04: Excel keeps 15
   significant digits; ``9912140633506421`` becomes text, ``999999999999999`` stays a
   number). ``bool`` is not treated as an integer.
-* DECIMAL: a number written as exact positional text (``format(d, "f")``) with the
-  number format ``#,##0`` plus one ``0`` per decimal place of the value's own scale
-  (up to 15 places; General beyond); text when it has more than 15 significant
-  digits. NaN/Infinity never reach a cell (E15): empty cell, counted in
+* DECIMAL: each cell is decided on its own (E04). A value Excel holds exactly, at
+  most 15 significant digits (``1234567890123.45``, ``-0.000000000000001``,
+  ``1000000000000000000``), is a number written as exact positional text
+  (``format(d, "f")``, never ``1E-8``) with the number format ``#,##0`` plus one ``0``
+  per decimal place of the value's own scale (up to 15 places; General beyond).
+  A value with more than 15 significant digits (``12345678901234.56``) is a text cell
+  with that positional text, and only that cell: its batch neighbours stay numbers.
+  Values come as a ``DecimalColumn`` (validated text), ``DecimalText``, ``Decimal`` or
+  None. NaN/Infinity never reach a cell (E15): empty cell, counted in
   ``invalid_numbers``.
 * BOOLEAN: ``t="b"`` with 1/0.
-* DATE: Excel serial (1900 date system, days since 1899-12-30) with ``yyyy-mm-dd``;
-  DATETIME: serial with the fraction of the day, truncated to milliseconds (Excel's
-  precision), format ``yyyy-mm-dd hh:mm:ss``. Aware datetimes are converted to the
-  export time zone and made naive (E13); naive ones are written as given. Values
-  before 1900-03-01 (where Excel's serials are off by the fake 1900-02-29) are
-  written as ISO text.
+* DATE: Excel serial (1900 date system) with ``yyyy-mm-dd``; DATETIME: serial with
+  the fraction of the day, truncated to milliseconds (Excel's precision), format
+  ``yyyy-mm-dd hh:mm:ss``. Serials follow Excel's 1900 leap-year rule: 1900-01-01 is
+  1, 1900-02-28 is 59, serial 60 is the fictitious 1900-02-29 and is never written,
+  1900-03-01 is 61 and later days count from 1899-12-30 (up to 2,958,465 for
+  9999-12-31), as openpyxl's ``to_excel``/``from_excel`` convert them. Days and
+  date-times before 1900-01-01, which Excel cannot show, are ISO text
+  (``1899-12-31``, ``1899-12-31 23:59:59``).
+* Time zone (E13): an aware datetime is written as its wall time in the export time
+  zone; a naive one is written as given. A wall time that occurs twice in that zone,
+  i.e. in the repeated hour of a DST fall-back (2024-11-03 01:00-01:59:59 in
+  America/New_York, once at -04:00 and once at -05:00), is a text cell with the ISO
+  text and the UTC offset, exactly as the CSV writer writes it
+  (``2024-11-03 01:30:00-04:00``, ``2024-11-03 01:30:00-05:00``): a serial cannot carry
+  the offset, and two equal serials would hide which moment is which. Every other
+  value stays a date serial. A spring-forward gap never occurs (an aware moment
+  always has a wall time that exists). Detection: ``writers.base.wall_clock``
+  (``fold=0`` and ``fold=1`` give different UTC offsets); zones with a fixed offset
+  such as UTC skip it.
 
 Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
 (capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
@@ -67,11 +88,10 @@ from decimal import Decimal
 from typing import Any, BinaryIO
 from xml.sax.saxutils import escape as _xml_escape
 from xml.sax.saxutils import quoteattr as _xml_quoteattr
-from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns
+from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -108,8 +128,12 @@ _CHUNK_ROWS = 1_000
 """Rows rendered into one XML string and written with one call."""
 
 _EXCEL_EPOCH_ORDINAL = _dt.date(1899, 12, 30).toordinal()
-_FIRST_SERIAL_DATE = _dt.date(1900, 3, 1)
-_FIRST_SERIAL_DATETIME = _dt.datetime(1900, 3, 1)
+"""Serial 0 as Excel counts from 1900-03-01 on (serial = days since 1899-12-30)."""
+_FIRST_EXCEL_DATE = _dt.date(1900, 1, 1)
+"""Serial 1, the first day Excel's 1900 date system shows; earlier dates are text."""
+_FIRST_EXCEL_ORDINAL = _FIRST_EXCEL_DATE.toordinal()
+_FAKE_LEAP_DAY_SERIAL = 60
+"""Excel's fictitious 1900-02-29 (1900 is not a leap year; Lotus 1-2-3 compatibility)."""
 _MS_PER_DAY = 86_400_000
 
 # Style indices (cellXfs) fixed for every file; decimal styles are added after them.
@@ -140,6 +164,14 @@ space needs neither ``quotePrefix`` nor ``xml:space="preserve"``."""
 
 _ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 """Characters XML 1.0 cannot carry; replaced with U+FFFD (E08)."""
+
+_REPLACED_KINDS = (
+    re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]"),
+    re.compile("[\ufffe\uffff]"),
+    re.compile("[\ud800-\udfff]"),
+)
+"""The characters of ``_ILLEGAL_RE`` by kind, in the order of the writer's counts:
+control characters, non-characters U+FFFE/U+FFFF, lone surrogates."""
 
 _SPECIAL_RE = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 """Anything that needs escaping or replacing; text without it is written as is."""
@@ -231,6 +263,24 @@ def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
     return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
 
 
+def _serial_day(ordinal: int) -> int:
+    """Excel serial of a day (1900 date system), from its proleptic Gregorian ordinal.
+
+    Excel counts 1900-02-29, a day that never was, as serial 60: 1900-01-01 is 1,
+    1900-02-28 is 59 and 1900-03-01 is 61 (days since 1899-12-30 from there on).
+    openpyxl's ``utils.datetime.to_excel`` and ``from_excel`` follow the same rule.
+
+    Args:
+        ordinal: ``date.toordinal()`` of a day from 1900-01-01 (the caller writes
+            earlier days as text).
+
+    Returns:
+        The serial: 1..59 up to 1900-02-28, 61.. from 1900-03-01.
+    """
+    days = ordinal - _EXCEL_EPOCH_ORDINAL
+    return days if days > _FAKE_LEAP_DAY_SERIAL else days - 1
+
+
 def _escape_text(text: str) -> str:
     """XML-escape element text (``& < >``, CR) and protect literal ``_xHHHH_``."""
     text = _xml_escape(text, _XML_ENTITIES)
@@ -245,7 +295,7 @@ class _DateSerials(dict[_dt.date, str]):
     LIMIT = 20_000
 
     def __missing__(self, day: _dt.date) -> str:
-        text = self[day] = str(day.toordinal() - _EXCEL_EPOCH_ORDINAL)
+        text = self[day] = str(_serial_day(day.toordinal()))
         return text
 
     def trim(self) -> None:
@@ -260,7 +310,8 @@ class XlsxWriter:
     Args:
         stream: binary output (need not be seekable); it is not closed by ``close()``.
         columns: the export's columns, in file order (at most 16,384).
-        time_zone: IANA name of the export time zone for aware datetimes (E13).
+        time_zone: IANA name of the export time zone for aware datetimes (E13); a wall
+            time repeated by a DST fall-back is written as text with its UTC offset.
         max_bytes: file size cap in bytes (None = unlimited); ``write_rows`` raises
             ``errors.FileTooLarge`` as soon as the file would grow past it.
         sheet_row_limit: data rows per sheet, 1..1,048,575 (E12).
@@ -300,13 +351,13 @@ class XlsxWriter:
             )
         self._columns = list(columns)
         self._keys = [c.key for c in self._columns]
-        self._zone = ZoneInfo(time_zone)
+        self._wall = wall_clock(time_zone)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
         self._fast_deflate = _isal_zlib if compresslevel == 1 else None
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
         self._rows = 0
-        self._replaced = 0
+        self._replaced = [0, 0, 0]  # control chars, non-characters, lone surrogates
         self._truncated = 0
         self._invalid = 0
         self._sheet_count = 0
@@ -375,8 +426,9 @@ class XlsxWriter:
         the same stats.
 
         Returns:
-            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars, bytes,
-            invalid_numbers).
+            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars and its
+            split replaced_control_chars / replaced_noncharacters /
+            replaced_surrogates, bytes, invalid_numbers).
 
         Raises:
             FileTooLarge: the last bytes crossed ``max_bytes``.
@@ -391,7 +443,10 @@ class XlsxWriter:
                 rows=self._rows,
                 sheets=self._sheet_count,
                 truncated_cells=self._truncated,
-                replaced_chars=self._replaced,
+                replaced_chars=sum(self._replaced),
+                replaced_control_chars=self._replaced[0],
+                replaced_noncharacters=self._replaced[1],
+                replaced_surrogates=self._replaced[2],
                 bytes=self._counting.count,
                 invalid_numbers=self._invalid,
             )
@@ -558,7 +613,7 @@ class XlsxWriter:
             return render_integers
 
         if column_type is ColumnType.DATE:
-            first_date = _FIRST_SERIAL_DATE
+            first_date = _FIRST_EXCEL_DATE
             style = _STYLE_DATE
             serials = _DateSerials()
 
@@ -595,12 +650,15 @@ class XlsxWriter:
             short = MAX_NUMERIC_DIGITS
             digits = _DIGITS
             decimal_text = DecimalText
+            decimal_text_cell = self._decimal_text_cell
 
             def render_decimals(values: Sequence[Any], numbers: list[str]) -> list[str]:
+                # The plain str values of a DecimalColumn are validated positional text,
+                # like DecimalText; a plain str anywhere else is not a number.
+                plain = str if type(values) is DecimalColumn else decimal_text
                 texts: list[str] = values  # type: ignore[assignment]  # checked next
-                if (
-                    type(values) is DecimalColumn or set(map(type, values)) == {decimal_text}
-                ) and max(map(len, texts)) <= short:
+                validated = plain is str or set(map(type, values)) == {decimal_text}
+                if validated and max(map(len, texts)) <= short:
                     # Validated positional text of at most 15 characters: at most 15
                     # digits; the scale is the length after the dot.
                     return [
@@ -608,23 +666,48 @@ class XlsxWriter:
                         f"<v>{t}</v></c>"
                         for t, n in zip(texts, numbers, strict=True)
                     ]
-                # str(v) of a finite Decimal ends with a digit ("NaN", "Infinity" do
-                # not); without "E" it is positional, and <= 15 characters means <= 15
-                # digits. Its scale is the length after the dot (<= 14 here).
+                # Each cell on its own (E04). Validated text or str(v) of a finite
+                # Decimal (it ends with a digit, "NaN" and "Infinity" do not; without
+                # "E" it is positional) of at most 15 characters has at most 15 digits
+                # and is a number here. Longer text is a number or text by its
+                # significant digits (_decimal_text_cell); None is an empty cell; any
+                # other value goes through _any_cell.
                 return [
                     f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
                     f"<v>{t}</v></c>"
-                    if type(v) is Decimal
-                    and len(t := str(v)) <= short
-                    and t[-1] in digits
-                    and "E" not in t
-                    else ("" if v is None else any_cell(v, letter + n))
+                    if ((type(v) is plain or type(v) is decimal_text) and len(t := v) <= short)
+                    or (
+                        type(v) is Decimal
+                        and len(t := str(v)) <= short
+                        and t[-1] in digits
+                        and "E" not in t
+                    )
+                    else (
+                        ""
+                        if v is None
+                        else decimal_text_cell(v, letter + n)
+                        if type(v) is plain
+                        else any_cell(v, letter + n)
+                    )
                     for v, n in zip(values, numbers, strict=True)
                 ]
 
             return render_decimals
 
-        # DATETIME: one call per non-empty cell.
+        if column_type is ColumnType.DATETIME:
+            datetime_cell = self._datetime_cell
+            moment = _dt.datetime
+
+            def render_datetimes(values: Sequence[Any], numbers: list[str]) -> list[str]:
+                return [
+                    datetime_cell(v, letter + n)
+                    if type(v) is moment
+                    else ("" if v is None else any_cell(v, letter + n))
+                    for v, n in zip(values, numbers, strict=True)
+                ]
+
+            return render_datetimes
+
         def render_any(values: Sequence[Any], numbers: list[str]) -> list[str]:
             return [
                 "" if v is None else any_cell(v, letter + n)
@@ -638,10 +721,22 @@ class XlsxWriter:
         if not text:
             return ""
         if len(text) > _SAFE_CHARS or _ILLEGAL_RE.search(text) is not None:
-            text, replaced, truncated = excel_text(text)
-            self._replaced += replaced
+            safe, replaced, truncated = excel_text(text)
+            if replaced:
+                self._count_replaced(text)
             self._truncated += truncated
+            text = safe
         return _clean_text_cell(text, ref, _escape_text(text))
+
+    def _count_replaced(self, original: str) -> None:
+        """Count by kind the characters ``excel_text`` replaces in ``original`` (E08).
+
+        Args:
+            original: a text before ``excel_text``; the kinds of ``_REPLACED_KINDS``
+                together are exactly the characters it replaces.
+        """
+        for index, kind in enumerate(_REPLACED_KINDS):
+            self._replaced[index] += len(kind.findall(original))
 
     def _any_cell(self, value: Any, ref: str) -> str:
         """Render any typed value by its Python type (all cell rules in one place)."""
@@ -668,8 +763,8 @@ class XlsxWriter:
         if isinstance(value, _dt.datetime):
             return self._datetime_cell(value, ref)
         if isinstance(value, _dt.date):
-            if value >= _FIRST_SERIAL_DATE:
-                serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL
+            if value >= _FIRST_EXCEL_DATE:
+                serial = _serial_day(value.toordinal())
                 return f'<c r="{ref}" s="{_STYLE_DATE}"><v>{serial}</v></c>'
             return self._text_cell(value.isoformat(), ref)
         return self._text_cell(str(value), ref)
@@ -693,18 +788,28 @@ class XlsxWriter:
         return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
 
     def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
-        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13)."""
+        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13).
+
+        An aware value whose wall time occurs twice in the export zone (the repeated
+        hour of a DST fall-back) is a text cell with its UTC offset instead,
+        ``2024-11-03 01:30:00-04:00``: a serial cannot carry the offset that tells the
+        two occurrences apart. Any other value before 1900-01-01 is ISO text without
+        offset.
+        """
         if value.tzinfo is not None:
             try:
-                value = value.astimezone(self._zone).replace(tzinfo=None)
+                value, repeated = self._wall(value)
             except OverflowError:  # e.g. 9999-12-31T23:00Z in a zone east of UTC
                 return self._text_cell(value.isoformat(" "), ref)
-        if value < _FIRST_SERIAL_DATETIME:
-            return self._text_cell(value.isoformat(" "), ref)
+            if repeated:
+                return self._text_cell(value.isoformat(" "), ref)
+        ordinal = value.toordinal()
+        if ordinal < _FIRST_EXCEL_ORDINAL:  # before 1900-01-01: Excel cannot show it
+            return self._text_cell(value.replace(tzinfo=None).isoformat(" "), ref)
         millis = (
             value.hour * 3600 + value.minute * 60 + value.second
         ) * 1000 + value.microsecond // 1000
-        serial = value.toordinal() - _EXCEL_EPOCH_ORDINAL + millis / _MS_PER_DAY
+        serial = _serial_day(ordinal) + millis / _MS_PER_DAY
         return f'<c r="{ref}" s="{_STYLE_DATETIME}"><v>{serial!r}</v></c>'
 
     # --- fixed parts ------------------------------------------------------------------
@@ -714,7 +819,8 @@ class XlsxWriter:
         cells = []
         for column, letter in zip(self._columns, self._letters, strict=True):
             text, replaced, truncated = excel_text(column.title)
-            self._replaced += replaced
+            if replaced:
+                self._count_replaced(column.title)
             self._truncated += truncated
             if text:
                 space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""

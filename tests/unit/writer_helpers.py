@@ -33,3 +33,18 @@ def write_file(
     stats = writer.close()
     assert not out.closed  # close() never closes the caller's stream
     return out.getvalue(), stats
+
+
+def write_columns_file(
+    fmt: str,
+    columns: list[Column],
+    batches: Sequence[Sequence[Sequence[Any]]],
+    **options: Any,
+) -> tuple[bytes, WriterStats]:
+    """Write column-major ``batches`` with ``write_columns`` (the pipeline's form)."""
+    out = io.BytesIO()
+    writer = open_writer(fmt, out, columns, **options)
+    for batch in batches:
+        writer.write_columns(batch)
+    stats = writer.close()
+    return out.getvalue(), stats
