@@ -76,7 +76,7 @@ class GracefulServer(uvicorn.Server):
     """uvicorn that hands running exports back before it stops serving (the embedded
     default serves the providers its exports read, so they must stop first)."""
 
-    def handle_exit(self, sig: int, frame: object) -> None:  # type: ignore[override]
+    def handle_exit(self, sig: int, frame: object) -> None:
         runtime = getattr(getattr(self.config.app, "state", None), "runtime", None)
         if runtime is not None:
             # Only flags here: this runs on the event loop that still serves providers.
@@ -122,7 +122,7 @@ class ServerThread:
 
     def stop(self) -> None:
         """Hand running exports back, then ask uvicorn to exit and wait for it."""
-        runtime = getattr(self.server.config.app.state, "runtime", None)
+        runtime = getattr(getattr(self.server.config.app, "state", None), "runtime", None)
         if runtime is not None:
             runtime.begin_shutdown()
             runtime.consumer.stop(timeout=20)

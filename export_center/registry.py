@@ -277,7 +277,7 @@ def _entry(
             )
     path = entry.get("provider_path")
     match = PATH_PATTERN.match(path) if isinstance(path, str) else None
-    if match is None:
+    if match is None or not isinstance(path, str):
         raise RegistryError(
             f"{code}.provider_path: must match ^/internal/exports/v1/[A-Z0-9_]+/batches$"
         )

@@ -15,10 +15,10 @@ import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, and_, func, insert, literal, select, update
+from sqlalchemy import Connection, Table, and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from export_center.access import Scope
@@ -51,9 +51,9 @@ __all__ = [
     "update_progress",
 ]
 
-T = ExportTask.__table__
-O = ExportOutbox.__table__  # noqa: E741
-G = ExportTaskGuard.__table__
+T = cast(Table, ExportTask.__table__)
+O = cast(Table, ExportOutbox.__table__)  # noqa: E741
+G = cast(Table, ExportTaskGuard.__table__)
 
 #: Version of the command payload and of the ``schemaVersion`` message property.
 COMMAND_SCHEMA_VERSION = 1
@@ -61,6 +61,16 @@ COMMAND_SCHEMA_VERSION = 1
 OUTBOX_BACKOFF_SECONDS = (5.0, 15.0, 60.0, 300.0, 900.0)
 
 TaskRow = Mapping[str, Any]
+
+
+def _first(result: Any) -> TaskRow | None:
+    """The first row of a result as a mapping, or None (typed for the callers)."""
+    return cast("TaskRow | None", result.mappings().first())
+
+
+def _rows(result: Any) -> list[TaskRow]:
+    """Every row of a result as mappings."""
+    return cast("list[TaskRow]", list(result.mappings()))
 
 
 def canonical_parameters(parameters: Mapping[str, Any]) -> tuple[str, str]:
@@ -149,13 +159,13 @@ def create_task(
     _lock_guard(conn)
     params_json, params_hash = canonical_parameters(new.parameters)
     if new.request_id is not None:
-        existing = conn.execute(
+        existing = _first(conn.execute(
             select(T).where(
                 T.c.tenant_id == new.tenant_id,
                 T.c.requested_by == new.requested_by,
                 T.c.request_id == new.request_id,
             )
-        ).mappings().first()
+        ))
         if existing is not None:
             same = (
                 existing["export_type"] == new.export_type
@@ -165,7 +175,7 @@ def create_task(
             )
             return CreateResult(existing, False, "idempotent" if same else "key_reused")
     active = [TaskStatus.PENDING.value, TaskStatus.RUNNING.value]
-    duplicate = conn.execute(
+    duplicate = _first(conn.execute(
         select(T)
         .where(
             T.c.tenant_id == new.tenant_id,
@@ -179,7 +189,7 @@ def create_task(
         )
         .order_by(T.c.id.desc())
         .limit(1)
-    ).mappings().first()
+    ))
     if duplicate is not None:
         return CreateResult(duplicate, False, "duplicate")
     per_user = conn.execute(
@@ -225,6 +235,7 @@ def create_task(
             updated_at=db_now(),
         )
     )
+    assert result.inserted_primary_key is not None
     task_id = result.inserted_primary_key[0]
     task = read_task(conn, task_id)
     assert task is not None
@@ -292,12 +303,12 @@ def insert_outbox(
 
 def read_task(conn: Connection, task_id: int) -> TaskRow | None:
     """Return the task row by internal id, or None."""
-    return conn.execute(select(T).where(T.c.id == task_id)).mappings().first()
+    return _first(conn.execute(select(T).where(T.c.id == task_id)))
 
 
 def read_task_by_no(conn: Connection, task_no: str) -> TaskRow | None:
     """Return the task row by public id (``exp_...``), or None."""
-    return conn.execute(select(T).where(T.c.task_no == task_no)).mappings().first()
+    return _first(conn.execute(select(T).where(T.c.task_no == task_no)))
 
 
 # --------------------------------------------------------------------------- outbox
@@ -339,7 +350,7 @@ def claim_outbox_row(
     ).rowcount
     if claimed != 1:
         return None
-    return conn.execute(select(O).where(O.c.id == row_id)).mappings().first()
+    return _first(conn.execute(select(O).where(O.c.id == row_id)))
 
 
 def _held(row_id: int, owner: str) -> Any:
@@ -631,11 +642,11 @@ def record_failure(
     Returns:
         ``"retry"``, ``"failed"``, or None when the attempt had lost its lease.
     """
-    task = conn.execute(
+    task = _first(conn.execute(
         select(T).where(_attempt(task_id, version, owner)).with_for_update()
         if conn.dialect.name != "sqlite"
         else select(T).where(_attempt(task_id, version, owner))
-    ).mappings().first()
+    ))
     if task is None:
         return None
     failure = {"failure_code": code[:64], "failure_message": message[:1000]}
@@ -710,8 +721,7 @@ def list_tasks(
         conds.append(T.c.status.in_(list(statuses)))
     if before_id is not None:
         conds.append(T.c.id < before_id)
-    rows = conn.execute(select(T).where(*conds).order_by(T.c.id.desc()).limit(limit))
-    return list(rows.mappings())
+    return _rows(conn.execute(select(T).where(*conds).order_by(T.c.id.desc()).limit(limit)))
 
 
 def request_cancel(conn: Connection, task_id: int) -> str | None:
@@ -759,8 +769,8 @@ def manual_retry(conn: Connection, task_id: int, *, topic: str, tag: str) -> Tas
 
 def outbox_rows(conn: Connection, task_id: int) -> list[TaskRow]:
     """All outbox rows of a task, oldest version first (tests and the admin view)."""
-    return list(
-        conn.execute(select(O).where(O.c.task_id == task_id).order_by(O.c.dispatch_version)).mappings()
+    return _rows(
+        conn.execute(select(O).where(O.c.task_id == task_id).order_by(O.c.dispatch_version))
     )
 
 
@@ -777,7 +787,7 @@ def tasks_missing_outbox(conn: Connection, grace_seconds: float, limit: int) -> 
         .where(O.c.task_id == T.c.id, O.c.dispatch_version == T.c.dispatch_version)
         .exists()
     )
-    return list(
+    return _rows(
         conn.execute(
             select(T)
             .where(
@@ -787,7 +797,7 @@ def tasks_missing_outbox(conn: Connection, grace_seconds: float, limit: int) -> 
             )
             .order_by(T.c.id)
             .limit(limit)
-        ).mappings()
+        )
     )
 
 
@@ -832,10 +842,10 @@ def resend_outbox_row(conn: Connection, row_id: int) -> bool:
 
 def _tasks_due(conn: Connection, status: TaskStatus, column: Any, limit: int) -> list[TaskRow]:
     """Tasks in ``status`` whose time ``column`` has passed by the database clock, oldest first."""
-    return list(
+    return _rows(
         conn.execute(
             select(T).where(T.c.status == status.value, column <= db_now()).order_by(column).limit(limit)
-        ).mappings()
+        )
     )
 
 
@@ -990,7 +1000,7 @@ def quarantine(conn: Connection, *, event_id: str, task_no: str, version: int, r
     task = read_task_by_no(conn, task_no)
     if task is None or task["dispatch_version"] != version or task["status"] != TaskStatus.PENDING:
         return "stale"
-    row = conn.execute(select(O).where(O.c.event_id == event_id)).mappings().first()
+    row = _first(conn.execute(select(O).where(O.c.event_id == event_id)))
     if row is None or row["task_id"] != task["id"] or row["dispatch_version"] != version:
         return "stale"
     quarantined = conn.execute(

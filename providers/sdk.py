@@ -243,9 +243,9 @@ class ExportProvider:
         try:
             req = BatchRequest.model_validate_json(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ()))
-            return _error(422, "INVALID_REQUEST", f"{loc}: {first.get('msg')}", loc or None)
+            error = exc.errors()[0]
+            loc = ".".join(str(p) for p in error.get("loc", ()))
+            return _error(422, "INVALID_REQUEST", f"{loc}: {error.get('msg')}", loc or None)
         if self.fetch is None:
             return _error(501, "NOT_IMPLEMENTED", f"{self.export_type} has no fetch function")
         try:

@@ -20,7 +20,10 @@ def run_migrations_online() -> None:
         return
     from export_center.db import make_engine
 
-    engine = make_engine(config.get_main_option("sqlalchemy.url"), immediate=False)
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise RuntimeError("alembic: no sqlalchemy.url and no connection given")
+    engine = make_engine(url, immediate=False)
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():

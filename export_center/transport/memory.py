@@ -125,7 +125,7 @@ class _DeadLetters:
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         self._dead.put(
             _MemoryDelivery(delivery.message_id, delivery.body, delivery.properties,
-                            delivery.delivery_attempt + 1, self, delivery.message)  # type: ignore[arg-type]
+                            delivery.delivery_attempt + 1, self, delivery.message)
         )
 
     def close(self) -> None:

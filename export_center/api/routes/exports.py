@@ -65,7 +65,7 @@ CREATE_ERRORS = errors(
     },
 )
 #: The 200 of a create that returns an existing task (replayed key or duplicate request).
-CREATE_REPLAYED = {
+CREATE_REPLAYED: dict[int | str, dict[str, Any]] = {
     200: {
         "model": ExportAccepted,
         "description": "The task already exists: the same requestId / Idempotency-Key was "
