@@ -90,7 +90,9 @@ def _parse_columns(raw: Any) -> list[Column]:
         try:
             ctype = ColumnType(str(item.get("type", "STRING")).upper())
         except ValueError:
-            raise _contract(f"column {item['key']!r} has unknown type {item.get('type')!r}") from None
+            raise _contract(
+                f"column {item['key']!r} has unknown type {item.get('type')!r}"
+            ) from None
         if item["key"] in seen:
             raise _contract(f"column {item['key']!r} declared twice")
         seen.add(item["key"])
@@ -196,7 +198,8 @@ class ProviderClient:
                     detail = _error_detail(raw)
                     if status == 410:
                         raise ProviderRejected(
-                            f"provider answered 410: snapshot expired{detail}", code="SNAPSHOT_EXPIRED"
+                            f"provider answered 410: snapshot expired{detail}",
+                            code="SNAPSHOT_EXPIRED",
                         )
                     raise ProviderRejected(f"provider answered {status}{detail}")
                 last = f"answered {status}"
@@ -249,7 +252,9 @@ class ProviderClient:
             rows=rows,
             next_cursor=cursor,
             has_more=bool(data.get("hasMore")),
-            total_rows=int(total) if isinstance(total, int) and not isinstance(total, bool) else None,
+            total_rows=int(total)
+            if isinstance(total, int) and not isinstance(total, bool)
+            else None,
             snapshot_token=token,
             schema_hash=data.get("schemaHash"),
         )

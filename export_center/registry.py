@@ -57,8 +57,17 @@ TYPE_PATTERN = re.compile(r"^[A-Z0-9_]{1,64}$")
 APP_SCOPES = ("PLATFORM", "MERCHANT")
 PARAM_TYPES = ("date", "string", "integer", "enum", "boolean")
 _KNOWN_KEYS = {
-    "title", "provider_url", "provider_path", "required_permission", "app_scope",
-    "enabled", "max_rows", "batch_size", "max_attempts", "parameters", "date_range",
+    "title",
+    "provider_url",
+    "provider_path",
+    "required_permission",
+    "app_scope",
+    "enabled",
+    "max_rows",
+    "batch_size",
+    "max_attempts",
+    "parameters",
+    "date_range",
 }
 
 
@@ -143,7 +152,9 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
             raise RegistryError(f"{code}.parameters[{i}]: needs a string 'name'")
         if item["name"] in names:
-            raise RegistryError(f"{code}.parameters[{i}]: parameter {item['name']!r} is declared twice")
+            raise RegistryError(
+                f"{code}.parameters[{i}]: parameter {item['name']!r} is declared twice"
+            )
         names.add(item["name"])
         ptype = item.get("type", "string")
         if ptype not in PARAM_TYPES:
@@ -163,9 +174,7 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     return tuple(specs)
 
 
-def _entry(
-    code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool
-) -> ExportType:
+def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool) -> ExportType:
     if not TYPE_PATTERN.match(code):
         raise RegistryError(f"{code}: type codes must match ^[A-Z0-9_]{{1,64}}$")
     if not isinstance(entry, Mapping):
@@ -213,11 +222,7 @@ def _entry(
     date_range = entry.get("date_range")
     if date_range is not None:
         names = {p.name for p in params if p.type == "date"}
-        if (
-            not isinstance(date_range, list)
-            or len(date_range) != 2
-            or not set(date_range) <= names
-        ):
+        if not isinstance(date_range, list) or len(date_range) != 2 or not set(date_range) <= names:
             raise RegistryError(f"{code}.date_range: must name two date parameters")
         date_range = (str(date_range[0]), str(date_range[1]))
     return ExportType(
@@ -276,4 +281,6 @@ def load_registry(
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise RegistryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return parse_registry(text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self)
+    return parse_registry(
+        text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self
+    )

@@ -44,8 +44,11 @@ class Behaviour:
 
 
 def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
-    columns = [Column("id", "Id", "INTEGER"), Column("amount", "Amount", "DECIMAL"),
-               Column("note", "Note", "STRING")]
+    columns = [
+        Column("id", "Id", "INTEGER"),
+        Column("amount", "Amount", "DECIMAL"),
+        Column("note", "Note", "STRING"),
+    ]
     provider = ExportProvider("FLAKY", columns, token=token, secret="fault-provider-secret")
 
     @provider.fetcher
@@ -53,27 +56,45 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
         after = int(cursor or 0)
         batch = after // req.limit + 1
         with behaviour.lock:
-            behaviour.requests.append({"at": time.monotonic(), "version": req.dispatchVersion,
-                                       "batch": batch, "task": req.taskId})
+            behaviour.requests.append(
+                {
+                    "at": time.monotonic(),
+                    "version": req.dispatchVersion,
+                    "batch": batch,
+                    "task": req.taskId,
+                }
+            )
         if behaviour.sleep_seconds:
             time.sleep(behaviour.sleep_seconds)
         failing = behaviour.always_fail or req.dispatchVersion in behaviour.fail_versions
         if failing and batch == behaviour.fail_at_batch:
-            raise ProviderFault(behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}")
+            raise ProviderFault(
+                behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}"
+            )
         ids = range(after + 1, min(after + req.limit, behaviour.rows) + 1)
         rows = []
         for i in ids:
             amount = Decimal(i) / 100
             if behaviour.nan_at_row == i:
                 amount = Decimal("NaN")
-            rows.append({"id": i, "amount": format(amount, "f") if amount.is_finite() else "NaN",
-                         "note": ("x" * behaviour.big_text) or f"row {i}"})
+            rows.append(
+                {
+                    "id": i,
+                    "amount": format(amount, "f") if amount.is_finite() else "NaN",
+                    "note": ("x" * behaviour.big_text) or f"row {i}",
+                }
+            )
         has_more = after + req.limit < behaviour.rows
         next_cursor = after + len(rows)
         if behaviour.stall_cursor_at_batch == batch:
             next_cursor = after if after else None
-        page = Page(rows=rows, next_cursor=next_cursor, has_more=has_more,
-                    snapshot={"rows": behaviour.rows}, total_rows=behaviour.rows)
+        page = Page(
+            rows=rows,
+            next_cursor=next_cursor,
+            has_more=has_more,
+            snapshot={"rows": behaviour.rows},
+            total_rows=behaviour.rows,
+        )
         return page
 
     return provider
@@ -121,12 +142,20 @@ class FaultProviderServer:
         return self.behaviour
 
 
-def registry_file(directory: Path, provider_url: str, *, max_rows: int = 5_000_000,
-                  batch_size: int = 1000, max_attempts: int = 3) -> Path:
+def registry_file(
+    directory: Path,
+    provider_url: str,
+    *,
+    max_rows: int = 5_000_000,
+    batch_size: int = 1000,
+    max_attempts: int = 3,
+) -> Path:
     """A registry with the sample ORDERS type and the FLAKY type at ``provider_url``."""
     from export_center.runtime import default_registry_path
 
-    text = default_registry_path().read_text() + f"""
+    text = (
+        default_registry_path().read_text()
+        + f"""
 FLAKY:
   title: Flaky
   provider_url: {provider_url}
@@ -138,6 +167,7 @@ FLAKY:
   batch_size: {batch_size}
   max_attempts: {max_attempts}
 """
+    )
     path = directory / "export_types.yaml"
     path.write_text(text)
     return path

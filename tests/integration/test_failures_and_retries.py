@@ -61,7 +61,10 @@ def test_503_twice_then_200_succeeds_on_the_third_attempt(flaky_stack, faulty):
         rows = repository.outbox_rows(conn, row["id"])
     assert row["attempt_count"] == 3 and row["dispatch_version"] == 3
     assert [(r["dispatch_version"], r["attempt_count"], r["status"]) for r in rows] == [
-        (1, 1, "SENT"), (2, 1, "SENT"), (3, 1, "SENT")]
+        (1, 1, "SENT"),
+        (2, 1, "SENT"),
+        (3, 1, "SENT"),
+    ]
     ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert ids == list(range(1, 2501))
     assert len(files(stack)) == 1  # the two failed attempts left no partial file
@@ -89,8 +92,18 @@ def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack,
 @pytest.mark.parametrize(
     ("behaviour", "limits", "code", "fragment"),
     [
-        ({"always_fail": True, "fail_status": 400, "fail_at_batch": 2}, {}, "PROVIDER_REJECTED", "provider answered 400"),
-        ({"always_fail": True, "fail_status": 410, "fail_at_batch": 2}, {}, "SNAPSHOT_EXPIRED", "snapshot expired"),
+        (
+            {"always_fail": True, "fail_status": 400, "fail_at_batch": 2},
+            {},
+            "PROVIDER_REJECTED",
+            "provider answered 400",
+        ),
+        (
+            {"always_fail": True, "fail_status": 410, "fail_at_batch": 2},
+            {},
+            "SNAPSHOT_EXPIRED",
+            "snapshot expired",
+        ),
         ({"change_schema_at_batch": 2}, {}, "SCHEMA_CHANGED", "schemaHash changed"),
         ({"nan_at_row": 1500}, {}, "INVALID_VALUE", "row 1500, column amount"),
         ({}, {"max_rows": 1200}, "ROW_LIMIT_EXCEEDED", "1,200 rows"),
@@ -121,7 +134,9 @@ def test_a_cursor_that_does_not_advance_is_transient(flaky_stack, faulty):
 
 
 def test_deadline_is_transient_and_checked_with_the_database_clock(flaky_stack, faulty):
-    stack = flaky_stack(max_attempts=2, task={"max_duration_minutes": 2 / 60, "heartbeat_seconds": 0.3})
+    stack = flaky_stack(
+        max_attempts=2, task={"max_duration_minutes": 2 / 60, "heartbeat_seconds": 0.3}
+    )
     faulty.reset(rows=50_000, sleep_seconds=0.2)
     client = stack.client(perms=FLAKY)
     detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
@@ -188,9 +203,15 @@ def test_concurrent_creates_with_one_request_id_make_one_task(make_stack):
         key = uuid.uuid4().hex
         results: list = []
 
-        def post():
-            results.append(create(client, "csv", requestId=key,
-                                  parameters={"from": "1995-01-01", "to": "1995-01-31"}))
+        def post(results: list = results, key: str = key) -> None:
+            results.append(
+                create(
+                    client,
+                    "csv",
+                    requestId=key,
+                    parameters={"from": "1995-01-01", "to": "1995-01-31"},
+                )
+            )
 
         threads = [threading.Thread(target=post) for _ in range(10)]
         for th in threads:
@@ -207,8 +228,9 @@ def test_concurrent_creates_with_one_request_id_make_one_task(make_stack):
 
 
 def test_duplicate_window_and_active_limits(make_stack):
-    stack = make_stack(limits={"max_active_per_user": 3, "max_active_per_type": 5},
-                       consumer={"enabled": False})
+    stack = make_stack(
+        limits={"max_active_per_user": 3, "max_active_per_type": 5}, consumer={"enabled": False}
+    )
     alice = stack.client("alice")
     first = create(alice, "csv", parameters={"from": "1995-01-01"})
     again = create(alice, "csv", parameters={"from": "1995-01-01"})
@@ -222,17 +244,23 @@ def test_duplicate_window_and_active_limits(make_stack):
     assert create(bob, "csv", parameters={"from": "1995-01-05"}).status_code == 202
     assert create(bob, "xlsx", parameters={"from": "1995-01-05"}).status_code == 202
     per_type = create(stack.client("carol"), "csv")
-    assert per_type.status_code == 429 and per_type.json()["code"] == "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"
+    assert (
+        per_type.status_code == 429 and per_type.json()["code"] == "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"
+    )
     # Cancelling frees a slot.
     alice.post(f"/api/v1/exports/{first.json()['taskId']}/cancel")
     assert create(alice, "csv", parameters={"from": "1995-01-06"}).status_code == 202
 
 
 def test_a_queued_task_past_the_stale_window_still_runs_with_its_version(make_stack):
-    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False,
-                       "sent_stale_seconds": 1, "redispatch_grace_seconds": 0})
+    stack = make_stack(
+        consumer={"enabled": False},
+        reconciler={"enabled": False, "sent_stale_seconds": 1, "redispatch_grace_seconds": 0},
+    )
     client = stack.client()
-    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"]
+    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()[
+        "taskId"
+    ]
     time.sleep(1.5)  # the command waits in the queue longer than the stale window
     runtime = stack.runtime
     assert runtime.reconciler.run_once() == 1 and runtime.reconciler.last["redispatch"] == 1
