@@ -16,6 +16,7 @@ An entry::
       max_rows: 5000000             # 1..5,000,000
       batch_size: 1000              # 50..5000
       max_attempts: 3               # 1..5
+      batch_timeout_seconds: 120    # optional, 1..3600: overrides provider.batch_timeout_seconds
       parameters:                   # what a create request may carry
         - {name: from, type: date}
         - {name: to, type: date}
@@ -26,7 +27,8 @@ An entry::
 mounts the sample providers there). Which values are read when (002 §10.4):
 permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
 copied into the task at creation; provider address, batch size and max rows at
-execution.
+execution, and so is ``batch_timeout_seconds`` (the total time one batch may take,
+retries included; unset: the ``provider.batch_timeout_seconds`` setting).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ _KNOWN_KEYS = {
     "max_rows",
     "batch_size",
     "max_attempts",
+    "batch_timeout_seconds",
     "parameters",
     "date_range",
 }
@@ -102,6 +105,7 @@ class ExportType:
     max_attempts: int
     parameters: tuple[ParameterSpec, ...] = ()
     date_range: tuple[str, str] | None = None
+    batch_timeout_seconds: int | None = None
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -236,6 +240,11 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         max_rows=_int_in(entry, code, "max_rows", 1, 5_000_000, 1_000_000),
         batch_size=_int_in(entry, code, "batch_size", 50, 5000, 1000),
         max_attempts=_int_in(entry, code, "max_attempts", 1, 5, 3),
+        batch_timeout_seconds=(
+            _int_in(entry, code, "batch_timeout_seconds", 1, 3600, 60)
+            if entry.get("batch_timeout_seconds") is not None
+            else None
+        ),
         parameters=params,
         date_range=date_range,
     )

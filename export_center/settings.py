@@ -108,7 +108,20 @@ class ProviderSettings(BaseModel):
 
     connect_timeout_seconds: float = Field(3.0, description="Provider connect timeout")
     read_timeout_seconds: float = Field(15.0, description="Provider read timeout (seed 002 §14)")
-    request_attempts: int = Field(3, description="Tries per batch for 5xx and timeouts")
+    request_attempts: int = Field(
+        3,
+        description="Tries per batch for 408, 429, 5xx (not 501, 505), timeouts, connection errors",
+    )
+    max_retry_after_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Longest Retry-After waited between tries; a longer one ends the attempt",
+    )
+    batch_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Total time limit of one batch, retries included (registry may override)",
+    )
     internal_token: SecretStr | None = Field(
         None, description="X-Internal-Service-Token shared with providers"
     )

@@ -31,6 +31,8 @@ def test_a_good_entry_parses():
     registry = parse(GOOD)
     t = registry.get("ORDERS")
     assert (t.batch_size, t.max_rows, t.max_attempts, t.app_scope) == (500, 200000, 3, "PLATFORM")
+    assert t.batch_timeout_seconds is None  # unset: the provider.batch_timeout_seconds setting
+    assert parse({**GOOD, "batch_timeout_seconds": 120}).get("ORDERS").batch_timeout_seconds == 120
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,22 @@ def test_a_good_entry_parses():
         ({"batch_size": 5001}, "ORDERS.batch_size: must be an integer in 50..5,000"),
         ({"max_attempts": 0}, "ORDERS.max_attempts: must be an integer in 1..5"),
         ({"max_attempts": 6}, "ORDERS.max_attempts: must be an integer in 1..5"),
+        (
+            {"batch_timeout_seconds": 0},
+            "ORDERS.batch_timeout_seconds: must be an integer in 1..3,600",
+        ),
+        (
+            {"batch_timeout_seconds": 3601},
+            "ORDERS.batch_timeout_seconds: must be an integer in 1..3,600",
+        ),
+        (
+            {"batch_timeout_seconds": "60"},
+            "ORDERS.batch_timeout_seconds: must be an integer in 1..3,600, got '60'",
+        ),
+        (
+            {"batch_timeout_seconds": True},
+            "ORDERS.batch_timeout_seconds: must be an integer in 1..3,600, got True",
+        ),
         ({"colour": "red"}, "ORDERS: unknown keys ['colour']"),
         (
             {"parameters": [{"name": "a"}, {"name": "a"}]},
