@@ -1,8 +1,14 @@
 """One execution attempt of an export: fetch, render, store, commit (seed 002 §8.3-§9.5).
 
 The attempt pages through the provider with the keyset cursor and snapshot token,
-streams rows into the writer and stores the file. While the writer renders batch N,
-batch N+1 is already being fetched (one batch in flight, so memory stays bounded).
+streams rows into the writer and stores the file. Every fetch, the first one too, runs
+in the attempt's fetch thread: while the writer renders batch N, batch N+1 is already
+being fetched (one batch in flight, so memory stays bounded), and the attempt's own
+thread waits for a fetch in slices of at most 0.5 s, checking the watchdog (cancel,
+deadline, lease, shutdown) and the batch's time limit between slices. When it stops
+waiting it sets the fetch's abort event and does not wait for the fetch thread (a read
+blocked inside it ends at the read timeout at worst, and its answer is never used), so
+a fetch in flight never holds a cancel past the watchdog's poll plus half a second.
 Progress is written at batch boundaries, at most once per
 ``task.progress_every_seconds``. Every failure path deletes the partial file and
 ends the attempt as DESIGN.md says: permanent errors -> FAILED, transient errors ->
@@ -33,13 +39,14 @@ from export_center.errors import (
     ExportFailure,
     LeaseLost,
     PermanentExportError,
+    ProviderContractError,
     RowLimitExceeded,
     SchemaChanged,
     StorageError,
     TransientExportError,
     WorkerStopping,
 )
-from export_center.provider_client import Batch, ProviderClient, ProviderRequest
+from export_center.provider_client import Batch, ProviderClient, ProviderRequest, too_slow
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
@@ -111,6 +118,28 @@ def _warning(stats: Any) -> str | None:
     if stats.sheets > 1:
         parts.append(f"rows split over {stats.sheets} sheets (1,048,575 rows per sheet)")
     return "; ".join(parts) or None
+
+
+_AWAIT_SLICE_SECONDS = 0.5
+"""Longest wait for a fetch between two checks of the watchdog and the batch limit."""
+_AWAIT_GRACE_SECONDS = 1.0
+"""After the batch deadline, how long the attempt still waits for the fetch thread to
+report the limit itself (its message names the last try); then it stops waiting."""
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    """A fetch submitted to the attempt's fetch thread.
+
+    Attributes:
+        future: the fetch's result.
+        deadline: ``time.monotonic()`` value when its time limit ends.
+        seconds: the time limit (for the message).
+    """
+
+    future: Future[Batch]
+    deadline: float
+    seconds: float
 
 
 class ExportRun:
@@ -222,17 +251,16 @@ class ExportRun:
         )
         max_rows = etype.max_rows
         max_bytes = settings.file_size_cap_bytes
+        time_limit = float(etype.batch_timeout_seconds or settings.provider.batch_timeout_seconds)
         stream = self.ctx.storage.open_write(self.object_key)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
+        abort = threading.Event()
         writer = None
         try:
             self.batch_no = 1
-            batch = self._fetch(request, None, None)
+            batch = self._await(self._submit(pool, request, None, None, abort, time_limit))
             if batch.columns is None:
-                raise PermanentExportError(
-                    "provider broke the contract: the first batch has no columns",
-                    code="PROVIDER_CONTRACT",
-                )
+                raise ProviderContractError("the first batch has no columns")
             columns: list[Column] = batch.columns
             schema_hash = batch.schema_hash
             snapshot = batch.snapshot_token
@@ -253,9 +281,11 @@ class ExportRun:
                     )
                 if batch.has_more and (not batch.next_cursor or batch.next_cursor == self.cursor):
                     raise CursorStalled("provider said hasMore but the cursor did not advance")
-                pending: Future[Batch] | None = None
+                pending: _InFlight | None = None
                 if batch.has_more:
-                    pending = pool.submit(self._fetch, request, batch.next_cursor, snapshot)
+                    pending = self._submit(
+                        pool, request, batch.next_cursor, snapshot, abort, time_limit
+                    )
                 self.phase = Phase.RENDER
                 self._fault("render")
                 if self.processed + len(batch.rows) > max_rows:
@@ -281,7 +311,8 @@ class ExportRun:
             self.watchdog.check()
             size = self.ctx.storage.commit(self.object_key)
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            abort.set()  # the fetch thread stops at its next chunk; nobody waits for it
+            pool.shutdown(wait=False, cancel_futures=True)
             if writer is not None:
                 writer.abort()
             if not stream.closed:
@@ -302,19 +333,65 @@ class ExportRun:
             warning=warning,
         )
 
-    def _fetch(self, request: ProviderRequest, cursor: str | None, snapshot: str | None) -> Batch:
+    def _submit(
+        self,
+        pool: ThreadPoolExecutor,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> _InFlight:
+        """Start fetching one batch in the fetch thread (idle: the previous fetch ended).
+
+        Args:
+            time_limit: seconds the batch may take, retries included.
+        """
+        deadline = time.monotonic() + time_limit
+        future = pool.submit(self._fetch, request, cursor, snapshot, abort, time_limit)
+        return _InFlight(future, deadline, time_limit)
+
+    def _fetch(
+        self,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> Batch:
+        """The fetch thread's work: one batch, stopping when ``abort`` is set."""
         self.watchdog.check()
         self._fault("fetch")
         return self.ctx.provider.fetch(
-            request, cursor=cursor, snapshot_token=snapshot, abort_check=self.watchdog.check
+            request,
+            cursor=cursor,
+            snapshot_token=snapshot,
+            time_limit=time_limit,
+            abort=abort,
         )
 
-    def _await(self, pending: Future[Batch]) -> Batch:
+    def _await(self, flight: _InFlight) -> Batch:
+        """Wait for a fetch, checking the watchdog and the batch limit every 0.5 s.
+
+        Returns:
+            The batch.
+
+        Raises:
+            ExportCancelled, DeadlinePassed, LeaseLost, WorkerStopping: from the
+                watchdog, within 0.5 s of its flag.
+            ProviderTooSlow: the batch's time limit passed (the fetch thread's own
+                error when it reports within a second, else this thread's).
+            ExportFailure: what the fetch raised.
+        """
+        give_up = flight.deadline + _AWAIT_GRACE_SECONDS
         while True:
+            left = give_up - time.monotonic()
             try:
-                return pending.result(timeout=0.5)
+                return flight.future.result(timeout=max(0.0, min(_AWAIT_SLICE_SECONDS, left)))
             except TimeoutError:
                 self.watchdog.check()
+                if time.monotonic() >= give_up:
+                    raise too_slow(flight.seconds) from None
 
     def _convert(self, raw_rows: list[Any], converter: BatchConverter) -> list[list[Any]]:
         """One batch of provider rows -> typed columns; a bad row fails the export.
@@ -329,10 +406,7 @@ class ExportRun:
         except InvalidRow as exc:
             row = self.processed + exc.index + 1
             if exc.column is None:
-                raise PermanentExportError(
-                    f"provider broke the contract: row {row} is not an object",
-                    code="PROVIDER_CONTRACT",
-                ) from None
+                raise ProviderContractError(f"row {row} is not an object") from None
             raise PermanentExportError(
                 f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
             ) from None

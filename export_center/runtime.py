@@ -92,6 +92,7 @@ class Runtime:
             connect_timeout=settings.provider.connect_timeout_seconds,
             read_timeout=settings.provider.read_timeout_seconds,
             attempts=settings.provider.request_attempts,
+            max_retry_after=settings.provider.max_retry_after_seconds,
         )
         self.context = RunContext(
             settings=settings,

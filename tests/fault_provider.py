@@ -2,14 +2,18 @@
 
 Type ``FLAKY`` serves ``rows`` integer ids through the provider SDK in batches; a
 :class:`Behaviour` decides per request whether to answer 503, 400, change the schema,
-stall the cursor, sleep, or send a NaN. Every request is recorded (time, version,
-batch) so tests can assert what was and was not fetched.
+stall the cursor, sleep, send a NaN, answer a scripted status with headers (429 with
+``Retry-After``, 308 with ``Location``), or drip its answer one byte at a time. Every
+request is recorded (time, version, batch) so tests can assert what was and was not
+fetched.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +21,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from export_center.embedded import ServerThread, free_port
@@ -39,6 +44,16 @@ class Behaviour:
     sleep_seconds: float = 0.0
     nan_at_row: int | None = None
     big_text: int = 0  # characters of filler per row (file size tests)
+    # (status, headers) answered instead of the real answer, one per request of batch
+    # ``scripted_at_batch``, in order; then the real answer.
+    scripted: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    scripted_at_batch: int = 1
+    # The answer of batch ``drip_at_batch``: one space every ``drip_every`` seconds for
+    # ``drip_for`` seconds (valid JSON whitespace), then the real body.
+    drip_at_batch: int | None = None
+    drip_every: float = 5.0
+    drip_for: float = 60.0
+    drip_bytes_sent: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -114,12 +129,27 @@ class FaultProviderServer:
         def healthz() -> dict[str, str]:
             return {"status": "ok"}
 
+        async def drip(body: bytes) -> AsyncIterator[bytes]:
+            end = time.monotonic() + behaviour.drip_for
+            while time.monotonic() < end:
+                yield b" "
+                behaviour.drip_bytes_sent += 1
+                await asyncio.sleep(behaviour.drip_every)
+            yield body
+
         @app.post(provider.path)
         async def batches(request: Request) -> Response:
             raw = await request.body()
             response = await run_in_threadpool(
                 provider.handle, raw, request.headers.get("x-internal-service-token")
             )
+            batch = behaviour.requests[-1]["batch"] if behaviour.requests else None
+            if behaviour.scripted and batch == behaviour.scripted_at_batch:
+                status, headers = behaviour.scripted.pop(0)
+                body = orjson.dumps({"code": "SCRIPTED", "message": f"scripted {status}"})
+                return Response(body, status, headers=headers, media_type="application/json")
+            if behaviour.drip_at_batch == batch and response.status_code == 200:
+                return StreamingResponse(drip(bytes(response.body)), media_type="application/json")
             if behaviour.change_schema_at_batch is not None and response.status_code == 200:
                 body = orjson.loads(response.body)
                 if behaviour.requests[-1]["batch"] >= behaviour.change_schema_at_batch:
@@ -149,6 +179,7 @@ def registry_file(
     max_rows: int = 5_000_000,
     batch_size: int = 1000,
     max_attempts: int = 3,
+    batch_timeout_seconds: int | None = None,
 ) -> Path:
     """A registry with the sample ORDERS type and the FLAKY type at ``provider_url``."""
     from export_center.runtime import default_registry_path
@@ -168,6 +199,8 @@ FLAKY:
   max_attempts: {max_attempts}
 """
     )
+    if batch_timeout_seconds is not None:
+        text += f"  batch_timeout_seconds: {batch_timeout_seconds}\n"
     path = directory / "export_types.yaml"
     path.write_text(text)
     return path
