@@ -14,14 +14,14 @@
     ├── ExportFailure               (one execution attempt ended; carries phase and code)
     │   ├── PermanentExportError    task -> FAILED at once (seed 002 §9.1)
     │   │   ├── ProviderRejected    provider 4xx (not 408/429), 501, 505, 3xx; 410 snapshot expired
-    │   │   ├── ProviderContractError the answer broke the provider contract (shape, limits)
+    │   │   ├── ProviderContractError the answer broke the provider contract (shape, limits,
+    │   │   │                       a repeated cursor, a declared column in no row)
     │   │   ├── SchemaChanged       schemaHash changed between batches
     │   │   ├── RowLimitExceeded    more rows than max_rows
     │   │   └── FileTooLarge        file size cap hit while writing
     │   └── TransientExportError    task -> PENDING with version + 1 and backoff (002 §9.2)
     │       ├── ProviderUnavailable provider 408, 429, 5xx, timeouts, connection errors
     │       │   └── ProviderTooSlow the batch took longer than its total time limit
-    │       ├── CursorStalled       hasMore with a cursor that did not advance
     │       ├── StorageError        the file could not be written or moved
     │       └── DeadlinePassed      execution_deadline_at reached
     ├── LeaseLost                   the attempt lost its lease: stop, delete the file, write nothing
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
-    "CursorStalled",
     "DeadlinePassed",
     "ExportCancelled",
     "ExportCenterError",
@@ -216,12 +215,6 @@ class ProviderTooSlow(ProviderUnavailable):
     """One batch took longer than its total time limit (retries and pauses included)."""
 
     code = "PROVIDER_TOO_SLOW"
-
-
-class CursorStalled(TransientExportError):
-    """``hasMore`` was true but the cursor did not advance."""
-
-    code = "CURSOR_STALLED"
 
 
 class StorageError(TransientExportError):

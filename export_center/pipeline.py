@@ -18,6 +18,7 @@ cancel -> CANCELLED, lost lease -> nothing written.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -33,7 +34,6 @@ from sqlalchemy import Engine
 from export_center import metrics, repository
 from export_center.columns import Column
 from export_center.errors import (
-    CursorStalled,
     DeadlinePassed,
     ExportCancelled,
     ExportFailure,
@@ -140,6 +140,41 @@ class _InFlight:
     future: Future[Batch]
     deadline: float
     seconds: float
+
+
+class _CursorLog:
+    """The cursors one attempt has sent, to refuse a provider that pages in a loop.
+
+    A cursor that repeats any earlier cursor of the attempt (A -> B -> A) would send the
+    same rows again until the row cap. Only a 16-byte BLAKE2b digest per cursor is kept
+    (about 100 bytes with its dict entry, whatever the cursor's length).
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, int] = {}
+
+    def add(self, cursor: str | None, batch_no: int) -> None:
+        """Record the ``nextCursor`` of batch ``batch_no`` (which said ``hasMore``).
+
+        Raises:
+            ProviderContractError: the cursor is missing or empty, or it repeats the
+                cursor of an earlier batch (the message names both, cursor shortened).
+        """
+        if not cursor:
+            raise ProviderContractError(f"batch {batch_no} says hasMore but has no nextCursor")
+        digest = hashlib.blake2b(cursor.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        first = self._seen.get(digest)
+        if first is not None:
+            raise ProviderContractError(
+                f"nextCursor {_short(cursor)} of batch {batch_no} repeats the cursor "
+                f"already sent for batch {first} (the provider pages in a loop)"
+            )
+        self._seen[digest] = batch_no + 1
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """``repr`` of ``text`` cut to ``limit`` characters (``'abc...'``)."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 class ExportRun:
@@ -255,6 +290,7 @@ class ExportRun:
         stream = self.ctx.storage.open_write(self.object_key)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
         abort = threading.Event()
+        cursors = _CursorLog()
         writer = None
         try:
             self.batch_no = 1
@@ -279,10 +315,9 @@ class ExportRun:
                     raise SchemaChanged(
                         f"schemaHash changed from {schema_hash} to {batch.schema_hash}"
                     )
-                if batch.has_more and (not batch.next_cursor or batch.next_cursor == self.cursor):
-                    raise CursorStalled("provider said hasMore but the cursor did not advance")
                 pending: _InFlight | None = None
                 if batch.has_more:
+                    cursors.add(batch.next_cursor, self.batch_no)
                     pending = self._submit(
                         pool, request, batch.next_cursor, snapshot, abort, time_limit
                     )

@@ -30,6 +30,7 @@ class CasesServer:
 
     def __init__(self, token: str, db_path: Path) -> None:
         self.pages: list[str] = []
+        self.cursor_pages: dict[str, int] = {}  # cursor -> page index (else int(cursor))
         self.requests: list[dict[str, Any]] = []
         self.after_page: Callable[[int], None] | None = None
         self.lock = threading.Lock()
@@ -46,7 +47,9 @@ class CasesServer:
         @app.post("/internal/exports/v1/CASES/batches")
         async def cases(request: Request) -> Response:
             body = await request.json()
-            index = int(body["cursor"] or 0)
+            cursor = body["cursor"]
+            index = server.cursor_pages.get(cursor) if cursor in server.cursor_pages else None
+            index = int(cursor or 0) if index is None else index
             server.requests.append(body)
             text = server.pages[index]
             if text.startswith("STREAM:"):  # chunked, no Content-Length: counted while read

@@ -336,3 +336,41 @@ def test_e33_file_names_never_carry_paths(case_stack, cases, name, ascii_name):
         assert extended == "订单导出 9月.csv"
     key = [o.key for o in case_stack.runtime.storage.list()][0]
     assert key.startswith("exports/") and detail["taskId"] in key and ".." not in key
+
+
+# --- Provider contract: repeated cursors, keys of the rows, exact numbers ---------------
+
+
+def test_a_cursor_that_comes_back_fails_at_once_naming_it(case_stack, cases):
+    # A -> B -> A -> B ...: before, 41 calls of duplicated rows until the row cap.
+    cols = [("id", "INTEGER")]
+    cases.cursor_pages = {"A": 1, "B": 2}
+    cases.pages = [
+        page([{"id": 1}], columns=cols, more=True, cursor="A"),
+        page([{"id": 2}], more=True, cursor="B"),
+        page([{"id": 3}], more=True, cursor="A"),
+    ]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["attempts"] == 1
+    assert detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "fetch: batch 3 (cursor B): provider broke the contract: nextCursor 'A' of "
+        "batch 3 repeats the cursor already sent for batch 2 (the provider pages in a loop)",
+    }
+    assert [r["cursor"] for r in cases.requests] == [None, "A", "B"]
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+def test_a_long_repeated_cursor_is_shortened_in_the_message(case_stack, cases):
+    long = "c" * 300
+    cases.cursor_pages = {long: 1}
+    cases.pages = [
+        page([{"id": 1}], columns=[("id", "INTEGER")], more=True, cursor=long),
+        page([{"id": 2}], more=True, cursor=long),
+    ]
+    detail, _ = run(case_stack, "csv")
+    message = detail["error"]["message"]
+    assert message.startswith(f"fetch: batch 2 (cursor {'c' * 40}): provider broke the contract")
+    assert f"nextCursor '{'c' * 37}...' of batch 2 repeats the cursor already sent for batch 2" in (
+        message
+    )

@@ -153,14 +153,34 @@ def test_permanent_errors_fail_at_once(flaky_stack, faulty, behaviour, limits, c
     assert files(stack) == []
 
 
-def test_a_cursor_that_does_not_advance_is_transient(flaky_stack, faulty):
+def test_a_cursor_that_does_not_advance_is_a_contract_error(flaky_stack, faulty):
     stack = flaky_stack(max_attempts=2)
-    faulty.reset(rows=2500, stall_cursor_at_batch=2)
+    behaviour = faulty.reset(rows=2500, stall_cursor_at_batch=2)
     client = stack.client(perms=FLAKY)
     detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
-    assert detail["state"] == "failed" and detail["attempts"] == 2
-    assert detail["error"]["code"] == "CURSOR_STALLED"
-    assert detail["error"]["message"].startswith("fetch: batch 2 (cursor 1000.")
+    assert detail["state"] == "failed" and detail["attempts"] == 1  # permanent: no retry
+    assert detail["error"]["code"] == "PROVIDER_CONTRACT"
+    message = detail["error"]["message"]
+    assert message.startswith("fetch: batch 2 (cursor 1000."), message
+    assert "provider broke the contract: nextCursor '1000." in message
+    assert message.endswith(
+        "of batch 2 repeats the cursor already sent for batch 2 (the provider pages in a loop)"
+    )
+    assert [r["batch"] for r in behaviour.requests] == [1, 2]
+    assert files(stack) == []
+
+
+def test_has_more_without_a_cursor_is_a_contract_error(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=2)
+    faulty.reset(rows=2500, stall_cursor_at_batch=1)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["attempts"] == 1
+    assert detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "fetch: batch 1: provider broke the contract: "
+        "batch 1 says hasMore but has no nextCursor",
+    }
 
 
 @pytest.mark.parametrize("header", ["1", "http-date"])
