@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +51,7 @@ from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, new_object_key
-from export_center.values import BatchConverter, InvalidRow
+from export_center.values import BatchConverter, InvalidRow, MissingColumns
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
 
@@ -106,8 +106,9 @@ def download_file_name(task_name: str, extension: str) -> str:
     return f"{base[:120]}.{extension}"
 
 
-def _warning(stats: Any) -> str | None:
-    """A sentence on what the writer had to change, or None (CASES E08, E10, E15)."""
+def _warning(stats: Any, notes: Sequence[str] = ()) -> str | None:
+    """A sentence on what the writer had to change, or None (CASES E08, E10, E15);
+    ``notes`` are further parts (undeclared keys the rows carried)."""
     parts = []
     if stats.truncated_cells:
         parts.append(f"{stats.truncated_cells:,} cell(s) cut to Excel's 32,767-character limit")
@@ -117,6 +118,7 @@ def _warning(stats: Any) -> str | None:
         parts.append(f"{stats.invalid_numbers:,} NaN/Infinity value(s) written as empty cells")
     if stats.sheets > 1:
         parts.append(f"rows split over {stats.sheets} sheets (1,048,575 rows per sheet)")
+    parts.extend(notes)
     return "; ".join(parts) or None
 
 
@@ -325,7 +327,7 @@ class ExportRun:
                 self._fault("render")
                 if self.processed + len(batch.rows) > max_rows:
                     raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-                typed = self._convert(batch.rows, converter)
+                typed = self._convert(batch, converter)
                 try:
                     writer.write_columns(typed)
                 except OSError as exc:
@@ -354,7 +356,7 @@ class ExportRun:
                 stream.close()
             raise
         pool.shutdown(wait=True)
-        warning = _warning(stats)
+        warning = _warning(stats, converter.notes())
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
         metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
@@ -428,16 +430,20 @@ class ExportRun:
                 if time.monotonic() >= give_up:
                     raise too_slow(flight.seconds) from None
 
-    def _convert(self, raw_rows: list[Any], converter: BatchConverter) -> list[list[Any]]:
+    def _convert(self, batch: Batch, converter: BatchConverter) -> list[list[Any]]:
         """One batch of provider rows -> typed columns; a bad row fails the export.
 
         Raises:
-            PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object,
-                ``INVALID_VALUE`` when a value does not fit its column (the message
-                names the row number within the export and the column key).
+            PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object
+                or a declared column is in no row of the batch (naming the column and
+                the unknown keys the rows carry), ``INVALID_VALUE`` when a value does not
+                fit its column (the message names the row number within the export and
+                the column key).
         """
         try:
-            return converter.columns_of(raw_rows)
+            return converter.columns_of(batch.rows)
+        except MissingColumns as exc:
+            raise ProviderContractError(exc.describe(self.batch_no)) from None
         except InvalidRow as exc:
             row = self.processed + exc.index + 1
             if exc.column is None:

@@ -47,6 +47,7 @@ Policies:
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import math
 import operator
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidValue",
     "MAX_DECIMAL_DIGITS",
     "MAX_DECIMAL_EXPONENT",
+    "MissingColumns",
     "coerce",
     "make_converters",
 ]
@@ -474,6 +476,51 @@ class InvalidRow(ValueError):
         super().__init__(message)
 
 
+_KEYS_NAMED = 5
+"""Keys named at most in one message (the rest are counted)."""
+_UNDECLARED_KEPT = 10
+"""Distinct undeclared keys remembered per export for the warning."""
+
+
+def _key_list(keys: Sequence[str]) -> str:
+    """``'a', 'b' and 3 more``: keys as short reprs, at most :data:`_KEYS_NAMED` named."""
+    shown = [repr(k if len(k) <= 40 else k[:37] + "...") for k in keys[:_KEYS_NAMED]]
+    more = f" and {len(keys) - _KEYS_NAMED} more" if len(keys) > _KEYS_NAMED else ""
+    return ", ".join(shown) + more
+
+
+class MissingColumns(ValueError):
+    """Declared columns that no row of a non-empty batch carries (a contract error).
+
+    A key missing from only some rows is an empty cell; a key missing from every row
+    means the provider sends other keys than it declared (``customerName`` for
+    ``customer_name``), which would silently give a column of empty cells.
+
+    Attributes:
+        columns: the declared keys found in no row, in column order.
+        unknown: the keys the rows carry that are not declared, in first-seen order.
+    """
+
+    def __init__(self, columns: list[str], unknown: list[str]):
+        self.columns, self.unknown = columns, unknown
+        super().__init__(self.describe())
+
+    def describe(self, batch_no: int | None = None) -> str:
+        """The message, e.g. ``column 'customer_name' is in no row of batch 1 (rows carry
+        unknown keys 'customerName', 'amt')``.
+
+        Args:
+            batch_no: the batch's number in the export (1-based), or None.
+        """
+        where = f"batch {batch_no}" if batch_no is not None else "the batch"
+        what = "column" if len(self.columns) == 1 else "columns"
+        verb = "is" if len(self.columns) == 1 else "are"
+        text = f"{what} {_key_list(self.columns)} {verb} in no row of {where}"
+        if self.unknown:
+            text += f" (rows carry unknown keys {_key_list(self.unknown)})"
+        return text
+
+
 _FINAL_TYPES: dict[ColumnType, frozenset[type]] = {
     ColumnType.STRING: frozenset({str, type(None)}),
     ColumnType.INTEGER: frozenset({int, type(None)}),
@@ -503,12 +550,17 @@ class _DateCache(dict[Any, Any]):
 class BatchConverter:
     """Convert a whole batch of provider rows column by column (the export's hot path).
 
-    :meth:`columns` gives the same values and the same first error as converting row
+    :meth:`columns_of` gives the same values and the same first error as converting row
     by row with :func:`make_converters` (``conv(row.get(key))`` for each row in order,
     each column in order), at a fraction of the cost:
 
     * each column is taken out of the row dicts with one ``map`` of an
-      ``operator.itemgetter`` (a C loop; a missing key falls back to ``dict.get``);
+      ``operator.itemgetter`` (a C loop); when that succeeds and every row has as many
+      keys as there are columns (``set(map(len, rows))``, another C loop), the rows carry
+      exactly the declared keys and nothing else is looked at. Only otherwise the keys
+      of all rows are collected once: a declared key in no row raises
+      :class:`MissingColumns`, a key in some rows only is an empty cell where missing,
+      and undeclared keys are remembered for :meth:`notes`;
     * a column whose values are all of the type's final Python type is checked with one
       C-level ``set(map(type, ...))`` and kept as it is;
     * a column of plain decimal strings is validated with one regex match over the
@@ -532,6 +584,10 @@ class BatchConverter:
         self.converters = make_converters(self.columns)
         self._dates = _DateCache()
         self._getters = [operator.itemgetter(key) for key in self.keys]
+        self._declared = frozenset(self.keys)
+        self._width = {len(self.keys)}
+        self._undeclared: dict[str, None] = {}
+        self._more_undeclared = False
 
     def columns_of(self, rows: Sequence[Any]) -> list[list[Any]]:
         """Convert ``rows`` (decoded JSON objects) to typed values, column-major.
@@ -540,12 +596,13 @@ class BatchConverter:
             rows: one batch as the provider sent it.
 
         Returns:
-            One list per column, in column order, each ``len(rows)`` long; a missing
-            key is ``None`` (an empty cell). A DECIMAL column of plain positional
+            One list per column, in column order, each ``len(rows)`` long; a key missing
+            from a row is ``None`` (an empty cell). A DECIMAL column of plain positional
             strings comes as a :class:`DecimalColumn` of those strings; other DECIMAL
             values are ``DecimalText`` or ``Decimal`` as :func:`make_converters` gives.
 
         Raises:
+            MissingColumns: the rows are objects and a declared key is in none of them.
             InvalidRow: a row is not an object, or has a value that does not fit its
                 column (the first one in row order).
         """
@@ -554,17 +611,24 @@ class BatchConverter:
             return [[] for _ in self.keys]
         if set(map(type, batch)) != {dict}:
             return self._transpose(self._row_by_row(batch))
+        extracted: list[list[Any]] | None
         try:  # one C-level pass per column; no per-row tuples for the GC to count
             extracted = [list(map(getter, batch)) for getter in self._getters]
-        except KeyError:  # a row without some column: that cell is empty
-            extracted = [[row.get(key) for row in batch] for key in self.keys]
+        except KeyError:  # a row without some column
+            extracted = None
+        if extracted is None or set(map(len, batch)) != self._width:
+            self._check_keys(batch)  # not exactly the declared keys in every row
+            if extracted is None:
+                extracted = [[row.get(key) for row in batch] for key in self.keys]
+        kinds = [set(map(type, values)) for values in extracted]
         out: list[list[Any]] = []
-        for values, kind, convert in zip(extracted, self.types, self.converters, strict=True):
-            kinds = set(map(type, values))
-            if kinds <= _FINAL_TYPES[kind]:
+        for values, found, kind, convert in zip(
+            extracted, kinds, self.types, self.converters, strict=True
+        ):
+            if found <= _FINAL_TYPES[kind]:
                 out.append(values)
                 continue
-            if kind is ColumnType.DECIMAL and kinds == {str}:
+            if kind is ColumnType.DECIMAL and found == {str}:
                 joined = "\n".join(values)
                 if (
                     joined.count("\n") == len(values) - 1
@@ -573,13 +637,47 @@ class BatchConverter:
                     out.append(DecimalColumn(values))
                     continue
             try:
-                if kind is ColumnType.DATE and kinds <= {str, type(None)}:
+                if kind is ColumnType.DATE and found <= {str, type(None)}:
                     out.append(list(map(self._dates.__getitem__, values)))
                 else:
                     out.append([convert(v) for v in values])
             except InvalidValue:
                 return self._transpose(self._row_by_row(batch))
         return out
+
+    def notes(self) -> list[str]:
+        """Sentences for the export's warning: the undeclared keys seen in any batch so
+        far, once per export (e.g. ``["rows carried undeclared keys 'x', 'y'
+        (ignored)"]``), or ``[]``."""
+        if not self._undeclared:
+            return []
+        keys = list(self._undeclared)
+        if self._more_undeclared:  # more distinct keys than kept: not counted exactly
+            text = _key_list(keys[:_KEYS_NAMED]) + " and more"
+        else:
+            text = _key_list(keys)
+        return [f"rows carried undeclared keys {text} (ignored)"]
+
+    def _check_keys(self, batch: list[dict[str, Any]]) -> None:
+        """Collect the keys of all rows once (C loops); raise for declared keys in no
+        row, remember undeclared ones (at most :data:`_UNDECLARED_KEPT` per export).
+
+        Raises:
+            MissingColumns: a declared key is in no row of the batch.
+        """
+        present = dict.fromkeys(itertools.chain.from_iterable(batch))
+        declared = self._declared
+        unknown = [key for key in present if key not in declared]
+        absent = [key for key in self.keys if key not in present]
+        if absent:
+            raise MissingColumns(absent, unknown)
+        for key in unknown:
+            if key in self._undeclared:
+                continue
+            if len(self._undeclared) >= _UNDECLARED_KEPT:
+                self._more_undeclared = True
+                break
+            self._undeclared[key] = None
 
     def convert(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
         """Convert ``rows`` to new row dicts ``{column key: typed value}``.

@@ -374,3 +374,45 @@ def test_a_long_repeated_cursor_is_shortened_in_the_message(case_stack, cases):
     assert f"nextCursor '{'c' * 37}...' of batch 2 repeats the cursor already sent for batch 2" in (
         message
     )
+
+
+def test_declared_columns_in_no_row_fail_naming_them_and_the_keys_sent(case_stack, cases):
+    cols = [("order_id", "INTEGER"), ("customer_name", "STRING"), ("amount", "DECIMAL")]
+    rows = [{"order_id": 1, "customerName": "Ann", "amt": "1.50"}]
+    cases.pages = [page(rows, columns=cols)]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "render: batch 1: provider broke the contract: columns 'customer_name', "
+        "'amount' are in no row of batch 1 (rows carry unknown keys 'customerName', 'amt')",
+    }
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_undeclared_keys_are_a_warning_and_keys_missing_from_some_rows_empty_cells(
+    case_stack, cases, fmt
+):
+    cols = [("id", "INTEGER"), ("name", "STRING")]
+    cases.pages = [
+        page(
+            [{"id": 1, "name": "Ann", "x": 1}, {"id": 2, "y": 2}],
+            columns=cols,
+            more=True,
+            cursor="1",
+        ),
+        page([{"id": 3, "name": "Cy", "x": 3}]),
+    ]
+    detail, data = run(case_stack, fmt)
+    assert detail["state"] == "succeeded", detail
+    assert detail["warning"] == "rows carried undeclared keys 'x', 'y' (ignored)"
+    if fmt == "csv":
+        assert read_csv(data) == [["id", "name"], ["1", "Ann"], ["2", ""], ["3", "Cy"]]
+    else:
+        ws = xlsx_cells(data)
+        assert [[c.value for c in r] for r in ws.iter_rows()] == [
+            ["id", "name"],
+            [1, "Ann"],
+            [2, None],
+            [3, "Cy"],
+        ]
