@@ -51,7 +51,7 @@ from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, new_object_key
-from export_center.values import BatchConverter, InvalidRow, MissingColumns
+from export_center.values import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
 
@@ -433,6 +433,9 @@ class ExportRun:
     def _convert(self, batch: Batch, converter: BatchConverter) -> list[list[Any]]:
         """One batch of provider rows -> typed columns; a bad row fails the export.
 
+        A batch whose values hold a float (a number orjson may have rounded) is decoded
+        again exactly (:meth:`Batch.exact_rows`) and converted from that.
+
         Raises:
             PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object
                 or a declared column is in no row of the batch (naming the column and
@@ -441,7 +444,10 @@ class ExportRun:
                 the column key).
         """
         try:
-            return converter.columns_of(batch.rows)
+            try:
+                return converter.columns_of(batch.rows)
+            except InexactNumber:
+                return converter.columns_of(batch.exact_rows())
         except MissingColumns as exc:
             raise ProviderContractError(exc.describe(self.batch_no)) from None
         except InvalidRow as exc:

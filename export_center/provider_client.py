@@ -33,6 +33,12 @@ hold a batch past its limit, and the attempt that stops waiting (cancel, deadlin
 shutdown) makes the fetch end at the next chunk. A read that is blocked waiting for a
 byte ends at the read timeout at worst (each request's timeouts are also cut to the
 time left); the caller does not wait for it (see ``pipeline.ExportRun._await``).
+
+Exact numbers: orjson decodes a JSON number with a fraction or an exponent as a
+``float``, and an integer outside [-2**63, 2**64) as a ``float`` too, which rounds. The
+batch therefore keeps its raw body (:attr:`Batch.raw`) until it is converted; when the
+converter finds a float in a value cell, :meth:`Batch.exact_rows` decodes the body again
+with ``json.loads(parse_float=Decimal)`` (integers stay ``int``, exact at any size).
 """
 
 from __future__ import annotations
@@ -106,12 +112,16 @@ class Batch:
 
     Attributes:
         columns: the declared columns (first batch; None when omitted later).
-        rows: raw row mappings (values still JSON: decimals as strings).
+        rows: raw row mappings as decoded by orjson (decimals as strings; a JSON number
+            with a fraction or exponent, or an integer beyond 64 bits, is a ``float``
+            here, see :meth:`exact_rows`).
         next_cursor: cursor for the next request (None at the end).
         has_more: whether another batch follows.
         total_rows: the provider's estimate, or None.
         snapshot_token: token to send back with every later batch.
         schema_hash: hash of the column schema.
+        raw: the answer's body (at most 4 MB) when ``rows`` came from orjson, so that
+            :meth:`exact_rows` can decode it again; None when ``rows`` are exact already.
     """
 
     columns: list[Column] | None
@@ -121,6 +131,30 @@ class Batch:
     total_rows: int | None
     snapshot_token: str | None
     schema_hash: str | None
+    raw: bytes | None = None
+
+    def exact_rows(self) -> list[Any]:
+        """The rows decoded again so that every JSON number is exact.
+
+        Numbers with a fraction or an exponent become ``decimal.Decimal`` with the
+        digits the provider sent (``0E-8``, ``-0.10``), integers stay ``int`` at any
+        size, and bare ``NaN``/``Infinity`` become :class:`NonFiniteNumber`. Costs a
+        stdlib ``json.loads`` of the body (about ten times orjson), so the pipeline calls
+        it only for a batch whose values hold a float.
+
+        Returns:
+            The rows, the same number as :attr:`rows`, in the same order.
+
+        Raises:
+            ProviderContractError: the body no longer gives the same rows (not expected:
+                both decoders read the same bytes).
+        """
+        if self.raw is None:
+            return self.rows
+        rows = _rows_of(_unwrap(_exact_loads(self.raw, None)))
+        if len(rows) != len(self.rows):  # pragma: no cover - same bytes, same array
+            raise ProviderContractError("the exact decoding of the answer found other rows")
+        return rows
 
 
 class NonFiniteNumber(str):
@@ -417,10 +451,12 @@ class ProviderClient:
             return _Answer(status, b"".join(chunks), location, retry_after)
 
     def _parse(self, raw: bytes, limit: int) -> Batch:
+        exact = False
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             data = _exact_loads(raw, exc)
+            exact = True
         data = _unwrap(data)
         rows = _rows_of(data)
         if len(rows) > limit:
@@ -431,6 +467,10 @@ class ProviderClient:
             raise ProviderContractError("snapshotToken must be a string of at most 512 characters")
         cursor = data.get("nextCursor")
         if cursor is not None and not isinstance(cursor, str):
+            if type(cursor) is not int:  # a float cursor would be rounded, a list mangled
+                raise ProviderContractError(
+                    f"nextCursor must be a string, got {type(cursor).__name__}"
+                )
             cursor = str(cursor)
         total = data.get("totalRows")
         if type(total) is not int:
@@ -443,6 +483,7 @@ class ProviderClient:
             total_rows=total,
             snapshot_token=token,
             schema_hash=data.get("schemaHash"),
+            raw=None if exact else raw,
         )
 
 

@@ -416,3 +416,70 @@ def test_undeclared_keys_are_a_warning_and_keys_missing_from_some_rows_empty_cel
             [2, None],
             [3, "Cy"],
         ]
+
+
+NUMBER_COLUMNS = [("amount", "DECIMAL"), ("qty", "INTEGER"), ("note", "STRING")]
+NUMBER_ROWS = (
+    '[{"amount":0E-8,"qty":18446744073709551616,"note":18446744073709551616},'
+    '{"amount":12345678901234567.89,"qty":1.0,"note":0.10},'
+    '{"amount":-0.10,"qty":-0,"note":1.0E+2},'
+    '{"amount":18446744073709551616,"qty":7,"note":1e400}]'
+)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_json_numbers_are_written_with_the_exact_digits_sent(case_stack, cases, fmt):
+    # orjson reads these as floats: before, 0.0, 12345678901234568, -0.1 and
+    # 18446744073709552000, SUCCEEDED without a warning.
+    cases.pages = [
+        page([], columns=NUMBER_COLUMNS, raw_rows=NUMBER_ROWS, more=True, cursor="1"),
+        page([], raw_rows='[{"amount":"5.00","qty":8,"note":"conforming batch"}]'),
+    ]
+    detail, data = run(case_stack, fmt)
+    assert detail["state"] == "succeeded" and detail["warning"] is None, detail
+    if fmt == "csv":
+        assert read_csv(data)[1:] == [
+            ["0.00000000", "18446744073709551616", "18446744073709551616"],
+            ["12345678901234567.89", "1", "0.10"],
+            ["-0.10", "0", "100"],
+            ["18446744073709551616", "7", "1E+400"],
+            ["5.00", "8", "conforming batch"],
+        ]
+        return
+    ws = xlsx_cells(data)
+    cells = [[c.value for c in r] for r in ws.iter_rows(min_row=2)]
+    assert cells == [
+        [0, "18446744073709551616", "18446744073709551616"],
+        ["12345678901234567.89", 1, "0.10"],  # 19 significant digits: text, never rounded
+        [-0.1, 0, "100"],
+        ["18446744073709551616", 7, "1E+400"],
+        [5, 8, "conforming batch"],
+    ]
+    assert [ws.cell(row=r, column=1).number_format for r in (2, 4, 6)] == [
+        "#,##0.00000000",
+        "#,##0.00",
+        "#,##0.00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"amount":"1","qty":1.5,"note":"x"}', "row 2, column qty: not an integer: 1.5"),
+        (
+            '{"amount":0.1234567890123456789012345678901234567890,"qty":1,"note":"x"}',
+            "row 2, column amount: decimal has 40 digits, more than 38",
+        ),
+        ('{"amount":1e400,"qty":1,"note":"x"}', "row 2, column amount: decimal exponent out"),
+        ('{"amount":"1","qty":1e400,"note":"x"}', "row 2, column qty: integer out of range"),
+    ],
+)
+def test_numbers_that_cannot_be_kept_exactly_fail_naming_row_and_column(
+    case_stack, cases, row, message
+):
+    raw = '[{"amount":"1","qty":1,"note":"x"},' + row + "]"
+    cases.pages = [page([], columns=NUMBER_COLUMNS, raw_rows=raw)]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["error"]["code"] == "INVALID_VALUE", detail
+    assert detail["error"]["message"].startswith("render: batch 1: " + message)
+    assert list(case_stack.runtime.storage.list()) == []

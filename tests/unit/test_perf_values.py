@@ -146,6 +146,7 @@ from hypothesis import settings  # noqa: E402
 from export_center.values import (  # noqa: E402
     BatchConverter,
     DecimalColumn,
+    InexactNumber,
     InvalidRow,
     MissingColumns,
 )
@@ -162,6 +163,9 @@ JSON_VALUE = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(10**20), 10**20),
+    st.decimals(
+        allow_nan=False, allow_infinity=False, places=3, max_value=10**6, min_value=-(10**6)
+    ),
     st.text(max_size=4),
     st.sampled_from(
         [
@@ -179,8 +183,8 @@ JSON_VALUE = st.one_of(
             "0.5",
         ]
     ),
-    st.floats(allow_nan=False, allow_infinity=False),
 )
+"""JSON values as the exact decoding gives them (numbers are ``int`` or ``Decimal``)."""
 KEYS = [c.key for c in BATCH_COLUMNS]
 
 
@@ -355,6 +359,22 @@ def test_rows_with_exactly_the_declared_keys_leave_no_note_and_many_keys_are_bou
     ]
 
 
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [full(i=1, d="1.5"), full(i=2, d=0.1)],
+        [full(s="x", d="NaN"), full(d=18446744073709551616.0)],  # a bad value first: still
+        [full(d=0.1), "not a row"],  # the slow path checks too
+    ],
+)
+def test_a_float_in_a_value_cell_asks_for_an_exact_decoding(rows: list[Any]) -> None:
+    with pytest.raises(InexactNumber) as caught:
+        BatchConverter(BATCH_COLUMNS).columns_of(rows)
+    assert caught.value.column == "d"
+    assert "not read exactly" in caught.value.message
+    assert isinstance(caught.value, InvalidRow)  # a caller that cannot decode again refuses
+
+
 def _file_parts(fmt: str, batches: list[Any], columns_form: bool) -> dict[str, bytes]:
     """Write ``batches`` with ``write_columns`` (typed columns) or ``write_rows``."""
     import io
@@ -384,16 +404,18 @@ VALID_ROW = st.fixed_dictionaries(
             st.text(max_size=6),
             st.integers(),
             st.booleans(),
+            st.sampled_from([Decimal("1.50"), Decimal("0E-8"), Decimal("1E+400")]),
         ),
         "i": st.one_of(
             st.none(),
             st.integers(-(10**20), 10**20),
-            st.sampled_from(["-12", "7"]),
+            st.sampled_from(["-12", "7", Decimal("1.0"), Decimal("1.0E+2")]),
         ),
         "d": st.one_of(
             st.none(),
             st.integers(-(10**6), 10**6),
             st.sampled_from(["1.50", "-0.00", "007", "1E+3", "0.5", "12345678901234567.5"]),
+            st.sampled_from([Decimal("0E-8"), Decimal("-0.10"), Decimal("12345678901234567.89")]),
         ),
         "day": st.one_of(st.none(), st.sampled_from(["2024-02-29", "1999-12-31", "0001-01-01"])),
         "b": st.one_of(st.none(), st.booleans(), st.sampled_from(["true", "FALSE"])),
@@ -402,7 +424,8 @@ VALID_ROW = st.fixed_dictionaries(
         ),
     },
 )
-"""Rows every column accepts (the error paths are the property test above)."""
+"""Rows every column accepts (the error paths are the property test above); numbers as
+the exact decoding gives them (``int``, ``Decimal``)."""
 
 
 @settings(max_examples=80, deadline=None)
