@@ -275,13 +275,16 @@ def test_a_batch_past_its_time_limit_is_transient(flaky_stack, faulty):
 
 
 def test_the_deadline_interrupts_a_fetch_in_flight(flaky_stack, faulty):
+    # The lease is renewed every 20 s; the watchdog's 2 s poll sees the deadline (4 s).
     stack = flaky_stack(
-        max_attempts=1, task={"max_duration_minutes": 4 / 60, "heartbeat_seconds": 0.3}
+        max_attempts=1, task={"max_duration_minutes": 4 / 60, "heartbeat_seconds": 20}
     )
     faulty.reset(rows=2500, drip_at_batch=2, drip_every=1, drip_for=60)
     client = stack.client(perms=FLAKY)
-    detail = wait_state(client, flaky(client).json()["taskId"], timeout=40)
+    created = time.monotonic()
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
     assert detail["state"] == "failed" and detail["error"]["code"] == "DEADLINE_PASSED", detail
+    assert time.monotonic() - created < 4 + 10  # the 10 s promise, counted from the deadline
     assert detail["error"]["message"].startswith("fetch: batch 2 (cursor ")
     assert files(stack) == []
 
