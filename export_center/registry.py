@@ -233,7 +233,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         code=code,
         title=str(entry.get("title", code)),
         provider_url=url,
-        provider_path=path,
+        provider_path=match.group(0),  # the whole path (a str, as mypy can see)
         required_permission=permission,
         app_scope=scope,
         enabled=enabled,
