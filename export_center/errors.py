@@ -13,16 +13,20 @@
     │   └── Forbidden               403
     ├── ExportFailure               (one execution attempt ended; carries phase and code)
     │   ├── PermanentExportError    task -> FAILED at once (seed 002 §9.1)
-    │   │   ├── ProviderRejected    provider 4xx, 410 snapshot expired
+    │   │   ├── ProviderRejected    provider 4xx (not 408/429), 501, 505, 3xx; 410 snapshot expired
+    │   │   ├── ProviderContractError the answer broke the provider contract (shape, limits,
+    │   │   │                       a repeated cursor, a declared column in no row)
     │   │   ├── SchemaChanged       schemaHash changed between batches
     │   │   ├── RowLimitExceeded    more rows than max_rows
     │   │   └── FileTooLarge        file size cap hit while writing
     │   └── TransientExportError    task -> PENDING with version + 1 and backoff (002 §9.2)
-    │       ├── ProviderUnavailable provider 5xx, timeouts, connection errors
-    │       ├── CursorStalled       hasMore with a cursor that did not advance
+    │       ├── ProviderUnavailable provider 408, 429, 5xx, timeouts, connection errors
+    │       │   └── ProviderTooSlow the batch took longer than its total time limit
     │       ├── StorageError        the file could not be written or moved
     │       └── DeadlinePassed      execution_deadline_at reached
-    ├── LeaseLost                   this attempt no longer owns the task: stop, delete, write nothing
+    ├── LeaseLost                   the attempt lost its lease: stop, delete the file, write nothing
+    ├── FetchAborted                the attempt stopped waiting for a fetch (raised in the
+    │                               abandoned fetch thread; its result is never used)
     └── WorkerStopping              graceful shutdown: hand the attempt back, no retry used
 
 Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
@@ -32,18 +36,20 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
-    "CursorStalled",
     "DeadlinePassed",
     "ExportCancelled",
     "ExportCenterError",
     "ExportFailure",
+    "FetchAborted",
     "FileTooLarge",
     "Forbidden",
     "Gone",
     "LeaseLost",
     "NotFound",
     "PermanentExportError",
+    "ProviderContractError",
     "ProviderRejected",
+    "ProviderTooSlow",
     "ProviderUnavailable",
     "RequestError",
     "RowLimitExceeded",
@@ -149,9 +155,29 @@ class PermanentExportError(ExportFailure):
 
 
 class ProviderRejected(PermanentExportError):
-    """The provider answered 4xx (410: the snapshot token expired)."""
+    """The provider answered a status that retrying cannot change.
+
+    A 4xx other than 408 and 429 (410: the snapshot token expired, code
+    ``SNAPSHOT_EXPIRED``), 501 or 505, or a redirect (3xx, code ``PROVIDER_REDIRECTED``:
+    never followed, as the new address could leave the allow-listed host).
+    """
 
     code = "PROVIDER_REJECTED"
+
+
+class ProviderContractError(PermanentExportError):
+    """The provider's answer broke the provider contract; the message says how.
+
+    The message always starts with ``"provider broke the contract: "``.
+
+    Args:
+        detail: what was wrong, e.g. ``"rows must be a list"``.
+    """
+
+    code = "PROVIDER_CONTRACT"
+
+    def __init__(self, detail: str):
+        super().__init__(f"provider broke the contract: {detail}")
 
 
 class SchemaChanged(PermanentExportError):
@@ -180,15 +206,15 @@ class TransientExportError(ExportFailure):
 
 
 class ProviderUnavailable(TransientExportError):
-    """Provider 5xx, timeout or connection error."""
+    """Provider 408, 429, 5xx (not 501/505), timeout or connection error on every try."""
 
     code = "PROVIDER_UNAVAILABLE"
 
 
-class CursorStalled(TransientExportError):
-    """``hasMore`` was true but the cursor did not advance."""
+class ProviderTooSlow(ProviderUnavailable):
+    """One batch took longer than its total time limit (retries and pauses included)."""
 
-    code = "CURSOR_STALLED"
+    code = "PROVIDER_TOO_SLOW"
 
 
 class StorageError(TransientExportError):
@@ -205,6 +231,14 @@ class DeadlinePassed(TransientExportError):
 
 class LeaseLost(ExportCenterError):
     """This attempt lost its lease (or was aborted): delete the partial file, write nothing."""
+
+
+class FetchAborted(ExportCenterError):
+    """The attempt stopped waiting for this fetch (cancel, deadline, shutdown, an error).
+
+    Raised inside the abandoned fetch thread only, so that it closes its response and
+    ends; nobody reads it.
+    """
 
 
 class WorkerStopping(ExportCenterError):

@@ -1,8 +1,14 @@
 """One execution attempt of an export: fetch, render, store, commit (seed 002 §8.3-§9.5).
 
 The attempt pages through the provider with the keyset cursor and snapshot token,
-streams rows into the writer and stores the file. While the writer renders batch N,
-batch N+1 is already being fetched (one batch in flight, so memory stays bounded).
+streams rows into the writer and stores the file. Every fetch, the first one too, runs
+in the attempt's fetch thread: while the writer renders batch N, batch N+1 is already
+being fetched (one batch in flight, so memory stays bounded), and the attempt's own
+thread waits for a fetch in slices of at most 0.5 s, checking the watchdog (cancel,
+deadline, lease, shutdown) and the batch's time limit between slices. When it stops
+waiting it sets the fetch's abort event and does not wait for the fetch thread (a read
+blocked inside it ends at the read timeout at worst, and its answer is never used), so
+a fetch in flight never holds a cancel past the watchdog's poll plus half a second.
 Progress is written at batch boundaries, at most once per
 ``task.progress_every_seconds``. Every failure path deletes the partial file and
 ends the attempt as DESIGN.md says: permanent errors -> FAILED, transient errors ->
@@ -12,11 +18,11 @@ cancel -> CANCELLED, lost lease -> nothing written.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,12 +33,12 @@ from sqlalchemy import Engine
 from export_center import metrics, repository
 from export_center.columns import Column
 from export_center.errors import (
-    CursorStalled,
     DeadlinePassed,
     ExportCancelled,
     ExportFailure,
     LeaseLost,
     PermanentExportError,
+    ProviderContractError,
     RowLimitExceeded,
     SchemaChanged,
     StorageError,
@@ -40,12 +46,12 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.filenames import download_file_name
-from export_center.provider_client import Batch, ProviderClient, ProviderRequest
+from export_center.provider_client import Batch, ProviderClient, ProviderRequest, too_slow
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, file_extension, new_object_key
-from export_center.values import BatchConverter, InvalidRow
+from export_center.values import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.watchdog import Watchdog
 from export_center.writers import open_writer
 
@@ -85,7 +91,7 @@ class RunContext:
     stopping: threading.Event = field(default_factory=threading.Event)
 
 
-def _warning(stats: Any) -> str | None:
+def _warning(stats: Any, notes: Sequence[str] = ()) -> str | None:
     """A sentence on what the writer had to change, or None (CASES E08, E10, E15).
 
     Replaced characters are named by kind, e.g. "3 control character(s),
@@ -95,9 +101,10 @@ def _warning(stats: Any) -> str | None:
 
     Args:
         stats: the writer's ``WriterStats``.
+        notes: further parts (the undeclared keys the rows carried).
 
     Returns:
-        The parts joined with "; ", or None when the writer changed nothing.
+        The parts joined with "; ", or None when nothing was changed.
     """
     parts = []
     if stats.truncated_cells:
@@ -117,7 +124,65 @@ def _warning(stats: Any) -> str | None:
         parts.append(f"{stats.invalid_numbers:,} NaN/Infinity value(s) written as empty cells")
     if stats.sheets > 1:
         parts.append(f"rows split over {stats.sheets} sheets (1,048,575 rows per sheet)")
+    parts.extend(notes)
     return "; ".join(parts) or None
+
+
+_AWAIT_SLICE_SECONDS = 0.5
+"""Longest wait for a fetch between two checks of the watchdog and the batch limit."""
+_AWAIT_GRACE_SECONDS = 1.0
+"""After the batch deadline, how long the attempt still waits for the fetch thread to
+report the limit itself (its message names the last try); then it stops waiting."""
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    """A fetch submitted to the attempt's fetch thread.
+
+    Attributes:
+        future: the fetch's result.
+        deadline: ``time.monotonic()`` value when its time limit ends.
+        seconds: the time limit (for the message).
+    """
+
+    future: Future[Batch]
+    deadline: float
+    seconds: float
+
+
+class _CursorLog:
+    """The cursors one attempt has sent, to refuse a provider that pages in a loop.
+
+    A cursor that repeats any earlier cursor of the attempt (A -> B -> A) would send the
+    same rows again until the row cap. Only a 16-byte BLAKE2b digest per cursor is kept
+    (about 100 bytes with its dict entry, whatever the cursor's length).
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, int] = {}
+
+    def add(self, cursor: str | None, batch_no: int) -> None:
+        """Record the ``nextCursor`` of batch ``batch_no`` (which said ``hasMore``).
+
+        Raises:
+            ProviderContractError: the cursor is missing or empty, or it repeats the
+                cursor of an earlier batch (the message names both, cursor shortened).
+        """
+        if not cursor:
+            raise ProviderContractError(f"batch {batch_no} says hasMore but has no nextCursor")
+        digest = hashlib.blake2b(cursor.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        first = self._seen.get(digest)
+        if first is not None:
+            raise ProviderContractError(
+                f"nextCursor {_short(cursor)} of batch {batch_no} repeats the cursor "
+                f"already sent for batch {first} (the provider pages in a loop)"
+            )
+        self._seen[digest] = batch_no + 1
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """``repr`` of ``text`` cut to ``limit`` characters (``'abc...'``)."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 class ExportRun:
@@ -233,17 +298,17 @@ class ExportRun:
         )
         max_rows = etype.max_rows
         max_bytes = settings.file_size_cap_bytes
+        time_limit = float(etype.batch_timeout_seconds or settings.provider.batch_timeout_seconds)
         stream = self.ctx.storage.open_write(self.object_key)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
+        abort = threading.Event()
+        cursors = _CursorLog()
         writer = None
         try:
             self.batch_no = 1
-            batch = self._fetch(request, None, None)
+            batch = self._await(self._submit(pool, request, None, None, abort, time_limit))
             if batch.columns is None:
-                raise PermanentExportError(
-                    "provider broke the contract: the first batch has no columns",
-                    code="PROVIDER_CONTRACT",
-                )
+                raise ProviderContractError("the first batch has no columns")
             columns: list[Column] = batch.columns
             schema_hash = batch.schema_hash
             snapshot = batch.snapshot_token
@@ -262,16 +327,17 @@ class ExportRun:
                     raise SchemaChanged(
                         f"schemaHash changed from {schema_hash} to {batch.schema_hash}"
                     )
-                if batch.has_more and (not batch.next_cursor or batch.next_cursor == self.cursor):
-                    raise CursorStalled("provider said hasMore but the cursor did not advance")
-                pending: Future[Batch] | None = None
+                pending: _InFlight | None = None
                 if batch.has_more:
-                    pending = pool.submit(self._fetch, request, batch.next_cursor, snapshot)
+                    cursors.add(batch.next_cursor, self.batch_no)
+                    pending = self._submit(
+                        pool, request, batch.next_cursor, snapshot, abort, time_limit
+                    )
                 self.phase = Phase.RENDER
                 self._fault("render")
                 if self.processed + len(batch.rows) > max_rows:
                     raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-                typed = self._convert(batch.rows, converter)
+                typed = self._convert(batch, converter)
                 try:
                     writer.write_columns(typed)
                 except OSError as exc:
@@ -292,14 +358,15 @@ class ExportRun:
             self.watchdog.check()
             size = self.ctx.storage.commit(self.object_key)
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            abort.set()  # the fetch thread stops at its next chunk; nobody waits for it
+            pool.shutdown(wait=False, cancel_futures=True)
             if writer is not None:
                 writer.abort()
             if not stream.closed:
                 stream.close()
             raise
         pool.shutdown(wait=True)
-        warning = _warning(stats)
+        warning = _warning(stats, converter.notes())
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
         metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
@@ -313,37 +380,90 @@ class ExportRun:
             warning=warning,
         )
 
-    def _fetch(self, request: ProviderRequest, cursor: str | None, snapshot: str | None) -> Batch:
+    def _submit(
+        self,
+        pool: ThreadPoolExecutor,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> _InFlight:
+        """Start fetching one batch in the fetch thread (idle: the previous fetch ended).
+
+        Args:
+            time_limit: seconds the batch may take, retries included.
+        """
+        deadline = time.monotonic() + time_limit
+        future = pool.submit(self._fetch, request, cursor, snapshot, abort, time_limit)
+        return _InFlight(future, deadline, time_limit)
+
+    def _fetch(
+        self,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> Batch:
+        """The fetch thread's work: one batch, stopping when ``abort`` is set."""
         self.watchdog.check()
         self._fault("fetch")
         return self.ctx.provider.fetch(
-            request, cursor=cursor, snapshot_token=snapshot, abort_check=self.watchdog.check
+            request,
+            cursor=cursor,
+            snapshot_token=snapshot,
+            time_limit=time_limit,
+            abort=abort,
         )
 
-    def _await(self, pending: Future[Batch]) -> Batch:
-        while True:
-            try:
-                return pending.result(timeout=0.5)
-            except TimeoutError:
-                self.watchdog.check()
+    def _await(self, flight: _InFlight) -> Batch:
+        """Wait for a fetch, checking the watchdog and the batch limit every 0.5 s.
 
-    def _convert(self, raw_rows: list[Any], converter: BatchConverter) -> list[list[Any]]:
-        """One batch of provider rows -> typed columns; a bad row fails the export.
+        Returns:
+            The batch.
 
         Raises:
-            PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object,
-                ``INVALID_VALUE`` when a value does not fit its column (the message
-                names the row number within the export and the column key).
+            ExportCancelled, DeadlinePassed, LeaseLost, WorkerStopping: from the
+                watchdog, within 0.5 s of its flag.
+            ProviderTooSlow: the batch's time limit passed (the fetch thread's own
+                error when it reports within a second, else this thread's).
+            ExportFailure: what the fetch raised.
+        """
+        give_up = flight.deadline + _AWAIT_GRACE_SECONDS
+        while True:
+            left = give_up - time.monotonic()
+            try:
+                return flight.future.result(timeout=max(0.0, min(_AWAIT_SLICE_SECONDS, left)))
+            except TimeoutError:
+                self.watchdog.check()
+                if time.monotonic() >= give_up:
+                    raise too_slow(flight.seconds) from None
+
+    def _convert(self, batch: Batch, converter: BatchConverter) -> list[list[Any]]:
+        """One batch of provider rows -> typed columns; a bad row fails the export.
+
+        A batch whose values hold a float (a number orjson may have rounded) is decoded
+        again exactly (:meth:`Batch.exact_rows`) and converted from that.
+
+        Raises:
+            PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object
+                or a declared column is in no row of the batch (naming the column and
+                the unknown keys the rows carry), ``INVALID_VALUE`` when a value does not
+                fit its column (the message names the row number within the export and
+                the column key).
         """
         try:
-            return converter.columns_of(raw_rows)
+            try:
+                return converter.columns_of(batch.rows)
+            except InexactNumber:
+                return converter.columns_of(batch.exact_rows())
+        except MissingColumns as exc:
+            raise ProviderContractError(exc.describe(self.batch_no)) from None
         except InvalidRow as exc:
             row = self.processed + exc.index + 1
             if exc.column is None:
-                raise PermanentExportError(
-                    f"provider broke the contract: row {row} is not an object",
-                    code="PROVIDER_CONTRACT",
-                ) from None
+                raise ProviderContractError(f"row {row} is not an object") from None
             raise PermanentExportError(
                 f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
             ) from None

@@ -16,6 +16,7 @@ An entry::
       max_rows: 5000000             # 1..5,000,000
       batch_size: 1000              # 50..5000
       max_attempts: 3               # 1..5
+      batch_timeout_seconds: 120    # optional, 1..3600: overrides provider.batch_timeout_seconds
       parameters:                   # what a create request may carry
         - {name: from, type: date}
         - {name: to, type: date}
@@ -33,7 +34,8 @@ it, never converted silently.
 mounts the sample providers there). Which values are read when (002 §10.4):
 permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
 copied into the task at creation; provider address, batch size and max rows at
-execution.
+execution, and so is ``batch_timeout_seconds`` (the total time one batch may take,
+retries included; unset: the ``provider.batch_timeout_seconds`` setting).
 """
 
 from __future__ import annotations
@@ -67,8 +69,18 @@ PARAM_TYPES = ("date", "string", "integer", "enum", "boolean")
 _TEXT_KEYS = ("title", "provider_url", "provider_path", "required_permission", "app_scope")
 _PARAMETER_KEYS = {"name", "type", "required", "values", "max_length"}
 _KNOWN_KEYS = {
-    "title", "provider_url", "provider_path", "required_permission", "app_scope",
-    "enabled", "max_rows", "batch_size", "max_attempts", "parameters", "date_range",
+    "title",
+    "provider_url",
+    "provider_path",
+    "required_permission",
+    "app_scope",
+    "enabled",
+    "max_rows",
+    "batch_size",
+    "max_attempts",
+    "batch_timeout_seconds",
+    "parameters",
+    "date_range",
 }
 
 
@@ -159,6 +171,7 @@ class ExportType:
     max_attempts: int
     parameters: tuple[ParameterSpec, ...] = ()
     date_range: tuple[str, str] | None = None
+    batch_timeout_seconds: int | None = None
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -245,9 +258,7 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     return tuple(specs)
 
 
-def _entry(
-    code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool
-) -> ExportType:
+def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool) -> ExportType:
     if not TYPE_PATTERN.match(code):
         raise RegistryError(f"{code}: type codes must match ^[A-Z0-9_]{{1,64}}$")
     if not isinstance(entry, Mapping):
@@ -308,13 +319,18 @@ def _entry(
         code=code,
         title=_text(entry.get("title", code), f"{code}.title"),
         provider_url=url,
-        provider_path=path,
+        provider_path=match.group(0),  # the whole path (a str, as mypy can see)
         required_permission=permission,
         app_scope=scope,
         enabled=enabled,
         max_rows=_int_in(entry, code, "max_rows", 1, 5_000_000, 1_000_000),
         batch_size=_int_in(entry, code, "batch_size", 50, 5000, 1000),
         max_attempts=_int_in(entry, code, "max_attempts", 1, 5, 3),
+        batch_timeout_seconds=(
+            _int_in(entry, code, "batch_timeout_seconds", 1, 3600, 60)
+            if entry.get("batch_timeout_seconds") is not None
+            else None
+        ),
         parameters=params,
         date_range=date_range,
     )
@@ -367,4 +383,6 @@ def load_registry(
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise RegistryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return parse_registry(text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self)
+    return parse_registry(
+        text, source=str(path), allowed_hosts=allowed_hosts, allow_self=allow_self
+    )

@@ -92,6 +92,7 @@ class Runtime:
             connect_timeout=settings.provider.connect_timeout_seconds,
             read_timeout=settings.provider.read_timeout_seconds,
             attempts=settings.provider.request_attempts,
+            max_retry_after=settings.provider.max_retry_after_seconds,
         )
         self.context = RunContext(
             settings=settings,
@@ -129,9 +130,13 @@ class Runtime:
         from export_center.transport.rocketmq import RocketMQTransport
 
         return RocketMQTransport(
-            s.rocketmq.endpoint, s.command_topic, s.worker_group,
-            invisible_seconds=s.rocketmq.invisible_seconds, await_seconds=s.rocketmq.await_seconds,
-            request_timeout=s.rocketmq.request_timeout_seconds, consume=s.loop_enabled(s.consumer),
+            s.rocketmq.endpoint,
+            s.command_topic,
+            s.worker_group,
+            invisible_seconds=s.rocketmq.invisible_seconds,
+            await_seconds=s.rocketmq.await_seconds,
+            request_timeout=s.rocketmq.request_timeout_seconds,
+            consume=s.loop_enabled(s.consumer),
         )
 
     def _dead_letters(self) -> DlqReceiver | None:
@@ -145,8 +150,11 @@ class Runtime:
         from export_center.transport.rocketmq import RocketMQDeadLetters
 
         return RocketMQDeadLetters(  # type: ignore[return-value]
-            s.rocketmq.endpoint, s.dlq_topic, s.dlq_group,
-            await_seconds=s.rocketmq.await_seconds, request_timeout=s.rocketmq.request_timeout_seconds,
+            s.rocketmq.endpoint,
+            s.dlq_topic,
+            s.dlq_group,
+            await_seconds=s.rocketmq.await_seconds,
+            request_timeout=s.rocketmq.request_timeout_seconds,
         )
 
     def _check_guard_row(self) -> None:
@@ -173,7 +181,9 @@ class Runtime:
                 )
             path = default_registry_path()
         return load_registry(
-            Path(path), allowed_hosts=set(self.settings.provider_allowed_hosts), allow_self=allow_self
+            Path(path),
+            allowed_hosts=set(self.settings.provider_allowed_hosts),
+            allow_self=allow_self,
         )
 
     def reload_registry(self) -> Registry:

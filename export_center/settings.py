@@ -71,10 +71,18 @@ class ReconcilerSettings(LoopSettings):
     """Reconciler (seed 002 §8.5): the only redispatch path."""
 
     loop_seconds: float = Field(30.0, description="Seconds between two reconciler passes")
-    redispatch_grace_seconds: int = Field(60, description="A due PENDING task waits this long before redispatch")
-    sent_stale_seconds: int = Field(600, description="A SENT command older than this whose task is still PENDING is sent again")
-    orphan_age_seconds: int = Field(24 * 3600, description="Files without a SUCCEEDED task older than this are deleted")
-    outbox_retention_days: int = Field(7, description="SENT outbox rows older than this are deleted")
+    redispatch_grace_seconds: int = Field(
+        60, description="A due PENDING task waits this long before redispatch"
+    )
+    sent_stale_seconds: int = Field(
+        600, description="A SENT command older than this whose task is still PENDING is sent again"
+    )
+    orphan_age_seconds: int = Field(
+        24 * 3600, description="Files without a SUCCEEDED task older than this are deleted"
+    )
+    outbox_retention_days: int = Field(
+        7, description="SENT outbox rows older than this are deleted"
+    )
     batch_size: int = Field(50, description="Rows handled per action per pass")
 
 
@@ -85,11 +93,13 @@ class TaskSettings(BaseModel):
     heartbeat_seconds: float = Field(60.0, description="Watchdog renewal period")
     max_duration_minutes: float = Field(30.0, description="Execution deadline of one attempt")
     retry_backoff_seconds: list[float] = Field(
-        default_factory=lambda: [60.0, 900.0], description="Backoff before automatic retry n (last repeats)"
+        default_factory=lambda: [60.0, 900.0],
+        description="Backoff before automatic retry n (last repeats)",
     )
     retry_jitter: float = Field(0.2, description="Random spread of the retry backoff (0.2 = ±20 %)")
     max_file_size_mb: float | None = Field(
-        None, description="File size cap enforced while writing; unset: 50 in production, 512 embedded"
+        None,
+        description="File size cap enforced while writing; unset: 50 in production, 512 embedded",
     )
     retention_days: float = Field(7.0, description="How long a finished file is kept")
     progress_every_seconds: float = Field(
@@ -114,15 +124,34 @@ class ProviderSettings(BaseModel):
 
     connect_timeout_seconds: float = Field(3.0, description="Provider connect timeout")
     read_timeout_seconds: float = Field(15.0, description="Provider read timeout (seed 002 §14)")
-    request_attempts: int = Field(3, description="Tries per batch for 5xx and timeouts")
-    internal_token: SecretStr | None = Field(None, description="X-Internal-Service-Token shared with providers")
-    snapshot_ttl_seconds: int = Field(24 * 3600, description="Sample providers: snapshot token lifetime")
+    request_attempts: int = Field(
+        3,
+        description="Tries per batch for 408, 429, 5xx (not 501, 505), timeouts, connection errors",
+    )
+    max_retry_after_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Longest Retry-After waited between tries; a longer one ends the attempt",
+    )
+    batch_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Total time limit of one batch, retries included (registry may override)",
+    )
+    internal_token: SecretStr | None = Field(
+        None, description="X-Internal-Service-Token shared with providers"
+    )
+    snapshot_ttl_seconds: int = Field(
+        24 * 3600, description="Sample providers: snapshot token lifetime"
+    )
 
 
 class LimitSettings(BaseModel):
     """Creation guard (seed 002 §14): duplicate window and active-task limits."""
 
-    duplicate_window_seconds: float = Field(60.0, description="Same request within this window returns the active task")
+    duplicate_window_seconds: float = Field(
+        60.0, description="Same request within this window returns the active task"
+    )
     max_active_per_user: int = Field(3, description="Queued or running tasks per user")
     max_active_per_type: int = Field(5, description="Queued or running tasks per export type")
 
@@ -133,7 +162,9 @@ class RocketMQSettings(BaseModel):
     endpoint: str = Field("127.0.0.1:8081", description="Proxy gRPC endpoint host:port")
     invisible_seconds: int = Field(60, description="Invisible time of a received command (>= 10)")
     await_seconds: int = Field(5, description="Long-poll wait of one receive (5..20)")
-    request_timeout_seconds: int = Field(5, description="gRPC request timeout in whole seconds (send, ack)")
+    request_timeout_seconds: int = Field(
+        5, description="gRPC request timeout in whole seconds (send, ack)"
+    )
     dlq_enabled: bool | None = Field(
         None, description="Run the dead-letter handler here; unset: same as the consumer switch"
     )
@@ -144,7 +175,9 @@ class ApiSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="serve: bind address")
     port: int = Field(8000, description="serve: bind port")
-    public_base_url: str | None = Field(None, description="Base URL providers registered as self are called on")
+    public_base_url: str | None = Field(
+        None, description="Base URL providers registered as self are called on"
+    )
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
@@ -174,19 +207,32 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(None, description="SQLAlchemy URL; unset: SQLite file in the data dir")
     instance_id: str = Field(
-        default_factory=lambda: f"ec-{secrets.token_hex(4)}", description="Lease owner id of this process"
+        default_factory=lambda: f"ec-{secrets.token_hex(4)}",
+        description="Lease owner id of this process",
     )
     transport: Literal["memory", "rocketmq"] = Field("memory", description="Command transport")
-    mount_sample_providers: bool = Field(True, description="Serve the TPC-H sample providers in this process")
+    mount_sample_providers: bool = Field(
+        True, description="Serve the TPC-H sample providers in this process"
+    )
     load_sample_data: bool = Field(True, description="Generate and load the TPC-H sample on start")
-    sample_scale: float = Field(0.27, description="TPC-H scale factor of the sample (0.27 = 405,000 orders)")
-    sample_database_url: str | None = Field(None, description="Database of the sample data; unset: database_url")
-    export_types_file: Path | None = Field(None, description="Registry file (YAML or TOML); unset: the samples'")
+    sample_scale: float = Field(
+        0.27, description="TPC-H scale factor of the sample (0.27 = 405,000 orders)"
+    )
+    sample_database_url: str | None = Field(
+        None, description="Database of the sample data; unset: database_url"
+    )
+    export_types_file: Path | None = Field(
+        None, description="Registry file (YAML or TOML); unset: the samples'"
+    )
     provider_allowed_hosts: list[str] = Field(
-        default_factory=lambda: ["127.0.0.1", "localhost"], description="Hosts a provider_url may name"
+        default_factory=lambda: ["127.0.0.1", "localhost"],
+        description="Hosts a provider_url may name",
     )
     topic_prefix: str | None = Field(
-        None, description="Environment prefix of topic and group names; production must set it (may be empty)"
+        None,
+        description=(
+            "Environment prefix of topic and group names; production must set it (may be empty)"
+        ),
     )
 
     api: ApiSettings = Field(default_factory=ApiSettings)

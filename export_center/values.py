@@ -8,12 +8,14 @@ the typed values the file writers expect:
 =========  ==========================================  ==========================
 type       accepted JSON values                        Python value
 =========  ==========================================  ==========================
-STRING     string; number/boolean (-> their JSON text)  ``str``
+STRING     string; number/boolean (-> their exact      ``str``
+           text, below)
 INTEGER    integer; string of digits ("-12"); integral  ``int`` (exact, any size)
-           float up to 2**53
+           Decimal within 38 digits ("1.0", "1.0E+2");
+           integral float up to 2**53
 DECIMAL    numeric string ("182210.40", "-1.5E-3");     ``decimal.Decimal``
-           integer; finite float (via ``repr``)        (``DecimalText`` from
-                                                       ``make_converters``, below)
+           integer; Decimal; finite float (via          (``DecimalText`` from
+           ``repr``)                                   ``make_converters``, below)
 BOOLEAN    true/false; "true"/"false" (any case)        ``bool``
 DATE       "YYYY-MM-DD"                                 ``datetime.date``
 DATETIME   ISO 8601, with or without offset, "Z" ok     aware ``datetime.datetime``
@@ -37,6 +39,15 @@ compiled regex:
 Policies:
     * Big integers stay exact (CASES E04): ``json.loads`` keeps them as ``int`` and no
       step here goes through ``float``.
+    * JSON numbers are exact or refused, never rounded: orjson (the fast decoder) gives
+      a ``float`` for a number with a fraction or an exponent and for an integer beyond
+      64 bits, so :meth:`BatchConverter.columns_of` refuses a batch whose values hold a
+      float with :class:`InexactNumber`; the pipeline then decodes that batch again
+      with ``Decimal`` for fractions (``provider_client.Batch.exact_rows``). A number
+      reaches the converters as ``int`` or ``Decimal`` with the digits the provider
+      sent: DECIMAL keeps them (``0E-8`` is written ``0.00000000``), INTEGER takes an
+      integral one (``1.0`` -> 1, ``1.5`` refused), STRING writes its exact text
+      (positional within the DECIMAL range, ``1E+400`` beyond it).
     * NaN, Infinity and -Infinity are rejected for DECIMAL (CASES E15: Excel has no such
       numbers), as are decimals with more than 38 significant digits or an exponent
       outside [-38, 38] (the range of SQL ``DECIMAL(38, s)``).
@@ -47,6 +58,7 @@ Policies:
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import math
 import operator
@@ -62,10 +74,12 @@ __all__ = [
     "Converter",
     "DecimalColumn",
     "DecimalText",
+    "InexactNumber",
     "InvalidRow",
     "InvalidValue",
     "MAX_DECIMAL_DIGITS",
     "MAX_DECIMAL_EXPONENT",
+    "MissingColumns",
     "coerce",
     "make_converters",
 ]
@@ -170,17 +184,33 @@ class InvalidValue(ValueError):
         super().__init__(message)
 
 
+def _inexact_message(value: Any) -> str:
+    return f"a JSON number that was not read exactly: {value!r}"
+
+
 def _describe(value: Any) -> str:
-    """Short repr of a bad value for an error message (at most ~60 characters)."""
-    text = repr(value)
+    """Short repr of a bad value for an error message (at most ~60 characters); a
+    ``Decimal`` (a JSON number read exactly) shows as the number, e.g. ``1.5``."""
+    text = str(value) if isinstance(value, Decimal) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 # --- STRING -------------------------------------------------------------------------
 
 
+def _number_text(number: Decimal) -> str:
+    """Exact text of a finite ``Decimal``: positional (``0E-8`` -> ``0.00000000``) within
+    the DECIMAL range (exponent and adjusted exponent within +-38), else scientific
+    (``1E+400``), so a huge exponent never becomes a huge cell."""
+    exponent = number.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite
+    if exponent >= -MAX_DECIMAL_EXPONENT and number.adjusted() <= MAX_DECIMAL_EXPONENT:
+        return format(number, "f")
+    return str(number)
+
+
 def _to_string(value: Any) -> str | None:
-    """STRING: str as is; numbers and booleans become their JSON text."""
+    """STRING: str as is; booleans become ``true``/``false``, numbers their exact text."""
     if value is None or type(value) is str:
         return value
     if isinstance(value, str):
@@ -196,7 +226,7 @@ def _to_string(value: Any) -> str | None:
     if isinstance(value, Decimal):
         if not value.is_finite():
             raise InvalidValue(f"not a finite number: {_describe(value)}")
-        return format(value, "f")
+        return _number_text(value)
     raise InvalidValue(f"expected a string, got {type(value).__name__}: {_describe(value)}")
 
 
@@ -204,7 +234,9 @@ def _to_string(value: Any) -> str | None:
 
 
 def _to_integer(value: Any) -> int | None:
-    """INTEGER: int, a string of digits, or an exactly representable integral float."""
+    """INTEGER: int, a string of digits, an integral Decimal of at most 38 digits
+    (a JSON ``1.0`` or ``1.0E+2`` read exactly), or an exactly representable integral
+    float."""
     if value is None:
         return None
     if type(value) is int:
@@ -225,9 +257,13 @@ def _to_integer(value: Any) -> int | None:
             return int(value)
         raise InvalidValue(f"not an exact integer: {_describe(value)}")
     if isinstance(value, Decimal):
-        if value.is_finite() and value == value.to_integral_value():
-            return int(value)
-        raise InvalidValue(f"not an integer: {_describe(value)}")
+        if not value.is_finite() or value != value.to_integral_value():
+            raise InvalidValue(f"not an integer: {_describe(value)}")
+        if value.adjusted() >= MAX_DECIMAL_DIGITS:  # 1E+400: no 401-digit cells
+            raise InvalidValue(
+                f"integer out of range (more than {MAX_DECIMAL_DIGITS} digits): {_describe(value)}"
+            )
+        return int(value)
     raise InvalidValue(f"expected an integer, got {type(value).__name__}: {_describe(value)}")
 
 
@@ -474,6 +510,66 @@ class InvalidRow(ValueError):
         super().__init__(message)
 
 
+class InexactNumber(InvalidRow):
+    """A value cell holds a ``float``: a JSON number the decoder may have rounded.
+
+    Raised by :meth:`BatchConverter.columns_of` before any value is converted. The
+    caller decodes the batch again exactly (``provider_client.Batch.exact_rows``:
+    ``Decimal`` for fractions and exponents, ``int`` at any size) and converts that; a
+    caller that cannot treats it as the :class:`InvalidRow` it also is.
+
+    Attributes:
+        index: 0-based position of the first such row for ``column``.
+        column: the column key.
+        message: e.g. ``"a JSON number that was not read exactly: 1.8446744073709552e+19"``.
+    """
+
+
+_KEYS_NAMED = 5
+"""Keys named at most in one message (the rest are counted)."""
+_UNDECLARED_KEPT = 10
+"""Distinct undeclared keys remembered per export for the warning."""
+
+
+def _key_list(keys: Sequence[str]) -> str:
+    """``'a', 'b' and 3 more``: keys as short reprs, at most :data:`_KEYS_NAMED` named."""
+    shown = [repr(k if len(k) <= 40 else k[:37] + "...") for k in keys[:_KEYS_NAMED]]
+    more = f" and {len(keys) - _KEYS_NAMED} more" if len(keys) > _KEYS_NAMED else ""
+    return ", ".join(shown) + more
+
+
+class MissingColumns(ValueError):
+    """Declared columns that no row of a non-empty batch carries (a contract error).
+
+    A key missing from only some rows is an empty cell; a key missing from every row
+    means the provider sends other keys than it declared (``customerName`` for
+    ``customer_name``), which would silently give a column of empty cells.
+
+    Attributes:
+        columns: the declared keys found in no row, in column order.
+        unknown: the keys the rows carry that are not declared, in first-seen order.
+    """
+
+    def __init__(self, columns: list[str], unknown: list[str]):
+        self.columns, self.unknown = columns, unknown
+        super().__init__(self.describe())
+
+    def describe(self, batch_no: int | None = None) -> str:
+        """The message, e.g. ``column 'customer_name' is in no row of batch 1 (rows carry
+        unknown keys 'customerName', 'amt')``.
+
+        Args:
+            batch_no: the batch's number in the export (1-based), or None.
+        """
+        where = f"batch {batch_no}" if batch_no is not None else "the batch"
+        what = "column" if len(self.columns) == 1 else "columns"
+        verb = "is" if len(self.columns) == 1 else "are"
+        text = f"{what} {_key_list(self.columns)} {verb} in no row of {where}"
+        if self.unknown:
+            text += f" (rows carry unknown keys {_key_list(self.unknown)})"
+        return text
+
+
 _FINAL_TYPES: dict[ColumnType, frozenset[type]] = {
     ColumnType.STRING: frozenset({str, type(None)}),
     ColumnType.INTEGER: frozenset({int, type(None)}),
@@ -503,14 +599,21 @@ class _DateCache(dict[Any, Any]):
 class BatchConverter:
     """Convert a whole batch of provider rows column by column (the export's hot path).
 
-    :meth:`columns` gives the same values and the same first error as converting row
+    :meth:`columns_of` gives the same values and the same first error as converting row
     by row with :func:`make_converters` (``conv(row.get(key))`` for each row in order,
     each column in order), at a fraction of the cost:
 
     * each column is taken out of the row dicts with one ``map`` of an
-      ``operator.itemgetter`` (a C loop; a missing key falls back to ``dict.get``);
+      ``operator.itemgetter`` (a C loop); when that succeeds and every row has as many
+      keys as there are columns (``set(map(len, rows))``, another C loop), the rows carry
+      exactly the declared keys and nothing else is looked at. Only otherwise the keys
+      of all rows are collected once: a declared key in no row raises
+      :class:`MissingColumns`, a key in some rows only is an empty cell where missing,
+      and undeclared keys are remembered for :meth:`notes`;
     * a column whose values are all of the type's final Python type is checked with one
-      C-level ``set(map(type, ...))`` and kept as it is;
+      C-level ``set(map(type, ...))`` and kept as it is; the same sets show a ``float``
+      (a JSON number the decoder may have rounded), which raises :class:`InexactNumber`
+      before anything is converted;
     * a column of plain decimal strings is validated with one regex match over the
       column joined with LF, and marked as a :class:`DecimalColumn`;
     * DATE strings go through a per-export cache (each distinct string parsed once);
@@ -532,20 +635,28 @@ class BatchConverter:
         self.converters = make_converters(self.columns)
         self._dates = _DateCache()
         self._getters = [operator.itemgetter(key) for key in self.keys]
+        self._declared = frozenset(self.keys)
+        self._width = {len(self.keys)}
+        self._undeclared: dict[str, None] = {}
+        self._more_undeclared = False
 
     def columns_of(self, rows: Sequence[Any]) -> list[list[Any]]:
         """Convert ``rows`` (decoded JSON objects) to typed values, column-major.
 
         Args:
-            rows: one batch as the provider sent it.
+            rows: one batch as the provider sent it, numbers decoded exactly (``int``,
+                ``Decimal``); a ``float`` in a value cell is refused (see Raises).
 
         Returns:
-            One list per column, in column order, each ``len(rows)`` long; a missing
-            key is ``None`` (an empty cell). A DECIMAL column of plain positional
+            One list per column, in column order, each ``len(rows)`` long; a key missing
+            from a row is ``None`` (an empty cell). A DECIMAL column of plain positional
             strings comes as a :class:`DecimalColumn` of those strings; other DECIMAL
             values are ``DecimalText`` or ``Decimal`` as :func:`make_converters` gives.
 
         Raises:
+            MissingColumns: the rows are objects and a declared key is in none of them.
+            InexactNumber: a declared column holds a ``float``; decode the batch exactly
+                and call again.
             InvalidRow: a row is not an object, or has a value that does not fit its
                 column (the first one in row order).
         """
@@ -553,18 +664,30 @@ class BatchConverter:
         if not batch:
             return [[] for _ in self.keys]
         if set(map(type, batch)) != {dict}:
+            self._refuse_floats(batch)
             return self._transpose(self._row_by_row(batch))
+        extracted: list[list[Any]] | None
         try:  # one C-level pass per column; no per-row tuples for the GC to count
             extracted = [list(map(getter, batch)) for getter in self._getters]
-        except KeyError:  # a row without some column: that cell is empty
-            extracted = [[row.get(key) for row in batch] for key in self.keys]
+        except KeyError:  # a row without some column
+            extracted = None
+        if extracted is None or set(map(len, batch)) != self._width:
+            self._check_keys(batch)  # not exactly the declared keys in every row
+            if extracted is None:
+                extracted = [[row.get(key) for row in batch] for key in self.keys]
+        kinds = [set(map(type, values)) for values in extracted]
+        for values, found, key in zip(extracted, kinds, self.keys, strict=True):
+            if float in found:
+                index = next(i for i, v in enumerate(values) if type(v) is float)
+                raise InexactNumber(index, key, _inexact_message(values[index]))
         out: list[list[Any]] = []
-        for values, kind, convert in zip(extracted, self.types, self.converters, strict=True):
-            kinds = set(map(type, values))
-            if kinds <= _FINAL_TYPES[kind]:
+        for values, found, kind, convert in zip(
+            extracted, kinds, self.types, self.converters, strict=True
+        ):
+            if found <= _FINAL_TYPES[kind]:
                 out.append(values)
                 continue
-            if kind is ColumnType.DECIMAL and kinds == {str}:
+            if kind is ColumnType.DECIMAL and found == {str}:
                 joined = "\n".join(values)
                 if (
                     joined.count("\n") == len(values) - 1
@@ -573,13 +696,59 @@ class BatchConverter:
                     out.append(DecimalColumn(values))
                     continue
             try:
-                if kind is ColumnType.DATE and kinds <= {str, type(None)}:
+                if kind is ColumnType.DATE and found <= {str, type(None)}:
                     out.append(list(map(self._dates.__getitem__, values)))
                 else:
                     out.append([convert(v) for v in values])
             except InvalidValue:
                 return self._transpose(self._row_by_row(batch))
         return out
+
+    def notes(self) -> list[str]:
+        """Sentences for the export's warning: the undeclared keys seen in any batch so
+        far, once per export (e.g. ``["rows carried undeclared keys 'x', 'y'
+        (ignored)"]``), or ``[]``."""
+        if not self._undeclared:
+            return []
+        keys = list(self._undeclared)
+        if self._more_undeclared:  # more distinct keys than kept: not counted exactly
+            text = _key_list(keys[:_KEYS_NAMED]) + " and more"
+        else:
+            text = _key_list(keys)
+        return [f"rows carried undeclared keys {text} (ignored)"]
+
+    def _check_keys(self, batch: list[dict[str, Any]]) -> None:
+        """Collect the keys of all rows once (C loops); raise for declared keys in no
+        row, remember undeclared ones (at most :data:`_UNDECLARED_KEPT` per export).
+
+        Raises:
+            MissingColumns: a declared key is in no row of the batch.
+        """
+        present = dict.fromkeys(itertools.chain.from_iterable(batch))
+        declared = self._declared
+        unknown = [key for key in present if key not in declared]
+        absent = [key for key in self.keys if key not in present]
+        if absent:
+            raise MissingColumns(absent, unknown)
+        for key in unknown:
+            if key in self._undeclared:
+                continue
+            if len(self._undeclared) >= _UNDECLARED_KEPT:
+                self._more_undeclared = True
+                break
+            self._undeclared[key] = None
+
+    def _refuse_floats(self, batch: list[Any]) -> None:
+        """The float check of the slow path (a batch with rows that are not objects).
+
+        Raises:
+            InexactNumber: the first row object with a float in a declared column.
+        """
+        for index, row in enumerate(batch):
+            if isinstance(row, dict):
+                for key in self.keys:
+                    if type(row.get(key)) is float:
+                        raise InexactNumber(index, key, _inexact_message(row[key]))
 
     def convert(self, rows: Sequence[Any]) -> list[dict[str, Any]]:
         """Convert ``rows`` to new row dicts ``{column key: typed value}``.

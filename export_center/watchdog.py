@@ -3,7 +3,9 @@
 A thread started right after the claim commits and stopped in ``finally``. Every
 ``heartbeat_seconds`` it renews the lease with a conditional UPDATE that also
 requires ``execution_deadline_at > db now``; every ``cancel_poll_seconds`` (at most
-2 s) it reads ``cancel_requested``. Zero rows renewed, a raised error or a cancel
+2 s) it reads ``cancel_requested`` and whether ``execution_deadline_at`` has passed
+(database clock), so a cancel or the deadline stops the attempt within seconds, not at
+the next renewal. Zero rows renewed, a raised error or a cancel
 request set the abort flag; the worker calls :meth:`Watchdog.check` between batches
 and inside long loops and stops there.
 """
@@ -123,11 +125,15 @@ class Watchdog:
                         return
                 else:
                     with self.engine.connect() as conn:
-                        cancel = bool(
-                            conn.execute(
-                                select(T.c.cancel_requested).where(T.c.id == self.task_id)
-                            ).scalar()
-                        )
+                        row = conn.execute(
+                            select(
+                                T.c.cancel_requested, T.c.execution_deadline_at <= db_now()
+                            ).where(T.c.id == self.task_id)
+                        ).first()
+                    cancel = bool(row and row[0])
+                    if not cancel and row is not None and row[1]:
+                        self.abort("deadline")
+                        return
                 if cancel:
                     self.abort("cancel")
                     return

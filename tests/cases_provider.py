@@ -21,7 +21,6 @@ from fastapi.responses import StreamingResponse
 from export_center.embedded import ServerThread, free_port
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, day_range_utc
 
-
 CASES_TOKEN = "internal-token-for-the-cases-0123456789"
 """The internal service token the CASES provider expects (fixture ``cases``)."""
 
@@ -31,6 +30,7 @@ class CasesServer:
 
     def __init__(self, token: str, db_path: Path) -> None:
         self.pages: list[str] = []
+        self.cursor_pages: dict[str, int] = {}  # cursor -> page index (else int(cursor))
         self.requests: list[dict[str, Any]] = []
         self.after_page: Callable[[int], None] | None = None
         self.lock = threading.Lock()
@@ -47,15 +47,17 @@ class CasesServer:
         @app.post("/internal/exports/v1/CASES/batches")
         async def cases(request: Request) -> Response:
             body = await request.json()
-            index = int(body["cursor"] or 0)
+            cursor = body["cursor"]
+            index = server.cursor_pages.get(cursor) if cursor in server.cursor_pages else None
+            index = int(cursor or 0) if index is None else index
             server.requests.append(body)
             text = server.pages[index]
             if text.startswith("STREAM:"):  # chunked, no Content-Length: counted while read
-                data = text[len("STREAM:"):].encode()
+                data = text[len("STREAM:") :].encode()
 
                 async def chunks():  # type: ignore[no-untyped-def]
                     for i in range(0, len(data), 65536):
-                        yield data[i:i + 65536]
+                        yield data[i : i + 65536]
 
                 return StreamingResponse(chunks(), media_type="application/json")
             return Response(text, media_type="application/json")
@@ -63,7 +65,8 @@ class CasesServer:
         events = ExportProvider(
             "EVENTS",
             [Column("id", "id", "INTEGER"), Column("created_at", "created_at", "STRING")],
-            token=token, secret="cases-secret",
+            token=token,
+            secret="cases-secret",
         )
 
         @events.fetcher
@@ -77,16 +80,23 @@ class CasesServer:
                 where += " AND created_at <= ?"
                 binds.append(snapshot["upper"])
                 if req.parameters.get("from"):
-                    start, end = day_range_utc(req.parameters["from"], req.parameters["to"],
-                                               req.parameters.get("tz", "UTC"))
+                    start, end = day_range_utc(
+                        req.parameters["from"],
+                        req.parameters["to"],
+                        req.parameters.get("tz", "UTC"),
+                    )
                     where += " AND created_at >= ? AND created_at < ?"
-                    binds += [start.strftime("%Y-%m-%dT%H:%M:%S.%f"), end.strftime("%Y-%m-%dT%H:%M:%S.%f")]
+                    binds += [
+                        start.strftime("%Y-%m-%dT%H:%M:%S.%f"),
+                        end.strftime("%Y-%m-%dT%H:%M:%S.%f"),
+                    ]
                 if cursor is not None:
                     where += " AND (created_at, id) > (?, ?)"
                     binds += [cursor[0], cursor[1]]
                 limit = min(req.limit, int(req.parameters.get("pageSize") or req.limit))
                 rows = server.db.execute(
-                    f"SELECT id, created_at FROM events WHERE 1=1{where} ORDER BY created_at, id LIMIT ?",
+                    f"SELECT id, created_at FROM events WHERE 1=1{where}"
+                    " ORDER BY created_at, id LIMIT ?",
                     [*binds, limit + 1],
                 ).fetchall()
                 page_no = len([r for r in server.requests if r.get("taskId") == req.taskId])
@@ -95,7 +105,8 @@ class CasesServer:
             result = Page(
                 rows=[{"id": r[0], "created_at": r[1]} for r in rows],
                 next_cursor=[rows[-1][1], rows[-1][0]] if rows else None,
-                has_more=has_more, snapshot=snapshot,
+                has_more=has_more,
+                snapshot=snapshot,
             )
             if server.after_page is not None:
                 server.after_page(page_no)
@@ -119,14 +130,20 @@ def cases_registry(directory: Path, provider_url: str) -> Path:
     from export_center.runtime import default_registry_path
 
     extra = ""
-    for code, params in (("CASES", ""), ("EVENTS", """
+    for code, params in (
+        ("CASES", ""),
+        (
+            "EVENTS",
+            """
   parameters:
     - {name: from, type: date}
     - {name: to, type: date}
     - {name: tz, type: string}
     - {name: snapshotUpper, type: string}
     - {name: pageSize, type: integer}
-  date_range: [from, to]""")):
+  date_range: [from, to]""",
+        ),
+    ):
         extra += f"""
 {code}:
   provider_url: {provider_url}

@@ -2,14 +2,18 @@
 
 Type ``FLAKY`` serves ``rows`` integer ids through the provider SDK in batches; a
 :class:`Behaviour` decides per request whether to answer 503, 400, change the schema,
-stall the cursor, sleep, or send a NaN. Every request is recorded (time, version,
-batch) so tests can assert what was and was not fetched.
+stall the cursor, sleep, send a NaN, answer a scripted status with headers (429 with
+``Retry-After``, 308 with ``Location``), or drip its answer one byte at a time. Every
+request is recorded (time, version, batch) so tests can assert what was and was not
+fetched.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +21,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from export_center.embedded import ServerThread, free_port
@@ -39,13 +44,26 @@ class Behaviour:
     sleep_seconds: float = 0.0
     nan_at_row: int | None = None
     big_text: int = 0  # characters of filler per row (file size tests)
+    # (status, headers) answered instead of the real answer, one per request of batch
+    # ``scripted_at_batch``, in order; then the real answer.
+    scripted: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    scripted_at_batch: int = 1
+    # The answer of batch ``drip_at_batch``: one space every ``drip_every`` seconds for
+    # ``drip_for`` seconds (valid JSON whitespace), then the real body.
+    drip_at_batch: int | None = None
+    drip_every: float = 5.0
+    drip_for: float = 60.0
+    drip_bytes_sent: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
-    columns = [Column("id", "Id", "INTEGER"), Column("amount", "Amount", "DECIMAL"),
-               Column("note", "Note", "STRING")]
+    columns = [
+        Column("id", "Id", "INTEGER"),
+        Column("amount", "Amount", "DECIMAL"),
+        Column("note", "Note", "STRING"),
+    ]
     provider = ExportProvider("FLAKY", columns, token=token, secret="fault-provider-secret")
 
     @provider.fetcher
@@ -53,27 +71,45 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
         after = int(cursor or 0)
         batch = after // req.limit + 1
         with behaviour.lock:
-            behaviour.requests.append({"at": time.monotonic(), "version": req.dispatchVersion,
-                                       "batch": batch, "task": req.taskId})
+            behaviour.requests.append(
+                {
+                    "at": time.monotonic(),
+                    "version": req.dispatchVersion,
+                    "batch": batch,
+                    "task": req.taskId,
+                }
+            )
         if behaviour.sleep_seconds:
             time.sleep(behaviour.sleep_seconds)
         failing = behaviour.always_fail or req.dispatchVersion in behaviour.fail_versions
         if failing and batch == behaviour.fail_at_batch:
-            raise ProviderFault(behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}")
+            raise ProviderFault(
+                behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}"
+            )
         ids = range(after + 1, min(after + req.limit, behaviour.rows) + 1)
         rows = []
         for i in ids:
             amount = Decimal(i) / 100
             if behaviour.nan_at_row == i:
                 amount = Decimal("NaN")
-            rows.append({"id": i, "amount": format(amount, "f") if amount.is_finite() else "NaN",
-                         "note": ("x" * behaviour.big_text) or f"row {i}"})
+            rows.append(
+                {
+                    "id": i,
+                    "amount": format(amount, "f") if amount.is_finite() else "NaN",
+                    "note": ("x" * behaviour.big_text) or f"row {i}",
+                }
+            )
         has_more = after + req.limit < behaviour.rows
         next_cursor = after + len(rows)
         if behaviour.stall_cursor_at_batch == batch:
             next_cursor = after if after else None
-        page = Page(rows=rows, next_cursor=next_cursor, has_more=has_more,
-                    snapshot={"rows": behaviour.rows}, total_rows=behaviour.rows)
+        page = Page(
+            rows=rows,
+            next_cursor=next_cursor,
+            has_more=has_more,
+            snapshot={"rows": behaviour.rows},
+            total_rows=behaviour.rows,
+        )
         return page
 
     return provider
@@ -93,12 +129,27 @@ class FaultProviderServer:
         def healthz() -> dict[str, str]:
             return {"status": "ok"}
 
+        async def drip(body: bytes) -> AsyncIterator[bytes]:
+            end = time.monotonic() + behaviour.drip_for
+            while time.monotonic() < end:
+                yield b" "
+                behaviour.drip_bytes_sent += 1
+                await asyncio.sleep(behaviour.drip_every)
+            yield body
+
         @app.post(provider.path)
         async def batches(request: Request) -> Response:
             raw = await request.body()
             response = await run_in_threadpool(
                 provider.handle, raw, request.headers.get("x-internal-service-token")
             )
+            batch = behaviour.requests[-1]["batch"] if behaviour.requests else None
+            if behaviour.scripted and batch == behaviour.scripted_at_batch:
+                status, headers = behaviour.scripted.pop(0)
+                body = orjson.dumps({"code": "SCRIPTED", "message": f"scripted {status}"})
+                return Response(body, status, headers=headers, media_type="application/json")
+            if behaviour.drip_at_batch == batch and response.status_code == 200:
+                return StreamingResponse(drip(bytes(response.body)), media_type="application/json")
             if behaviour.change_schema_at_batch is not None and response.status_code == 200:
                 body = orjson.loads(response.body)
                 if behaviour.requests[-1]["batch"] >= behaviour.change_schema_at_batch:
@@ -121,12 +172,21 @@ class FaultProviderServer:
         return self.behaviour
 
 
-def registry_file(directory: Path, provider_url: str, *, max_rows: int = 5_000_000,
-                  batch_size: int = 1000, max_attempts: int = 3) -> Path:
+def registry_file(
+    directory: Path,
+    provider_url: str,
+    *,
+    max_rows: int = 5_000_000,
+    batch_size: int = 1000,
+    max_attempts: int = 3,
+    batch_timeout_seconds: int | None = None,
+) -> Path:
     """A registry with the sample ORDERS type and the FLAKY type at ``provider_url``."""
     from export_center.runtime import default_registry_path
 
-    text = default_registry_path().read_text() + f"""
+    text = (
+        default_registry_path().read_text()
+        + f"""
 FLAKY:
   title: Flaky
   provider_url: {provider_url}
@@ -138,6 +198,9 @@ FLAKY:
   batch_size: {batch_size}
   max_attempts: {max_attempts}
 """
+    )
+    if batch_timeout_seconds is not None:
+        text += f"  batch_timeout_seconds: {batch_timeout_seconds}\n"
     path = directory / "export_types.yaml"
     path.write_text(text)
     return path

@@ -24,17 +24,29 @@ PERMS = ["export:cases:create", "export:orders:create"]
 
 @pytest.fixture
 def case_stack(make_stack, cases, tmp_path):
-    return make_stack(export_types_file=str(cases_registry(tmp_path, cases.url)),
-                      provider={"internal_token": TOKEN}, task={"time_zone": "Asia/Shanghai"})
+    return make_stack(
+        export_types_file=str(cases_registry(tmp_path, cases.url)),
+        provider={"internal_token": TOKEN},
+        task={"time_zone": "Asia/Shanghai"},
+    )
 
 
 def page(rows, *, columns=None, more=False, cursor=None, raw_rows: str | None = None) -> str:
-    body = {"schemaVersion": 1, "schemaHash": "sha256:cases", "snapshotToken": "snap",
-            "rows": [], "nextCursor": cursor, "hasMore": more, "totalRows": None}
+    body = {
+        "schemaVersion": 1,
+        "schemaHash": "sha256:cases",
+        "snapshotToken": "snap",
+        "rows": [],
+        "nextCursor": cursor,
+        "hasMore": more,
+        "totalRows": None,
+    }
     if columns is not None:
         body["columns"] = [{"key": k, "title": k, "type": t} for k, t in columns]
     text = orjson.dumps(body).decode()
-    return text.replace('"rows":[]', '"rows":' + (raw_rows if raw_rows is not None else orjson.dumps(rows).decode()))
+    return text.replace(
+        '"rows":[]', '"rows":' + (raw_rows if raw_rows is not None else orjson.dumps(rows).decode())
+    )
 
 
 def run(stack, fmt: str, export_type: str = "CASES", **params):
@@ -73,7 +85,12 @@ def test_e01_bom_once_over_three_pages(case_stack, cases):
 
 def test_e02_quoting(case_stack, cases):
     cols = [("id", "INTEGER"), ("name", "STRING"), ("note", "STRING"), ("addr", "STRING")]
-    cases.pages = [page([{"id": 2, "name": 'O"Brien, Jr.', "note": "line1\nline2", "addr": "a\rb"}], columns=cols)]
+    cases.pages = [
+        page(
+            [{"id": 2, "name": 'O"Brien, Jr.', "note": "line1\nline2", "addr": "a\rb"}],
+            columns=cols,
+        )
+    ]
     detail, data = run(case_stack, "csv")
     assert data[3:] == b'id,name,note,addr\r\n2,"O""Brien, Jr.","line1\nline2","a\rb"\r\n'
     records = read_csv(data)
@@ -110,8 +127,21 @@ def test_e04_integers_beyond_15_digits(case_stack, cases, fmt):
         assert (ws["C2"].value, ws["C2"].data_type) == (999999999999999, "n")
 
 
-E06_INPUTS = ["=1+1", "+1+1", "-1+1", "@SUM(1,1)", "\t=1+1", "\r=1+1", "\n=1+1", " =1+1",
-              "\u00a0=1+1", "\uff1d1+1", "=cmd|' /C calc'!A0", "a,=1+1", 'x";=1+1']
+E06_INPUTS = [
+    "=1+1",
+    "+1+1",
+    "-1+1",
+    "@SUM(1,1)",
+    "\t=1+1",
+    "\r=1+1",
+    "\n=1+1",
+    " =1+1",
+    "\u00a0=1+1",
+    "\uff1d1+1",
+    "=cmd|' /C calc'!A0",
+    "a,=1+1",
+    'x";=1+1',
+]
 
 
 def test_e06_formula_injection_csv(case_stack, cases):
@@ -130,20 +160,30 @@ def test_e06_formula_injection_csv(case_stack, cases):
 
 
 def test_e07_no_formula_in_xlsx(case_stack, cases):
-    values = ["=1+1", "=cmd|' /C calc'!A0", '=HYPERLINK("http://example.invalid/x","click")', "@SUM(1,1)"]
+    values = [
+        "=1+1",
+        "=cmd|' /C calc'!A0",
+        '=HYPERLINK("http://example.invalid/x","click")',
+        "@SUM(1,1)",
+    ]
     cases.pages = [page([{"t": v} for v in values], columns=[("t", "STRING")])]
     detail, data = run(case_stack, "xlsx")
     assert "<f>" not in sheet_xml(data) and "<f " not in sheet_xml(data)
     ws = xlsx_cells(data)
-    assert [(ws.cell(row=i, column=1).value, ws.cell(row=i, column=1).data_type) for i in range(2, 6)] == [
-        (v, "s") for v in values]
+    assert [
+        (ws.cell(row=i, column=1).value, ws.cell(row=i, column=1).data_type) for i in range(2, 6)
+    ] == [(v, "s") for v in values]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "xlsx"])
 def test_e08_control_characters_do_not_fail_the_export(case_stack, cases, fmt):
     remarks = ["kr 400\u0016000", "bell\u0007°", "vt\u000bx", "nul\u0000x", "tab\tlf\ncr\r"]
-    cases.pages = [page([{"id": i + 1, "remark": r} for i, r in enumerate(remarks)],
-                        columns=[("id", "INTEGER"), ("remark", "STRING")])]
+    cases.pages = [
+        page(
+            [{"id": i + 1, "remark": r} for i, r in enumerate(remarks)],
+            columns=[("id", "INTEGER"), ("remark", "STRING")],
+        )
+    ]
     detail, data = run(case_stack, fmt)
     assert detail["state"] == "succeeded", detail
     if fmt == "csv":
@@ -158,7 +198,9 @@ def test_e08_control_characters_do_not_fail_the_export(case_stack, cases, fmt):
 
 def test_e10_cells_over_32767_are_cut_in_xlsx_and_noted(case_stack, cases):
     cols = [("id", "INTEGER"), ("body", "STRING")]
-    cases.pages = [page([{"id": 1, "body": "x" * 40000}, {"id": 2, "body": "😀" * 20000}], columns=cols)]
+    cases.pages = [
+        page([{"id": 1, "body": "x" * 40000}, {"id": 2, "body": "😀" * 20000}], columns=cols)
+    ]
     detail, data = run(case_stack, "xlsx")
     ws = xlsx_cells(data)
     assert len(ws["B2"].value) == 32767
@@ -175,12 +217,18 @@ def test_e13_tz_aware_datetimes_in_the_export_time_zone(case_stack, cases):
     detail, data = run(case_stack, "xlsx")
     ws = xlsx_cells(data)
     got = [ws.cell(row=i, column=1) for i in (2, 3, 4)]
-    assert [c.value for c in got] == [dt.datetime(2024, 3, 1, 12), dt.datetime(2024, 3, 1, 12),
-                                      dt.datetime(2024, 3, 1, 20)]
+    assert [c.value for c in got] == [
+        dt.datetime(2024, 3, 1, 12),
+        dt.datetime(2024, 3, 1, 12),
+        dt.datetime(2024, 3, 1, 20),
+    ]
     assert all(c.data_type == "d" or c.is_date for c in got) and "yyyy" in got[0].number_format
     detail, data = run(case_stack, "csv")
-    assert [r[0] for r in read_csv(data)[1:]] == ["2024-03-01 12:00:00", "2024-03-01 12:00:00",
-                                                 "2024-03-01 20:00:00"]
+    assert [r[0] for r in read_csv(data)[1:]] == [
+        "2024-03-01 12:00:00",
+        "2024-03-01 12:00:00",
+        "2024-03-01 20:00:00",
+    ]
 
 
 def test_each_export_takes_its_own_time_zone(case_stack, cases):
@@ -218,7 +266,9 @@ def test_each_export_takes_its_own_time_zone(case_stack, cases):
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e400"])
 def test_e15_nan_and_infinity_fail_naming_row_and_column(case_stack, cases, literal):
     cols = [("id", "INTEGER"), ("v", "DECIMAL")]
-    cases.pages = [page([], columns=cols, raw_rows='[{"id":1,"v":"1.5"},{"id":2,"v":%s}]' % literal)]
+    cases.pages = [
+        page([], columns=cols, raw_rows=f'[{{"id":1,"v":"1.5"}},{{"id":2,"v":{literal}}}]')
+    ]
     detail, data = run(case_stack, "xlsx")
     assert detail["state"] == "failed", detail
     assert detail["error"]["code"] == "INVALID_VALUE"
@@ -228,22 +278,34 @@ def test_e15_nan_and_infinity_fail_naming_row_and_column(case_stack, cases, lite
 
 def test_e17_keyset_ties_are_neither_skipped_nor_repeated(case_stack, cases):
     ts = "2024-01-01T10:00:00.000"
-    cases.db.executemany("INSERT INTO events VALUES (?, ?)",
-                         [(1, ts), (2, ts), (3, ts), (4, "2024-01-01T10:00:01.000"), (5, ts)])
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [(1, ts), (2, ts), (3, ts), (4, "2024-01-01T10:00:01.000"), (5, ts)],
+    )
     detail, data = run(case_stack, "csv", export_type="EVENTS", pageSize=2)
     assert detail["state"] == "succeeded", detail
     assert [int(r[0]) for r in read_csv(data)[1:]] == [1, 2, 3, 5, 4]
     cursors = [r["cursor"] for r in cases.requests if r.get("cursor")]
     assert cursors[0].startswith("~")  # signed (created_at, id) pair
     import base64
+
     payload = cursors[0][1:].split(".")[0]
-    assert orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["v"] == [ts, 2]
+    assert orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["v"] == [
+        ts,
+        2,
+    ]
 
 
 def test_e19_rows_written_during_the_export(case_stack, cases):
-    cases.db.executemany("INSERT INTO events VALUES (?, ?)", [
-        (1, "2024-01-01T10:00:00.000"), (2, "2024-01-01T10:00:01.000"),
-        (3, "2024-01-01T10:00:02.000"), (4, "2024-01-01T10:00:03.000")])
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [
+            (1, "2024-01-01T10:00:00.000"),
+            (2, "2024-01-01T10:00:01.000"),
+            (3, "2024-01-01T10:00:02.000"),
+            (4, "2024-01-01T10:00:03.000"),
+        ],
+    )
 
     def after(page_no: int) -> None:
         if page_no == 1:
@@ -252,21 +314,35 @@ def test_e19_rows_written_during_the_export(case_stack, cases):
             cases.db.execute("DELETE FROM events WHERE id = 4")
 
     cases.after_page = after
-    detail, data = run(case_stack, "csv", export_type="EVENTS", pageSize=2,
-                       snapshotUpper="2024-01-01T12:00:00.000")
+    detail, data = run(
+        case_stack, "csv", export_type="EVENTS", pageSize=2, snapshotUpper="2024-01-01T12:00:00.000"
+    )
     ids = [int(r[0]) for r in read_csv(data)[1:]]
     assert ids == [1, 2, 3] and len(ids) == len(set(ids))
 
 
 def test_e21_inclusive_days_in_a_time_zone(case_stack, cases):
-    cases.db.executemany("INSERT INTO events VALUES (?, ?)", [
-        (1, "2024-01-29T15:59:59.999000"), (2, "2024-01-29T16:00:00.000000"),
-        (3, "2024-01-31T15:30:00.000000"), (4, "2024-01-31T16:00:00.000000")])
-    detail, data = run(case_stack, "csv", export_type="EVENTS", tz="Asia/Shanghai",
-                       **{"from": "2024-01-30", "to": "2024-01-31"})
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [
+            (1, "2024-01-29T15:59:59.999000"),
+            (2, "2024-01-29T16:00:00.000000"),
+            (3, "2024-01-31T15:30:00.000000"),
+            (4, "2024-01-31T16:00:00.000000"),
+        ],
+    )
+    detail, data = run(
+        case_stack,
+        "csv",
+        export_type="EVENTS",
+        tz="Asia/Shanghai",
+        **{"from": "2024-01-30", "to": "2024-01-31"},
+    )
     assert [int(r[0]) for r in read_csv(data)[1:]] == [2, 3]
     client = case_stack.client(perms=PERMS)
-    refused = create(client, "csv", exportType="EVENTS", parameters={"from": "2024-01-31", "to": "2024-01-30"})
+    refused = create(
+        client, "csv", exportType="EVENTS", parameters={"from": "2024-01-31", "to": "2024-01-30"}
+    )
     assert refused.status_code == 422 and refused.json()["code"] == "INVALID_DATE_RANGE"
 
 
@@ -284,6 +360,7 @@ def test_e33_file_names_never_carry_paths(case_stack, cases, name, ascii_name):
     assert "/" not in plain and "\\" not in plain and plain.isascii()
     assert "filename*=UTF-8''" in header
     from urllib.parse import unquote
+
     extended = unquote(header.split("filename*=UTF-8''")[1])
     assert "/" not in extended and "\\" not in extended and extended.endswith(".csv")
     if not name.startswith("."):
@@ -320,3 +397,150 @@ def test_a_long_cjk_task_name_saves_whole_with_wget_and_curl(case_stack, cases, 
         assert files == [saved_as], files
         rows = list(openpyxl.load_workbook(folder / saved_as).worksheets[0].values)
         assert rows == [("id",), (1,), (2,)]
+
+
+# --- Provider contract: repeated cursors, keys of the rows, exact numbers ---------------
+
+
+def test_a_cursor_that_comes_back_fails_at_once_naming_it(case_stack, cases):
+    # A -> B -> A -> B ...: before, 41 calls of duplicated rows until the row cap.
+    cols = [("id", "INTEGER")]
+    cases.cursor_pages = {"A": 1, "B": 2}
+    cases.pages = [
+        page([{"id": 1}], columns=cols, more=True, cursor="A"),
+        page([{"id": 2}], more=True, cursor="B"),
+        page([{"id": 3}], more=True, cursor="A"),
+    ]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["attempts"] == 1
+    assert detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "fetch: batch 3 (cursor B): provider broke the contract: nextCursor 'A' of "
+        "batch 3 repeats the cursor already sent for batch 2 (the provider pages in a loop)",
+    }
+    assert [r["cursor"] for r in cases.requests] == [None, "A", "B"]
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+def test_a_long_repeated_cursor_is_shortened_in_the_message(case_stack, cases):
+    long = "c" * 300
+    cases.cursor_pages = {long: 1}
+    cases.pages = [
+        page([{"id": 1}], columns=[("id", "INTEGER")], more=True, cursor=long),
+        page([{"id": 2}], more=True, cursor=long),
+    ]
+    detail, _ = run(case_stack, "csv")
+    message = detail["error"]["message"]
+    assert message.startswith(f"fetch: batch 2 (cursor {'c' * 40}): provider broke the contract")
+    assert f"nextCursor '{'c' * 37}...' of batch 2 repeats the cursor already sent for batch 2" in (
+        message
+    )
+
+
+def test_declared_columns_in_no_row_fail_naming_them_and_the_keys_sent(case_stack, cases):
+    cols = [("order_id", "INTEGER"), ("customer_name", "STRING"), ("amount", "DECIMAL")]
+    rows = [{"order_id": 1, "customerName": "Ann", "amt": "1.50"}]
+    cases.pages = [page(rows, columns=cols)]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "render: batch 1: provider broke the contract: columns 'customer_name', "
+        "'amount' are in no row of batch 1 (rows carry unknown keys 'customerName', 'amt')",
+    }
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_undeclared_keys_are_a_warning_and_keys_missing_from_some_rows_empty_cells(
+    case_stack, cases, fmt
+):
+    cols = [("id", "INTEGER"), ("name", "STRING")]
+    cases.pages = [
+        page(
+            [{"id": 1, "name": "Ann", "x": 1}, {"id": 2, "y": 2}],
+            columns=cols,
+            more=True,
+            cursor="1",
+        ),
+        page([{"id": 3, "name": "Cy", "x": 3}]),
+    ]
+    detail, data = run(case_stack, fmt)
+    assert detail["state"] == "succeeded", detail
+    assert detail["warning"] == "rows carried undeclared keys 'x', 'y' (ignored)"
+    if fmt == "csv":
+        assert read_csv(data) == [["id", "name"], ["1", "Ann"], ["2", ""], ["3", "Cy"]]
+    else:
+        ws = xlsx_cells(data)
+        assert [[c.value for c in r] for r in ws.iter_rows()] == [
+            ["id", "name"],
+            [1, "Ann"],
+            [2, None],
+            [3, "Cy"],
+        ]
+
+
+NUMBER_COLUMNS = [("amount", "DECIMAL"), ("qty", "INTEGER"), ("note", "STRING")]
+NUMBER_ROWS = (
+    '[{"amount":0E-8,"qty":18446744073709551616,"note":18446744073709551616},'
+    '{"amount":12345678901234567.89,"qty":1.0,"note":0.10},'
+    '{"amount":-0.10,"qty":-0,"note":1.0E+2},'
+    '{"amount":18446744073709551616,"qty":7,"note":1e400}]'
+)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_json_numbers_are_written_with_the_exact_digits_sent(case_stack, cases, fmt):
+    # orjson reads these as floats: before, 0.0, 12345678901234568, -0.1 and
+    # 18446744073709552000, SUCCEEDED without a warning.
+    cases.pages = [
+        page([], columns=NUMBER_COLUMNS, raw_rows=NUMBER_ROWS, more=True, cursor="1"),
+        page([], raw_rows='[{"amount":"5.00","qty":8,"note":"conforming batch"}]'),
+    ]
+    detail, data = run(case_stack, fmt)
+    assert detail["state"] == "succeeded" and detail["warning"] is None, detail
+    if fmt == "csv":
+        assert read_csv(data)[1:] == [
+            ["0.00000000", "18446744073709551616", "18446744073709551616"],
+            ["12345678901234567.89", "1", "0.10"],
+            ["-0.10", "0", "100"],
+            ["18446744073709551616", "7", "1E+400"],
+            ["5.00", "8", "conforming batch"],
+        ]
+        return
+    ws = xlsx_cells(data)
+    cells = [[c.value for c in r] for r in ws.iter_rows(min_row=2)]
+    assert cells == [
+        [0, "18446744073709551616", "18446744073709551616"],
+        ["12345678901234567.89", 1, "0.10"],  # 19 significant digits: text, never rounded
+        [-0.1, 0, "100"],
+        ["18446744073709551616", 7, "1E+400"],
+        [5, 8, "conforming batch"],
+    ]
+    assert [ws.cell(row=r, column=1).number_format for r in (2, 4, 6)] == [
+        "#,##0.00000000",
+        "#,##0.00",
+        "#,##0.00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"amount":"1","qty":1.5,"note":"x"}', "row 2, column qty: not an integer: 1.5"),
+        (
+            '{"amount":0.1234567890123456789012345678901234567890,"qty":1,"note":"x"}',
+            "row 2, column amount: decimal has 40 digits, more than 38",
+        ),
+        ('{"amount":1e400,"qty":1,"note":"x"}', "row 2, column amount: decimal exponent out"),
+        ('{"amount":"1","qty":1e400,"note":"x"}', "row 2, column qty: integer out of range"),
+    ],
+)
+def test_numbers_that_cannot_be_kept_exactly_fail_naming_row_and_column(
+    case_stack, cases, row, message
+):
+    raw = '[{"amount":"1","qty":1,"note":"x"},' + row + "]"
+    cases.pages = [page([], columns=NUMBER_COLUMNS, raw_rows=raw)]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["error"]["code"] == "INVALID_VALUE", detail
+    assert detail["error"]["message"].startswith("render: batch 1: " + message)
+    assert list(case_stack.runtime.storage.list()) == []

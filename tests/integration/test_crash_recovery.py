@@ -54,11 +54,19 @@ def worker_env(stack, instance: str) -> dict[str, str]:
     }
 
 
-def start_worker(stack, instance: str, *fault: str, prefix: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_worker(
+    stack,
+    instance: str,
+    *fault: str,
+    prefix: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
     return subprocess.Popen(
         [*(prefix or []), sys.executable, "-m", "tests.fault_worker", *fault],
-        env={**worker_env(stack, instance), **(env or {})}, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**worker_env(stack, instance), **(env or {})},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
 
@@ -66,8 +74,9 @@ def start_worker(stack, instance: str, *fault: str, prefix: list[str] | None = N
 @pytest.fixture
 def api_only(make_stack):
     """API and sample provider only: no loops run in the test process."""
-    return make_stack(publisher={"enabled": False}, consumer={"enabled": False},
-                      reconciler={"enabled": False})
+    return make_stack(
+        publisher={"enabled": False}, consumer={"enabled": False}, reconciler={"enabled": False}
+    )
 
 
 @pytest.mark.parametrize(
@@ -108,7 +117,9 @@ def test_sigkill_mid_export_ends_with_one_exact_file(api_only, point, nth):
     # 24-hour orphan age: only the committed file is stored.
     assert [o.key for o in storage.list()] == [task["object_key"]]
     settings = ReconcilerSettings(orphan_age_seconds=0)
-    Reconciler(stack.runtime.engine, storage, settings, topic=stack.settings.command_topic).run_once()
+    Reconciler(
+        stack.runtime.engine, storage, settings, topic=stack.settings.command_topic
+    ).run_once()
     assert [o.key for o in storage.list()] == [task["object_key"]]
 
 
@@ -129,8 +140,13 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
             pytest.skip("libfaketime is not installed")
         # LD_PRELOAD straight on the worker (the faketime binary forks, so killing it
         # would leave the worker running).
-        extra_env.update({"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": "+5m",
-                          "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+        extra_env.update(
+            {
+                "LD_PRELOAD": str(FAKETIME_LIB),
+                "FAKETIME": "+5m",
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            }
+        )
     engine = stack.runtime.engine
     client = stack.client()
     held = create(client, "csv", parameters={"from": "1995-01-01"}).json()["taskId"]
@@ -139,9 +155,18 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
         a = repository.read_task_by_no(conn, held)
         b = repository.read_task_by_no(conn, backoff)
         # A runs elsewhere with a lease that is live by the database clock for 120 s more.
-        conn.execute(update(T).where(T.c.id == a["id"]).values(
-            status="RUNNING", lease_owner="holder/1", lease_until=db_now_plus(120),
-            execution_deadline_at=db_now_plus(1800), attempt_count=1, phase="fetch"))
+        conn.execute(
+            update(T)
+            .where(T.c.id == a["id"])
+            .values(
+                status="RUNNING",
+                lease_owner="holder/1",
+                lease_until=db_now_plus(120),
+                execution_deadline_at=db_now_plus(1800),
+                attempt_count=1,
+                phase="fetch",
+            )
+        )
         # B waits in backoff for 120 s more; its command arrives early anyway.
         conn.execute(update(T).where(T.c.id == b["id"]).values(next_retry_at=db_now_plus(120)))
     with engine.connect() as conn:
@@ -155,7 +180,11 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with engine.connect() as conn:
-                sent = conn.execute(select(O.c.status).where(O.c.task_id.in_([a["id"], b["id"]]))).scalars().all()
+                sent = (
+                    conn.execute(select(O.c.status).where(O.c.task_id.in_([a["id"], b["id"]])))
+                    .scalars()
+                    .all()
+                )
             if sent == ["SENT", "SENT"]:
                 break
             time.sleep(0.2)
@@ -166,7 +195,14 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
     for task_id in (held, backoff):
         with engine.connect() as conn:
             now = dict(repository.read_task_by_no(conn, task_id))
-        for column in ("status", "dispatch_version", "attempt_count", "lease_owner", "lease_until", "next_retry_at"):
+        for column in (
+            "status",
+            "dispatch_version",
+            "attempt_count",
+            "lease_owner",
+            "lease_until",
+            "next_retry_at",
+        ):
             assert now[column] == before[task_id][column], (task_id, column)
     logs = []
     for path in (Path(stack.settings.data_dir) / "logs").glob("worker-*.log"):
@@ -183,9 +219,9 @@ def test_cancel_an_export_of_all_405000_orders(make_stack):
 
     original = stack.runtime.provider_client._post
 
-    def counting_post(url, body, headers):  # noqa: ANN001
+    def counting_post(*args, **kwargs):  # noqa: ANN002, ANN003
         requests.append(time.monotonic())
-        return original(url, body, headers)
+        return original(*args, **kwargs)
 
     stack.runtime.provider_client._post = counting_post  # type: ignore[method-assign]
     task_id = create(client, "xlsx").json()["taskId"]
@@ -216,6 +252,8 @@ def test_graceful_shutdown_hands_the_attempt_back_without_using_a_retry(make_sta
     first.stop()  # SIGTERM path: begin_shutdown, then uvicorn stops
     with first.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-    assert task["status"] == "PENDING" and task["attempt_count"] == 0 and task["dispatch_version"] == 2
+    assert (
+        task["status"] == "PENDING" and task["attempt_count"] == 0 and task["dispatch_version"] == 2
+    )
     assert task["failure_message"] is None
     assert list(first.runtime.storage.list()) == []

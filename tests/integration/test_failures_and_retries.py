@@ -6,9 +6,12 @@ calls it exactly as it would call a business service.
 
 from __future__ import annotations
 
+import copy
+import email.utils
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
@@ -32,8 +35,19 @@ def faulty():
 
 @pytest.fixture
 def flaky_stack(make_stack, faulty, tmp_path):
-    def factory(max_attempts: int = 3, max_rows: int = 5_000_000, **overrides):
-        registry = registry_file(tmp_path, faulty.url, max_rows=max_rows, max_attempts=max_attempts)
+    def factory(
+        max_attempts: int = 3,
+        max_rows: int = 5_000_000,
+        batch_timeout_seconds: int | None = None,
+        **overrides,
+    ):
+        registry = registry_file(
+            tmp_path,
+            faulty.url,
+            max_rows=max_rows,
+            max_attempts=max_attempts,
+            batch_timeout_seconds=batch_timeout_seconds,
+        )
         provider = {"internal_token": TOKEN, **overrides.pop("provider", {})}
         return make_stack(export_types_file=str(registry), provider=provider, **overrides)
 
@@ -61,7 +75,10 @@ def test_503_twice_then_200_succeeds_on_the_third_attempt(flaky_stack, faulty):
         rows = repository.outbox_rows(conn, row["id"])
     assert row["attempt_count"] == 3 and row["dispatch_version"] == 3
     assert [(r["dispatch_version"], r["attempt_count"], r["status"]) for r in rows] == [
-        (1, 1, "SENT"), (2, 1, "SENT"), (3, 1, "SENT")]
+        (1, 1, "SENT"),
+        (2, 1, "SENT"),
+        (3, 1, "SENT"),
+    ]
     ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert ids == list(range(1, 2501))
     assert len(files(stack)) == 1  # the two failed attempts left no partial file
@@ -89,8 +106,33 @@ def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack,
 @pytest.mark.parametrize(
     ("behaviour", "limits", "code", "fragment"),
     [
-        ({"always_fail": True, "fail_status": 400, "fail_at_batch": 2}, {}, "PROVIDER_REJECTED", "provider answered 400"),
-        ({"always_fail": True, "fail_status": 410, "fail_at_batch": 2}, {}, "SNAPSHOT_EXPIRED", "snapshot expired"),
+        (
+            {"always_fail": True, "fail_status": 400, "fail_at_batch": 2},
+            {},
+            "PROVIDER_REJECTED",
+            "provider answered 400",
+        ),
+        (
+            {"always_fail": True, "fail_status": 410, "fail_at_batch": 2},
+            {},
+            "SNAPSHOT_EXPIRED",
+            "snapshot expired",
+        ),
+        (
+            {"always_fail": True, "fail_status": 501, "fail_at_batch": 2},
+            {},
+            "PROVIDER_REJECTED",
+            "provider answered 501",
+        ),
+        (
+            {
+                "scripted": [(308, {"Location": "http://evil.example/steal"})],
+                "scripted_at_batch": 2,
+            },
+            {},
+            "PROVIDER_REDIRECTED",
+            "provider redirected (308) to http://evil.example/steal",
+        ),
         ({"change_schema_at_batch": 2}, {}, "SCHEMA_CHANGED", "schemaHash changed"),
         ({"nan_at_row": 1500}, {}, "INVALID_VALUE", "row 1500, column amount"),
         ({}, {"max_rows": 1200}, "ROW_LIMIT_EXCEEDED", "1,200 rows"),
@@ -98,7 +140,8 @@ def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack,
     ],
 )
 def test_permanent_errors_fail_at_once(flaky_stack, faulty, behaviour, limits, code, fragment):
-    limits = dict(limits)  # parametrize values are shared by the SQLite and MariaDB runs
+    limits = copy.deepcopy(limits)  # parametrize values are shared by the SQLite and
+    behaviour = copy.deepcopy(behaviour)  # MariaDB runs (and scripted answers are used up)
     stack = flaky_stack(max_rows=limits.pop("max_rows", 5_000_000), **limits)
     requests = faulty.reset(rows=2500, **behaviour).requests
     client = stack.client(perms=FLAKY)
@@ -110,18 +153,162 @@ def test_permanent_errors_fail_at_once(flaky_stack, faulty, behaviour, limits, c
     assert files(stack) == []
 
 
-def test_a_cursor_that_does_not_advance_is_transient(flaky_stack, faulty):
+def test_a_cursor_that_does_not_advance_is_a_contract_error(flaky_stack, faulty):
     stack = flaky_stack(max_attempts=2)
-    faulty.reset(rows=2500, stall_cursor_at_batch=2)
+    behaviour = faulty.reset(rows=2500, stall_cursor_at_batch=2)
     client = stack.client(perms=FLAKY)
     detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
-    assert detail["state"] == "failed" and detail["attempts"] == 2
-    assert detail["error"]["code"] == "CURSOR_STALLED"
-    assert detail["error"]["message"].startswith("fetch: batch 2 (cursor 1000.")
+    assert detail["state"] == "failed" and detail["attempts"] == 1  # permanent: no retry
+    assert detail["error"]["code"] == "PROVIDER_CONTRACT"
+    message = detail["error"]["message"]
+    assert message.startswith("fetch: batch 2 (cursor 1000."), message
+    assert "provider broke the contract: nextCursor '1000." in message
+    assert message.endswith(
+        "of batch 2 repeats the cursor already sent for batch 2 (the provider pages in a loop)"
+    )
+    assert [r["batch"] for r in behaviour.requests] == [1, 2]
+    assert files(stack) == []
+
+
+def test_has_more_without_a_cursor_is_a_contract_error(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=2)
+    faulty.reset(rows=2500, stall_cursor_at_batch=1)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["attempts"] == 1
+    assert detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "fetch: batch 1: provider broke the contract: "
+        "batch 1 says hasMore but has no nextCursor",
+    }
+
+
+@pytest.mark.parametrize("header", ["1", "http-date"])
+def test_429_with_retry_after_then_200_succeeds_after_the_asked_pause(flaky_stack, faulty, header):
+    stack = flaky_stack(max_attempts=1)
+    if header == "http-date":  # two seconds ahead (HTTP-dates have whole seconds)
+        header = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=2), True)
+    behaviour = faulty.reset(
+        rows=2500, scripted=[(429, {"Retry-After": header})], scripted_at_batch=2
+    )
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "succeeded", detail
+    assert detail["attempts"] == 1 and detail["error"] is None
+    assert [int(r[0]) for r in read_csv(download(client, detail))[1:]] == list(range(1, 2501))
+    second = [r["at"] for r in behaviour.requests if r["batch"] == 2]
+    assert len(second) == 2 and second[1] - second[0] >= 0.9  # the asked pause, not 0.5 s
+
+
+def test_a_retry_after_beyond_the_bound_ends_the_attempt_without_waiting(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=1, provider={"max_retry_after_seconds": 30})
+    behaviour = faulty.reset(
+        rows=2500, scripted=[(503, {"Retry-After": "3600"})], scripted_at_batch=2
+    )
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["error"]["code"] == "PROVIDER_UNAVAILABLE"
+    assert detail["error"]["message"].endswith(
+        "provider answered 503 with Retry-After 3600 s, longer than the 30 s waited within a "
+        "batch (provider.max_retry_after_seconds)"
+    )
+    assert [r["batch"] for r in behaviour.requests] == [1, 2]
+    assert files(stack) == []
+
+
+def wait_for_drip(behaviour, client, task_id):
+    """Until the provider is dripping its answer (the fetch is in flight)."""
+    deadline = time.monotonic() + 30
+    while behaviour.drip_bytes_sent < 1:
+        assert time.monotonic() < deadline, client.get(f"/api/v1/exports/{task_id}").json()
+        time.sleep(0.05)
+
+
+def test_cancel_interrupts_a_fetch_in_flight_within_10_seconds(flaky_stack, faulty):
+    # One byte every 5 s for 60 s: the read timeout (15 s) never fires.
+    stack = flaky_stack()
+    behaviour = faulty.reset(rows=5000, drip_at_batch=2, drip_every=5, drip_for=60)
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    wait_for_drip(behaviour, client, task_id)
+    asked = time.monotonic()
+    assert client.post(f"/api/v1/exports/{task_id}/cancel").json()["state"] == "running"
+    detail = wait_state(client, task_id, {"cancelled", "succeeded", "failed"}, timeout=30)
+    stopped = time.monotonic()
+    assert detail["state"] == "cancelled" and stopped - asked < 10, detail
+    assert files(stack) == []
+    assert not [r for r in behaviour.requests if r["at"] > stopped]
+
+
+def test_cancel_interrupts_the_pause_between_tries(flaky_stack, faulty):
+    stack = flaky_stack()
+    behaviour = faulty.reset(
+        rows=2500, scripted=[(503, {"Retry-After": "25"})], scripted_at_batch=2
+    )
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    deadline = time.monotonic() + 30
+    while not behaviour.requests or behaviour.requests[-1]["batch"] != 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    asked = time.monotonic()
+    client.post(f"/api/v1/exports/{task_id}/cancel")
+    detail = wait_state(client, task_id, {"cancelled", "succeeded", "failed"}, timeout=40)
+    assert detail["state"] == "cancelled" and time.monotonic() - asked < 10, detail
+    assert [r["batch"] for r in behaviour.requests] == [1, 2]  # batch 2 never tried again
+    assert files(stack) == []
+
+
+def test_a_batch_past_its_time_limit_is_transient(flaky_stack, faulty):
+    # A byte every 0.5 s keeps the read timeout away; the registry limits a batch to 3 s.
+    stack = flaky_stack(max_attempts=2, batch_timeout_seconds=3)
+    behaviour = faulty.reset(rows=2500, drip_at_batch=2, drip_every=0.5, drip_for=30)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["attempts"] == 2, detail  # retried once
+    assert detail["error"]["code"] == "PROVIDER_TOO_SLOW"
+    message = detail["error"]["message"]
+    assert message.startswith("fetch: batch 2 (cursor "), message
+    assert message.endswith("provider answer took longer than 3 s"), message
+    assert {r["version"] for r in behaviour.requests} == {1, 2}
+    assert files(stack) == []
+
+
+def test_the_deadline_interrupts_a_fetch_in_flight(flaky_stack, faulty):
+    # The lease is renewed every 20 s; the watchdog's 2 s poll sees the deadline (4 s).
+    stack = flaky_stack(
+        max_attempts=1, task={"max_duration_minutes": 4 / 60, "heartbeat_seconds": 20}
+    )
+    faulty.reset(rows=2500, drip_at_batch=2, drip_every=1, drip_for=60)
+    client = stack.client(perms=FLAKY)
+    created = time.monotonic()
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    assert detail["state"] == "failed" and detail["error"]["code"] == "DEADLINE_PASSED", detail
+    assert time.monotonic() - created < 4 + 10  # the 10 s promise, counted from the deadline
+    assert detail["error"]["message"].startswith("fetch: batch 2 (cursor ")
+    assert files(stack) == []
+
+
+def test_shutdown_hands_back_an_attempt_waiting_for_a_fetch(flaky_stack, faulty):
+    stack = flaky_stack()
+    behaviour = faulty.reset(rows=5000, drip_at_batch=2, drip_every=5, drip_for=60)
+    client = stack.client(perms=FLAKY)
+    task_id = flaky(client).json()["taskId"]
+    wait_for_drip(behaviour, client, task_id)
+    asked = time.monotonic()
+    stack.stop()
+    assert time.monotonic() - asked < 10
+    with stack.runtime.engine.connect() as conn:
+        task = repository.read_task_by_no(conn, task_id)
+    assert task["status"] == "PENDING" and task["attempt_count"] == 0, dict(task)
+    assert task["dispatch_version"] == 2 and task["failure_message"] is None
+    assert files(stack) == []
 
 
 def test_deadline_is_transient_and_checked_with_the_database_clock(flaky_stack, faulty):
-    stack = flaky_stack(max_attempts=2, task={"max_duration_minutes": 2 / 60, "heartbeat_seconds": 0.3})
+    stack = flaky_stack(
+        max_attempts=2, task={"max_duration_minutes": 2 / 60, "heartbeat_seconds": 0.3}
+    )
     faulty.reset(rows=50_000, sleep_seconds=0.2)
     client = stack.client(perms=FLAKY)
     detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
@@ -188,9 +375,15 @@ def test_concurrent_creates_with_one_request_id_make_one_task(make_stack):
         key = uuid.uuid4().hex
         results: list = []
 
-        def post():
-            results.append(create(client, "csv", requestId=key,
-                                  parameters={"from": "1995-01-01", "to": "1995-01-31"}))
+        def post(results: list = results, key: str = key) -> None:
+            results.append(
+                create(
+                    client,
+                    "csv",
+                    requestId=key,
+                    parameters={"from": "1995-01-01", "to": "1995-01-31"},
+                )
+            )
 
         threads = [threading.Thread(target=post) for _ in range(10)]
         for th in threads:
@@ -207,8 +400,9 @@ def test_concurrent_creates_with_one_request_id_make_one_task(make_stack):
 
 
 def test_duplicate_window_and_active_limits(make_stack):
-    stack = make_stack(limits={"max_active_per_user": 3, "max_active_per_type": 5},
-                       consumer={"enabled": False})
+    stack = make_stack(
+        limits={"max_active_per_user": 3, "max_active_per_type": 5}, consumer={"enabled": False}
+    )
     alice = stack.client("alice")
     first = create(alice, "csv", parameters={"from": "1995-01-01"})
     again = create(alice, "csv", parameters={"from": "1995-01-01"})
@@ -222,17 +416,23 @@ def test_duplicate_window_and_active_limits(make_stack):
     assert create(bob, "csv", parameters={"from": "1995-01-05"}).status_code == 202
     assert create(bob, "xlsx", parameters={"from": "1995-01-05"}).status_code == 202
     per_type = create(stack.client("carol"), "csv")
-    assert per_type.status_code == 429 and per_type.json()["code"] == "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"
+    assert (
+        per_type.status_code == 429 and per_type.json()["code"] == "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"
+    )
     # Cancelling frees a slot.
     alice.post(f"/api/v1/exports/{first.json()['taskId']}/cancel")
     assert create(alice, "csv", parameters={"from": "1995-01-06"}).status_code == 202
 
 
 def test_a_queued_task_past_the_stale_window_still_runs_with_its_version(make_stack):
-    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False,
-                       "sent_stale_seconds": 1, "redispatch_grace_seconds": 0})
+    stack = make_stack(
+        consumer={"enabled": False},
+        reconciler={"enabled": False, "sent_stale_seconds": 1, "redispatch_grace_seconds": 0},
+    )
     client = stack.client()
-    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"]
+    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()[
+        "taskId"
+    ]
     time.sleep(1.5)  # the command waits in the queue longer than the stale window
     runtime = stack.runtime
     assert runtime.reconciler.run_once() == 1 and runtime.reconciler.last["redispatch"] == 1

@@ -143,7 +143,13 @@ from typing import Any  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-from export_center.values import BatchConverter, DecimalColumn, InvalidRow  # noqa: E402
+from export_center.values import (  # noqa: E402
+    BatchConverter,
+    DecimalColumn,
+    InexactNumber,
+    InvalidRow,
+    MissingColumns,
+)
 
 BATCH_COLUMNS = [
     Column("s", "s", ColumnType.STRING),
@@ -157,6 +163,9 @@ JSON_VALUE = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(10**20), 10**20),
+    st.decimals(
+        allow_nan=False, allow_infinity=False, places=3, max_value=10**6, min_value=-(10**6)
+    ),
     st.text(max_size=4),
     st.sampled_from(
         [
@@ -174,13 +183,18 @@ JSON_VALUE = st.one_of(
             "0.5",
         ]
     ),
-    st.floats(allow_nan=False, allow_infinity=False),
 )
+"""JSON values as the exact decoding gives them (numbers are ``int`` or ``Decimal``)."""
+KEYS = [c.key for c in BATCH_COLUMNS]
 
 
 def row_by_row(rows: list[Any]) -> list[dict[str, Any]] | tuple[int, str | None]:
-    """The reference: what the pipeline did per row, or (index, column) of the error."""
+    """The reference: what the pipeline did per row, or (index, column) of the error; a
+    declared key in no row of an all-object batch is ``(-1, "missing")``."""
     converters = make_converters(BATCH_COLUMNS)
+    objects = bool(rows) and all(isinstance(r, dict) for r in rows)
+    if objects and any(all(k not in r for r in rows) for k in KEYS):
+        return -1, "missing"
     out = []
     for index, raw in enumerate(rows):
         if not isinstance(raw, dict):
@@ -202,6 +216,8 @@ def batch(rows: list[Any]) -> list[dict[str, Any]] | tuple[int, str | None]:
         return BatchConverter(BATCH_COLUMNS).convert(rows)
     except InvalidRow as exc:
         return exc.index, exc.column
+    except MissingColumns:
+        return -1, "missing"
 
 
 def cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
@@ -212,7 +228,8 @@ def cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
 @given(
     st.lists(
         st.one_of(
-            st.dictionaries(st.sampled_from([c.key for c in BATCH_COLUMNS] + ["x"]), JSON_VALUE),
+            st.fixed_dictionaries({k: JSON_VALUE for k in KEYS}, optional={"x": JSON_VALUE}),
+            st.dictionaries(st.sampled_from([*KEYS, "x"]), JSON_VALUE),
             st.just([1]),
         ),
         max_size=8,
@@ -270,8 +287,13 @@ def test_batch_converter_one_column_and_date_cache_bound() -> None:
     assert type(column) is list and column == [Decimal("1.5"), None, Decimal("100")]
 
 
+def full(**values: Any) -> dict[str, Any]:
+    """A row with every column of BATCH_COLUMNS (None unless given)."""
+    return {key: values.get(key) for key in KEYS}
+
+
 def test_batch_converter_reports_the_first_bad_row_in_row_order() -> None:
-    rows = [{"d": "1.5", "day": "2024-01-01"}, {"d": "1.5", "day": "2024-13-01"}, {"d": "NaN"}]
+    rows = [full(d="1.5", day="2024-01-01"), full(d="1.5", day="2024-13-01"), full(d="NaN")]
     with pytest.raises(InvalidRow) as caught:
         BatchConverter(BATCH_COLUMNS).convert(rows)
     assert (caught.value.index, caught.value.column) == (1, "day")
@@ -283,8 +305,74 @@ def test_batch_converter_reports_the_first_bad_row_in_row_order() -> None:
 
 def test_batch_converter_newline_inside_a_decimal_is_rejected() -> None:
     with pytest.raises(InvalidRow) as caught:
-        BatchConverter(BATCH_COLUMNS).convert([{"d": "1\n2"}, {"d": "3"}])
+        BatchConverter(BATCH_COLUMNS).convert([full(d="1\n2"), full(d="3")])
     assert (caught.value.index, caught.value.column) == (0, "d")
+
+
+ORDER_COLUMNS = [
+    Column("order_id", "Order", ColumnType.INTEGER),
+    Column("customer_name", "Customer", ColumnType.STRING),
+    Column("amount", "Amount", ColumnType.DECIMAL),
+]
+
+
+def test_a_declared_column_in_no_row_names_the_column_and_the_unknown_keys() -> None:
+    rows = [
+        {"order_id": 1, "customerName": "Ann", "amt": "1.50"},
+        {"order_id": 2, "customerName": "Bob", "amt": "2.00"},
+    ]
+    with pytest.raises(MissingColumns) as caught:
+        BatchConverter(ORDER_COLUMNS).columns_of(rows)
+    assert caught.value.columns == ["customer_name", "amount"]
+    assert caught.value.unknown == ["customerName", "amt"]
+    assert caught.value.describe(1) == (
+        "columns 'customer_name', 'amount' are in no row of batch 1 "
+        "(rows carry unknown keys 'customerName', 'amt')"
+    )
+    only_one = [{"order_id": 1, "customer_name": "Ann"}]
+    with pytest.raises(MissingColumns) as caught:
+        BatchConverter(ORDER_COLUMNS).columns_of(only_one)
+    assert caught.value.describe(3) == "column 'amount' is in no row of batch 3"
+
+
+def test_a_key_missing_from_some_rows_is_an_empty_cell_and_extra_keys_are_noted_once() -> None:
+    converter = BatchConverter(ORDER_COLUMNS)
+    first = [
+        {"order_id": 1, "customer_name": "Ann", "amount": "1.50", "x": 1},
+        {"order_id": 2, "amount": "2.00", "y": 2},
+    ]
+    assert converter.columns_of(first) == [[1, 2], ["Ann", None], ["1.50", "2.00"]]
+    second = [{"order_id": 3, "customer_name": "Cy", "amount": "3", "x": 3, "z": 3}]
+    assert converter.columns_of(second) == [[3], ["Cy"], ["3"]]
+    assert converter.notes() == ["rows carried undeclared keys 'x', 'y', 'z' (ignored)"]
+
+
+def test_rows_with_exactly_the_declared_keys_leave_no_note_and_many_keys_are_bounded() -> None:
+    converter = BatchConverter(ORDER_COLUMNS)
+    converter.columns_of([{"amount": "1", "customer_name": "A", "order_id": 1}])
+    assert converter.notes() == []
+    converter.columns_of(
+        [{"order_id": 1, "customer_name": "A", "amount": "1", **{f"k{i}": i for i in range(30)}}]
+    )
+    assert converter.notes() == [
+        "rows carried undeclared keys 'k0', 'k1', 'k2', 'k3', 'k4' and more (ignored)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [full(i=1, d="1.5"), full(i=2, d=0.1)],
+        [full(s="x", d="NaN"), full(d=18446744073709551616.0)],  # a bad value first: still
+        [full(d=0.1), "not a row"],  # the slow path checks too
+    ],
+)
+def test_a_float_in_a_value_cell_asks_for_an_exact_decoding(rows: list[Any]) -> None:
+    with pytest.raises(InexactNumber) as caught:
+        BatchConverter(BATCH_COLUMNS).columns_of(rows)
+    assert caught.value.column == "d"
+    assert "not read exactly" in caught.value.message
+    assert isinstance(caught.value, InvalidRow)  # a caller that cannot decode again refuses
 
 
 def _file_parts(fmt: str, batches: list[Any], columns_form: bool) -> dict[str, bytes]:
@@ -311,12 +399,23 @@ def _file_parts(fmt: str, batches: list[Any], columns_form: bool) -> dict[str, b
 VALID_ROW = st.fixed_dictionaries(
     {},
     optional={
-        "s": st.one_of(st.none(), st.text(max_size=6), st.integers(), st.booleans()),
-        "i": st.one_of(st.none(), st.integers(-(10**20), 10**20), st.sampled_from(["-12", "7"])),
+        "s": st.one_of(
+            st.none(),
+            st.text(max_size=6),
+            st.integers(),
+            st.booleans(),
+            st.sampled_from([Decimal("1.50"), Decimal("0E-8"), Decimal("1E+400")]),
+        ),
+        "i": st.one_of(
+            st.none(),
+            st.integers(-(10**20), 10**20),
+            st.sampled_from(["-12", "7", Decimal("1.0"), Decimal("1.0E+2")]),
+        ),
         "d": st.one_of(
             st.none(),
             st.integers(-(10**6), 10**6),
             st.sampled_from(["1.50", "-0.00", "007", "1E+3", "0.5", "12345678901234567.5"]),
+            st.sampled_from([Decimal("0E-8"), Decimal("-0.10"), Decimal("12345678901234567.89")]),
         ),
         "day": st.one_of(st.none(), st.sampled_from(["2024-02-29", "1999-12-31", "0001-01-01"])),
         "b": st.one_of(st.none(), st.booleans(), st.sampled_from(["true", "FALSE"])),
@@ -325,7 +424,8 @@ VALID_ROW = st.fixed_dictionaries(
         ),
     },
 )
-"""Rows every column accepts (the error paths are the property test above)."""
+"""Rows every column accepts (the error paths are the property test above); numbers as
+the exact decoding gives them (``int``, ``Decimal``)."""
 
 
 @settings(max_examples=80, deadline=None)
@@ -341,6 +441,9 @@ def test_property_columns_path_writes_the_same_file_as_the_row_by_row_path(
     the reference (make_converters per row -> write_rows), batch by batch."""
     import copy
 
+    rows = [dict(r) for r in rows]
+    for start in range(0, len(rows), size):  # every key in some row of each batch
+        rows[start] = {key: rows[start].get(key) for key in KEYS}
     reference = row_by_row(copy.deepcopy(rows))
     assume(isinstance(reference, list))
     chunks = [rows[i : i + size] for i in range(0, len(rows), size)]
@@ -351,7 +454,7 @@ def test_property_columns_path_writes_the_same_file_as_the_row_by_row_path(
 
 
 def test_decimal_column_reaches_both_writers_as_numbers() -> None:
-    rows = [{"d": "1.50"}, {"d": "-0.00"}, {"d": "1234567890.5"}]
+    rows = [full(d="1.50"), full(d="-0.00"), full(d="1234567890.5")]
     typed = BatchConverter(BATCH_COLUMNS).columns_of(rows)
     assert type(typed[2]) is DecimalColumn
     csv_text = _file_parts("csv", [typed], True)["file.csv"].decode("utf-8-sig")

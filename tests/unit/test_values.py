@@ -222,3 +222,70 @@ def test_make_converters_fast_path_matches_coerce() -> None:
                     convert(value)
             else:
                 assert convert(value) == expected
+
+
+# --- JSON numbers read exactly (Decimal for fractions and exponents, int at any size) ---
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0E-8", "0.00000000"),
+        ("12345678901234567.89", "12345678901234567.89"),
+        ("-0.10", "-0.10"),
+        ("1.0E+2", "100"),
+        ("-0.0", "-0.0"),
+        ("0." + "1234567890" * 5, "0." + "1234567890" * 5),  # 50 digits: text keeps them
+        ("1E+400", "1E+400"),  # beyond the DECIMAL range: scientific, never 401 digits
+        ("1e-400", "1E-400"),
+    ],
+)
+def test_string_column_keeps_the_exact_digits_of_a_number(text: str, expected: str) -> None:
+    value = json.loads(text, parse_float=Decimal)
+    assert coerce(value, ColumnType.STRING) == expected
+
+
+def test_string_and_integer_columns_keep_integers_beyond_64_bits() -> None:
+    value = json.loads("18446744073709551616")  # 2**64: orjson would give a float
+    assert coerce(value, ColumnType.STRING) == "18446744073709551616"
+    assert coerce(value, ColumnType.INTEGER) == 2**64
+    assert coerce(value, ColumnType.DECIMAL) == Decimal("18446744073709551616")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1.0", 1), ("1.0E+2", 100), ("-0.0", 0), ("-0", 0), ("7.000", 7)]
+)
+def test_integer_accepts_integral_numbers_read_exactly(text: str, expected: int) -> None:
+    value = coerce(json.loads(text, parse_float=Decimal), ColumnType.INTEGER)
+    assert value == expected and type(value) is int
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1.5", "not an integer: 1.5"),
+        ("1E-8", "not an integer: 1E-8"),
+        ("1e400", "integer out of range (more than 38 digits): 1E+400"),
+    ],
+)
+def test_integer_refuses_fractions_and_huge_exponents(text: str, message: str) -> None:
+    with pytest.raises(InvalidValue) as caught:
+        coerce(json.loads(text, parse_float=Decimal), ColumnType.INTEGER)
+    assert caught.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0E-8", "0E-8"), ("12345678901234567.89", "12345678901234567.89"), ("-0.10", "-0.10")],
+)
+def test_decimal_keeps_the_scale_of_a_number_read_exactly(text: str, expected: str) -> None:
+    value = coerce(json.loads(text, parse_float=Decimal), ColumnType.DECIMAL)
+    assert str(value) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["0.123456789012345678901234567890123456789", "1e400", "1E+39", "1e-39"]
+)
+def test_decimal_refuses_numbers_beyond_38_digits_or_exponent_38(text: str) -> None:
+    with pytest.raises(InvalidValue):
+        coerce(json.loads(text, parse_float=Decimal), ColumnType.DECIMAL)

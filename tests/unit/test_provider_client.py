@@ -1,0 +1,182 @@
+"""Provider answers parsed without the network (export_center.provider_client): exact
+numbers, cursors, Retry-After. The same answers over real HTTP are in
+tests/integration/test_provider_answers.py."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from decimal import Decimal
+from typing import Any
+
+import openpyxl
+import pytest
+
+from export_center.columns import Column, ColumnType
+from export_center.errors import ProviderContractError, ProviderRejected
+from export_center.provider_client import Batch, ProviderClient, retry_after_seconds
+from export_center.values import BatchConverter, InexactNumber
+from export_center.writers import open_writer
+
+COLUMNS = [
+    Column("amount", "amount", ColumnType.DECIMAL),
+    Column("qty", "qty", ColumnType.INTEGER),
+    Column("note", "note", ColumnType.STRING),
+]
+ROWS = (
+    '[{"amount":0E-8,"qty":18446744073709551616,"note":18446744073709551616},'
+    '{"amount":12345678901234567.89,"qty":1.0,"note":0.10},'
+    '{"amount":-0.10,"qty":-0,"note":1.0E+2},'
+    '{"amount":18446744073709551616,"qty":7,"note":"text"}]'
+)
+
+
+def answer(rows: str = ROWS, **fields: Any) -> bytes:
+    head = '{"schemaHash":"h","snapshotToken":"s","hasMore":false,'
+    extra = "".join(f'"{k}":{v},' for k, v in fields.items())
+    return (head + extra + '"rows":' + rows + "}").encode()
+
+
+def parse(raw: bytes, limit: int = 100) -> Batch:
+    return ProviderClient(token="t")._parse(raw, limit)
+
+
+def typed_columns(batch: Batch) -> list[list[Any]]:
+    """What the pipeline does: the fast rows, or the exact rows when a float shows."""
+    converter = BatchConverter(COLUMNS)
+    try:
+        return converter.columns_of(batch.rows)
+    except InexactNumber:
+        return converter.columns_of(batch.exact_rows())
+
+
+def test_orjson_rounds_these_numbers_and_the_exact_rows_do_not() -> None:
+    batch = parse(answer())
+    assert batch.rows[0]["qty"] == 1.8446744073709552e19  # what was written before
+    assert batch.raw is not None
+    exact = batch.exact_rows()
+    assert exact[0] == {
+        "amount": Decimal("0E-8"),
+        "qty": 18446744073709551616,
+        "note": 18446744073709551616,
+    }
+    assert str(exact[1]["amount"]) == "12345678901234567.89" and str(exact[2]["amount"]) == "-0.10"
+    assert exact[2]["qty"] == 0 and type(exact[2]["qty"]) is int
+
+
+def test_exact_values_reach_the_csv_file() -> None:
+    out = io.BytesIO()
+    writer = open_writer("csv", out, COLUMNS)
+    writer.write_columns(typed_columns(parse(answer())))
+    writer.close()
+    records = list(csv.reader(io.StringIO(out.getvalue().decode("utf-8-sig"), newline="")))
+    assert records[1:] == [
+        ["0.00000000", "18446744073709551616", "18446744073709551616"],
+        ["12345678901234567.89", "1", "0.10"],
+        ["-0.10", "0", "100"],
+        ["18446744073709551616", "7", "text"],
+    ]
+
+
+def test_exact_values_reach_the_xlsx_file() -> None:
+    out = io.BytesIO()
+    writer = open_writer("xlsx", out, COLUMNS)
+    writer.write_columns(typed_columns(parse(answer())))
+    writer.close()
+    sheet = openpyxl.load_workbook(io.BytesIO(out.getvalue())).worksheets[0]
+    amount = [sheet.cell(row=r, column=1) for r in range(2, 6)]
+    assert (amount[0].value, amount[0].number_format) == (0, "#,##0.00000000")
+    assert amount[1].value == "12345678901234567.89"  # 19 digits: text, never rounded
+    assert (amount[2].value, amount[2].number_format) == (-0.1, "#,##0.00")
+    assert amount[3].value == "18446744073709551616"
+    assert [sheet.cell(row=r, column=2).value for r in range(2, 6)] == [
+        "18446744073709551616",  # more than 15 digits: text
+        1,
+        0,
+        7,
+    ]
+    assert [sheet.cell(row=r, column=3).value for r in range(2, 6)] == [
+        "18446744073709551616",
+        "0.10",
+        "100",
+        "text",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"amount":"1","qty":1.5,"note":"x"}', "row 1, column qty: not an integer: 1.5"),
+        (
+            '{"amount":0.1234567890123456789012345678901234567890,"qty":1,"note":"x"}',
+            "row 1, column amount: decimal has 40 digits, more than 38",
+        ),
+        ('{"amount":1e400,"qty":1,"note":"x"}', "row 1, column amount: decimal exponent out"),
+        ('{"amount":"1","qty":1e400,"note":"x"}', "row 1, column qty: integer out of range"),
+    ],
+)
+def test_numbers_that_do_not_fit_are_refused_naming_row_and_column(
+    value: str, message: str
+) -> None:
+    from export_center.values import InvalidRow
+
+    with pytest.raises(InvalidRow) as caught:
+        typed_columns(parse(answer("[" + value + "]")))
+    got = f"row {caught.value.index + 1}, column {caught.value.column}: {caught.value.message}"
+    assert got.startswith(message), got
+
+
+def test_conforming_answers_keep_the_fast_path() -> None:
+    batch = parse(answer('[{"amount":"1.50","qty":3,"note":"x"}]'))
+    assert typed_columns(batch) == [["1.50"], [3], ["x"]]  # no InexactNumber, no re-decoding
+
+
+def test_an_answer_orjson_refuses_is_read_exactly_at_once() -> None:
+    batch = parse(answer('[{"amount":NaN,"qty":1,"note":1e400}]'))
+    assert batch.raw is None  # already exact: nothing to decode again
+    assert batch.rows[0]["note"] == Decimal("1E+400") and batch.exact_rows() is batch.rows
+
+
+@pytest.mark.parametrize(("cursor", "expected"), [('"abc"', "abc"), ("120400", "120400")])
+def test_next_cursor_strings_and_integers(cursor: str, expected: str) -> None:
+    assert parse(answer("[]", nextCursor=cursor)).next_cursor == expected
+
+
+@pytest.mark.parametrize("cursor", ["12345678901234567.89", "true", "[1, 2]", '{"a": 1}'])
+def test_next_cursor_of_another_type_breaks_the_contract(cursor: str) -> None:
+    with pytest.raises(ProviderContractError, match="nextCursor must be a string"):
+        parse(answer("[]", nextCursor=cursor))
+
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("1", 1.0),
+        (" 30 ", 30.0),
+        ("0", 0.0),
+        ("Fri, 02 Jan 2026 03:04:15 GMT", 10.0),  # HTTP-date, 10 s ahead
+        ("Fri, 02 Jan 2026 03:00:00 GMT", 0.0),  # in the past: at once
+        ("soon", None),
+        ("-5", None),
+        ("1.5", None),
+        (None, None),
+    ],
+)
+def test_retry_after_seconds_or_http_date(header: str | None, seconds: float | None) -> None:
+    assert retry_after_seconds(header, NOW) == seconds
+
+
+def test_a_redirect_names_a_printable_shortened_location() -> None:
+    from export_center.provider_client import _Answer, _raise_if_permanent
+
+    location = "http://elsewhere.example/\x01" + "a" * 300
+    with pytest.raises(ProviderRejected) as caught:
+        _raise_if_permanent(_Answer(307, b"", location, None), "T")
+    assert caught.value.code == "PROVIDER_REDIRECTED"
+    assert caught.value.message == (
+        "provider redirected (307) to http://elsewhere.example/?" + "a" * 174 + "..."
+    )
