@@ -295,6 +295,7 @@ class ExportRun:
             parameters=orjson.loads(self.task["parameters_json"]),
             limit=etype.batch_size,
             trace_id=self.task["trace_id"],
+            time_zone=self.task["time_zone"],
         )
         max_rows = etype.max_rows
         max_bytes = settings.file_size_cap_bytes

@@ -104,6 +104,7 @@ class ProviderRequest:
     parameters: Mapping[str, Any]
     limit: int
     trace_id: str
+    time_zone: str = "UTC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +352,7 @@ class ProviderClient:
                 "cursor": cursor,
                 "snapshotToken": snapshot_token,
                 "limit": request.limit,
+                "timeZone": request.time_zone,
             }
         )
         headers = {

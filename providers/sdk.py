@@ -124,6 +124,12 @@ class BatchRequest(BaseModel):
     cursor: str | None = Field(default=None, max_length=1024)
     snapshotToken: str | None = Field(default=None, max_length=512)
     limit: int = Field(ge=1, le=5000)
+    timeZone: str = Field(
+        default="UTC",
+        max_length=64,
+        description="IANA zone of the export: day and month boundaries of date filters "
+        "fall at midnight in this zone (see day_range_utc)",
+    )
 
 
 @dataclass(slots=True)
