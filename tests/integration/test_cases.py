@@ -245,6 +245,8 @@ def test_each_export_takes_its_own_time_zone(case_stack, cases):
         detail = wait_state(client, answer.json()["taskId"], timeout=60)
         assert detail["state"] == "succeeded" and detail["timeZone"] == (zone or "Asia/Shanghai")
         walls[zone] = [r[0] for r in read_csv(download(client, detail))[1:]]
+        sent = [r for r in cases.requests if r.get("taskId") == detail["taskId"]]
+        assert sent and {r["timeZone"] for r in sent} == {zone or "Asia/Shanghai"}
     assert walls == {
         None: ["2024-03-01 12:00:00", "2024-07-01 12:00:00"],
         "America/New_York": ["2024-02-29 23:00:00", "2024-07-01 00:00:00"],
