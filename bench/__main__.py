@@ -146,7 +146,8 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         growth = points[-1]["peakRssMb"] - points[0]["peakRssMb"]
         _goal(
             goals,
-            f"{fmt.upper()} peak RSS growth {points[0]['rows']:,} -> {points[-1]['rows']:,} rows (MB)",
+            f"{fmt.upper()} peak RSS growth {points[0]['rows']:,} -> "
+            f"{points[-1]['rows']:,} rows (MB)",
             growth,
             "<= 50",
             growth <= 50,
@@ -171,7 +172,8 @@ def print_report(results: dict[str, Any]) -> str:
     out.append(
         f"Machine: {machine['cpus']} CPUs, Python {machine['python']}, load average "
         f"{machine['loadAverageStart']:.2f} at start, {machine['loadAverageEnd']:.2f} at end"
-        f"{' (--quick)' if results['quick'] else ''}; ISA-L deflate: {'yes' if machine['isal'] else 'no'}."
+        f"{' (--quick)' if results['quick'] else ''}; "
+        f"ISA-L deflate: {'yes' if machine['isal'] else 'no'}."
     )
     writers = results.get("writer")
     if writers:
@@ -191,7 +193,8 @@ def print_report(results: dict[str, Any]) -> str:
                 ]
             )
         out.append(
-            f"\nWriters, {results['writerRows']:,} ORDERS rows (load {results['writerLoad']:.2f}):\n"
+            f"\nWriters, {results['writerRows']:,} ORDERS rows "
+            f"(load {results['writerLoad']:.2f}):\n"
         )
         out.append(_table(["writer", "rows/s", "rows/CPU-s", "vs openpyxl", "MB"], rows))
     e2e = results.get("e2e")

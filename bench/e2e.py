@@ -48,7 +48,8 @@ def mariadb_url() -> tuple[str | None, str]:
         if status.returncode != 0:
             return (
                 None,
-                "no EXPORT_CENTER_BENCH_MARIADB_URL and the scripts/mariadb.sh server is not running",
+                "no EXPORT_CENTER_BENCH_MARIADB_URL and the scripts/mariadb.sh server "
+                "is not running",
             )
         base = subprocess.run(
             ["bash", str(script), "url"], capture_output=True, text=True, timeout=30, check=True

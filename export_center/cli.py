@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-from enum import Enum
 import resource
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,15 +31,18 @@ from export_center.settings import Settings
 __all__ = ["app", "main"]
 
 
-class AppCode(str, Enum):
+class AppCode(StrEnum):
     """App codes of the registry's ``app_scope``."""
 
     PLATFORM = "PLATFORM"
     MERCHANT = "MERCHANT"
 
 
-app = typer.Typer(help="Export Center: background data exports with signed download links.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Export Center: background data exports with signed download links.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 registry_app = typer.Typer(help="Export-type registry files.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -79,8 +82,11 @@ def _announce(settings: Settings, *, what: str = "") -> None:
 def _registry_permissions(settings: Settings) -> list[str]:
     from export_center.registry import load_registry
 
-    registry = load_registry(_registry_path(settings), allowed_hosts=set(settings.provider_allowed_hosts),
-                             allow_self=settings.mount_sample_providers)
+    registry = load_registry(
+        _registry_path(settings),
+        allowed_hosts=set(settings.provider_allowed_hosts),
+        allow_self=settings.mount_sample_providers,
+    )
     return sorted({t.required_permission for t in registry})
 
 
@@ -89,9 +95,16 @@ def token(
     user: Annotated[str, typer.Option(help="Subject (user id)")],
     tenant: Annotated[str, typer.Option(help="Tenant id")],
     app_code: Annotated[AppCode, typer.Option("--app", help="App code")] = AppCode.PLATFORM,
-    perm: Annotated[list[str] | None, typer.Option(help="Permission (repeatable); default: every registered type's")] = None,
-    download_all: Annotated[bool, typer.Option(help="Grant the tenant-wide download-all permission")] = False,
-    admin: Annotated[bool, typer.Option(help="Grant the admin permission (registry reload)")] = False,
+    perm: Annotated[
+        list[str] | None,
+        typer.Option(help="Permission (repeatable); default: every registered type's"),
+    ] = None,
+    download_all: Annotated[
+        bool, typer.Option(help="Grant the tenant-wide download-all permission")
+    ] = False,
+    admin: Annotated[
+        bool, typer.Option(help="Grant the admin permission (registry reload)")
+    ] = False,
     ttl: Annotated[int, typer.Option(help="Lifetime in seconds", min=1)] = 24 * 3600,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
@@ -111,13 +124,23 @@ def token(
         perms.append(DOWNLOAD_ALL)
     if admin:
         perms.append(ADMIN)
-    typer.echo(issue_token(settings.jwt_secret, user=user, tenant=tenant, app_code=app_code.value,
-                           permissions=perms, ttl_seconds=ttl))
+    typer.echo(
+        issue_token(
+            settings.jwt_secret,
+            user=user,
+            tenant=tenant,
+            app_code=app_code.value,
+            permissions=perms,
+            ttl_seconds=ttl,
+        )
+    )
 
 
 @db_app.command("upgrade")
 def db_upgrade(
-    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: settings)")] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL (default: settings)")
+    ] = None,
 ) -> None:
     """Run the migrations up to head."""
     from export_center.db import make_engine
@@ -139,19 +162,26 @@ def db_upgrade(
 
 
 @registry_app.command("check")
-def registry_check(file: Annotated[Path, typer.Argument(help="YAML or TOML registry file")]) -> None:
+def registry_check(
+    file: Annotated[Path, typer.Argument(help="YAML or TOML registry file")],
+) -> None:
     """Validate a registry file; exits 1 naming the first invalid key and rule."""
     from export_center.registry import RegistryError, load_registry
 
     settings = _settings()
     typer.echo(f"export-center registry check: {file.resolve()}", err=True)
     try:
-        registry = load_registry(file, allowed_hosts=set(settings.provider_allowed_hosts),
-                                 allow_self=settings.mount_sample_providers)
+        registry = load_registry(
+            file,
+            allowed_hosts=set(settings.provider_allowed_hosts),
+            allow_self=settings.mount_sample_providers,
+        )
     except RegistryError as exc:
         typer.echo(f"invalid: {exc}", err=True)
         raise typer.Exit(1) from None
-    console.print(f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})")
+    console.print(
+        f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})"
+    )
 
 
 SERVE_HELP = (
@@ -183,7 +213,6 @@ def serve(
 
     from export_center.embedded import GracefulServer, build_app
     from export_center.logs import configure_logging
-
     from export_center.registry import RegistryError
 
     settings = _settings()
@@ -196,13 +225,14 @@ def serve(
         typer.echo(f"cannot start: invalid export-type registry: {exc}", err=True)
         raise typer.Exit(2) from None
     configure_logging()
-    self_url = settings.api.public_base_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    self_url = (
+        settings.api.public_base_url
+        or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    )
     app = build_app(settings, self_url=self_url)
     # log_config=None: uvicorn's lines go through the same JSON handler as ours.
     server = GracefulServer(
-        uvicorn.Config(
-            app, host=host, port=port, log_config=None, timeout_graceful_shutdown=30
-        )
+        uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=30)
     )
 
     def reload_on_sighup(*_: object) -> None:
@@ -217,7 +247,8 @@ def serve(
             runtime.reload_registry()  # logs what it loaded
         except RegistryError as exc:
             logging.getLogger("export_center.registry").error(
-                "registry reload refused, the previous registry stays: %s", exc)
+                "registry reload refused, the previous registry stays: %s", exc
+            )
 
     signal.signal(signal.SIGHUP, reload_on_sighup)
     server.run()
@@ -258,8 +289,13 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
     started = time.perf_counter()
     answer = client.post(
         "/api/v1/exports",
-        json={"exportType": "ORDERS", "format": fmt, "taskName": "orders",
-              "parameters": {}, "requestId": f"demo-{fmt}-{os.getpid()}-{time.time_ns()}"},
+        json={
+            "exportType": "ORDERS",
+            "format": fmt,
+            "taskName": "orders",
+            "parameters": {},
+            "requestId": f"demo-{fmt}-{os.getpid()}-{time.time_ns()}",
+        },
     )
     if answer.status_code >= 300:
         raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
@@ -267,8 +303,12 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
     bar = progress.add_task(f"{fmt.upper():4} {task_id}", total=None)
     while True:
         detail = client.get(f"/api/v1/exports/{task_id}").json()
-        progress.update(bar, completed=detail["processed"], total=detail["total"],
-                        description=f"{fmt.upper():4} {detail['state']:9} {detail['phase']:6}")
+        progress.update(
+            bar,
+            completed=detail["processed"],
+            total=detail["total"],
+            description=f"{fmt.upper():4} {detail['state']:9} {detail['phase']:6}",
+        )
         if detail["state"] in ("succeeded", "failed", "cancelled", "expired"):
             break
         time.sleep(0.2)
@@ -283,16 +323,28 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
             for chunk in response.iter_bytes(1 << 20):
                 fh.write(chunk)
     rows = int(detail["processed"])
-    return {"taskId": task_id, "rows": rows, "seconds": round(seconds, 3),
-            "rowsPerSecond": round(rows / seconds, 1), "bytes": target.stat().st_size,
-            "file": str(target)}
+    return {
+        "taskId": task_id,
+        "rows": rows,
+        "seconds": round(seconds, 3),
+        "rowsPerSecond": round(rows / seconds, 1),
+        "bytes": target.stat().st_size,
+        "file": str(target),
+    }
 
 
 @app.command()
 def demo(
-    scale: Annotated[float, typer.Option(help="TPC-H scale factor, above 0 and at most 10 (0.27 = 405,000 orders)")] = 0.27,
-    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite under the data dir)")] = None,
-    output_dir: Annotated[Path, typer.Option(help="Where orders.csv, orders.xlsx and summary.json go")] = Path("out"),
+    scale: Annotated[
+        float,
+        typer.Option(help="TPC-H scale factor, above 0 and at most 10 (0.27 = 405,000 orders)"),
+    ] = 0.27,
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL (default: SQLite under the data dir)")
+    ] = None,
+    output_dir: Annotated[
+        Path, typer.Option(help="Where orders.csv, orders.xlsx and summary.json go")
+    ] = Path("out"),
 ) -> None:
     """Export all TPC-H sample orders as CSV and XLSX over HTTP and print a summary."""
     from export_center.embedded import ServerThread, build_app, free_port
@@ -309,25 +361,47 @@ def demo(
         raise typer.BadParameter(
             f"cannot create {output_dir}: {exc.strerror or exc}", param_hint="'--output-dir'"
         ) from None
-    settings = _settings(database_url=database_url, sample_scale=scale, mount_sample_providers=True,
-                         load_sample_data=True)
+    settings = _settings(
+        database_url=database_url,
+        sample_scale=scale,
+        mount_sample_providers=True,
+        load_sample_data=True,
+    )
     _announce(settings, what="demo")
     configure_logging("INFO", file=settings.data_dir / "logs" / "demo.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with console.status("[bold]Preparing the TPC-H sample and starting the service…") as status:
-        server = ServerThread(build_app(settings, self_url=url,
-                                        progress=lambda m: status.update(f"[bold]{m}")), "127.0.0.1", port)
+        server = ServerThread(
+            build_app(settings, self_url=url, progress=lambda m: status.update(f"[bold]{m}")),
+            "127.0.0.1",
+            port,
+        )
         server.start()
     results: dict[str, Any] = {}
     try:
-        bearer = issue_token(settings.jwt_secret, user="demo", tenant="demo",
-                             permissions=["export:orders:create"], ttl_seconds=3600)
-        with httpx.Client(base_url=url, headers={"authorization": f"Bearer {bearer}"}, timeout=60,
-                          follow_redirects=True) as client, Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console,
-        ) as progress:
+        bearer = issue_token(
+            settings.jwt_secret,
+            user="demo",
+            tenant="demo",
+            permissions=["export:orders:create"],
+            ttl_seconds=3600,
+        )
+        with (
+            httpx.Client(
+                base_url=url,
+                headers={"authorization": f"Bearer {bearer}"},
+                timeout=60,
+                follow_redirects=True,
+            ) as client,
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress,
+        ):
             for fmt in ("csv", "xlsx"):
                 results[fmt] = _run_one(client, fmt, output_dir, progress)
     finally:
@@ -339,13 +413,23 @@ def demo(
     (output_dir / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
     table = Table(title=f"Export Center demo: TPC-H orders, scale {scale}")
     for column in ("format", "rows", "seconds", "rows/s", "bytes", "file"):
-        table.add_column(column, justify="right" if column in ("rows", "seconds", "rows/s", "bytes") else "left")
+        table.add_column(
+            column, justify="right" if column in ("rows", "seconds", "rows/s", "bytes") else "left"
+        )
     for fmt in ("csv", "xlsx"):
         r = results[fmt]
-        table.add_row(fmt, f"{r['rows']:,}", f"{r['seconds']:.1f}", f"{r['rowsPerSecond']:,.0f}",
-                      f"{r['bytes']:,}", r["file"])
+        table.add_row(
+            fmt,
+            f"{r['rows']:,}",
+            f"{r['seconds']:.1f}",
+            f"{r['rowsPerSecond']:,.0f}",
+            f"{r['bytes']:,}",
+            r["file"],
+        )
     console.print(table)
-    console.print(f"peak RSS {results['peakRssMb']:.0f} MB · summary: {output_dir / 'summary.json'}")
+    console.print(
+        f"peak RSS {results['peakRssMb']:.0f} MB · summary: {output_dir / 'summary.json'}"
+    )
 
 
 def main() -> None:

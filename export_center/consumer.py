@@ -18,6 +18,7 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass
+
 import orjson
 from sqlalchemy import Engine, select
 
@@ -67,13 +68,19 @@ def parse_command(body: bytes) -> Command:
     schema = data.get("schemaVersion")
     if schema not in SUPPORTED_SCHEMA_VERSIONS:
         raise InvalidCommand(f"unsupported schemaVersion {schema!r}")
-    event_id, task_no, version = data.get("eventId"), data.get("taskId"), data.get("dispatchVersion")
+    event_id, task_no, version = (
+        data.get("eventId"),
+        data.get("taskId"),
+        data.get("dispatchVersion"),
+    )
     if not isinstance(event_id, str) or not isinstance(task_no, str):
         raise InvalidCommand("eventId and taskId must be strings")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise InvalidCommand("dispatchVersion must be a positive integer")
     trace = data.get("traceId")
-    return Command(event_id, task_no, version, int(schema), trace if isinstance(trace, str) else None)
+    return Command(
+        event_id, task_no, version, int(schema), trace if isinstance(trace, str) else None
+    )
 
 
 class ClaimBranch:
@@ -181,8 +188,11 @@ class Consumer:
         except InvalidCommand as exc:
             log.error(
                 "unparseable command released for redelivery",
-                extra={"messageId": delivery.message_id, "reason": str(exc),
-                       "deliveryAttempt": delivery.delivery_attempt},
+                extra={
+                    "messageId": delivery.message_id,
+                    "reason": str(exc),
+                    "deliveryAttempt": delivery.delivery_attempt,
+                },
             )
             delivery.release()
             return "invalid"
@@ -229,8 +239,12 @@ class Consumer:
             log.info(
                 "command acknowledged without execution: %s",
                 branch,
-                extra={"taskId": command.task_no, "eventId": command.event_id,
-                       "dispatchVersion": command.dispatch_version, "branch": branch},
+                extra={
+                    "taskId": command.task_no,
+                    "eventId": command.event_id,
+                    "dispatchVersion": command.dispatch_version,
+                    "branch": branch,
+                },
             )
             self.handled.append((command.task_no, branch))
             return branch

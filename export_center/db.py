@@ -54,19 +54,16 @@ def _now_sqlite(element: db_now, compiler: Any, **kw: Any) -> str:
 @compiles(db_now_plus)
 def _now_plus_default(element: db_now_plus, compiler: Any, **kw: Any) -> str:
     (seconds,) = list(element.clauses)
-    return (
-        "TIMESTAMPADD(MICROSECOND, CAST(ROUND(%s * 1000000) AS SIGNED), CURRENT_TIMESTAMP(3))"
-        % compiler.process(seconds, **kw)
-    )
+    amount = compiler.process(seconds, **kw)
+    micros = f"CAST(ROUND({amount} * 1000000) AS SIGNED)"
+    return f"TIMESTAMPADD(MICROSECOND, {micros}, CURRENT_TIMESTAMP(3))"
 
 
 @compiles(db_now_plus, "sqlite")
 def _now_plus_sqlite(element: db_now_plus, compiler: Any, **kw: Any) -> str:
     (seconds,) = list(element.clauses)
-    return (
-        "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', printf('%%+.3f seconds', %s)) || '000'"
-        % compiler.process(seconds, **kw)
-    ).replace("%%", "%")
+    amount = compiler.process(seconds, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', {amount})) || '000'"
 
 
 def binary_collation(dialect: Dialect) -> str:

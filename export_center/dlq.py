@@ -71,8 +71,11 @@ class DlqHandler:
         if missing or not version_text.isdigit():
             log.critical(
                 "dead letter without usable properties; acknowledged without changes",
-                extra={"messageId": message_id, "reason": f"missing {missing or ['dispatchVersion']}",
-                       "properties": dict(properties)},
+                extra={
+                    "messageId": message_id,
+                    "reason": f"missing {missing or ['dispatchVersion']}",
+                    "properties": dict(properties),
+                },
             )
             return "missing_properties"
         with self.engine.begin() as conn:
@@ -81,15 +84,24 @@ class DlqHandler:
                 event_id=properties["eventId"],
                 task_no=properties["taskId"],
                 version=int(version_text),
-                reason=f"message {message_id} dead-lettered (schemaVersion {properties['schemaVersion']})",
+                reason=(
+                    f"message {message_id} dead-lettered "
+                    f"(schemaVersion {properties['schemaVersion']})"
+                ),
             )
         level = logging.ERROR if outcome == "quarantined" else logging.WARNING
         log.log(
             level,
             "dead letter %s",
-            "quarantined: task failed" if outcome == "quarantined" else "is stale: nothing changed (audit)",
-            extra={"messageId": message_id, "taskId": properties["taskId"],
-                   "eventId": properties["eventId"], "dispatchVersion": int(version_text)},
+            "quarantined: task failed"
+            if outcome == "quarantined"
+            else "is stale: nothing changed (audit)",
+            extra={
+                "messageId": message_id,
+                "taskId": properties["taskId"],
+                "eventId": properties["eventId"],
+                "dispatchVersion": int(version_text),
+            },
         )
         return outcome
 
@@ -98,8 +110,10 @@ class DlqHandler:
         try:
             outcome = self.handle(delivery.message_id, delivery.properties)
         except Exception:
-            log.exception("dead letter not handled; left for redelivery",
-                          extra={"messageId": delivery.message_id})
+            log.exception(
+                "dead letter not handled; left for redelivery",
+                extra={"messageId": delivery.message_id},
+            )
             delivery.release()
             return "error"
         delivery.ack()

@@ -57,8 +57,13 @@ def mount_samples(
     return mount
 
 
-def build_app(settings: Settings, *, self_url: str, start_loops: bool = True,
-              progress: Callable[[str], None] | None = None) -> FastAPI:
+def build_app(
+    settings: Settings,
+    *,
+    self_url: str,
+    start_loops: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> FastAPI:
     """The full embedded app: API, loops and (when enabled) the sample providers."""
 
     def factory(s: Settings) -> Runtime:
@@ -96,8 +101,14 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
         self.url = f"http://{host}:{port}"
         self.server = GracefulServer(
-            uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on",
-                           timeout_graceful_shutdown=30)
+            uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_config=None,
+                lifespan="on",
+                timeout_graceful_shutdown=30,
+            )
         )
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 

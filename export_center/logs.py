@@ -10,8 +10,20 @@ from pathlib import Path
 
 __all__ = ["JsonFormatter", "configure_logging"]
 
-_FIELDS = ("taskId", "eventId", "dispatchVersion", "exportType", "tenantId", "traceId",
-           "messageId", "branch", "reason", "deliveryAttempt", "attempt", "properties")
+_FIELDS = (
+    "taskId",
+    "eventId",
+    "dispatchVersion",
+    "exportType",
+    "tenantId",
+    "traceId",
+    "messageId",
+    "branch",
+    "reason",
+    "deliveryAttempt",
+    "attempt",
+    "properties",
+)
 
 
 class JsonFormatter(logging.Formatter):

@@ -47,9 +47,7 @@ PROVIDER_FAILURES = Counter(
     "export_provider_failure_total", "Provider requests that failed", ["type", "reason"]
 )
 OUTBOX_SEND_FAILURES = Counter("export_outbox_send_failures_total", "Failed outbox sends")
-RECONCILER_ACTIONS = Counter(
-    "export_reconciler_action_total", "Reconciler actions", ["action"]
-)
+RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actions", ["action"])
 DLQ_MESSAGES = Counter("export_dlq_messages_total", "Messages read from the dead-letter queue")
 STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")
 
@@ -63,9 +61,7 @@ def _age_seconds(engine: Engine, column: ColumnElement[object]) -> ColumnElement
     if engine.dialect.name == "sqlite":
         expr = (func.julianday(db_now()) - func.julianday(func.min(column))) * 86400.0
     else:
-        expr = func.timestampdiff(
-            literal_column("MICROSECOND"), func.min(column), db_now()
-        ) / 1e6
+        expr = func.timestampdiff(literal_column("MICROSECOND"), func.min(column), db_now()) / 1e6
     return expr
 
 

@@ -92,9 +92,7 @@ class ExportTask(Base):
     size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     row_count: Mapped[int | None] = mapped_column(BigInteger)
     trace_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
-    time_zone: Mapped[str] = mapped_column(
-        String(64), nullable=False, server_default=text("'UTC'")
-    )
+    time_zone: Mapped[str] = mapped_column(String(64), nullable=False, server_default=text("'UTC'"))
     requested_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
     started_at: Mapped[datetime | None] = mapped_column(Ts)
     completed_at: Mapped[datetime | None] = mapped_column(Ts)

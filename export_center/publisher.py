@@ -96,14 +96,22 @@ class Publisher:
         except Exception as exc:  # any send failure backs off; the row is never dropped
             with self.engine.begin() as conn:
                 repository.outbox_send_failed(
-                    conn, row["id"], self.owner, row["attempt_count"], f"{type(exc).__name__}: {exc}",
+                    conn,
+                    row["id"],
+                    self.owner,
+                    row["attempt_count"],
+                    f"{type(exc).__name__}: {exc}",
                     self.backoff_seconds,
                 )
             metrics.OUTBOX_SEND_FAILURES.inc()
             log.warning(
                 "outbox send failed",
-                extra={"eventId": row["event_id"], "taskId": row["message_key"],
-                       "dispatchVersion": row["dispatch_version"], "attempt": row["attempt_count"]},
+                extra={
+                    "eventId": row["event_id"],
+                    "taskId": row["message_key"],
+                    "dispatchVersion": row["dispatch_version"],
+                    "attempt": row["attempt_count"],
+                },
             )
             return False
         if self.crash_after_send:

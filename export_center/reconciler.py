@@ -52,7 +52,9 @@ class Reconciler:
         topic: command topic for new outbox rows.
     """
 
-    def __init__(self, engine: Engine, storage: Storage, settings: ReconcilerSettings, *, topic: str) -> None:
+    def __init__(
+        self, engine: Engine, storage: Storage, settings: ReconcilerSettings, *, topic: str
+    ) -> None:
         self.engine = engine
         self.storage = storage
         self.settings = settings
@@ -62,8 +64,14 @@ class Reconciler:
     def run_once(self) -> int:
         """One pass of every step; returns the number of actions taken."""
         actions: Counter[str] = Counter()
-        for step in (self._redispatch, self._recover_leases, self._release_outbox,
-                     self._expire_files, self._clean_orphans, self._purge_outbox):
+        for step in (
+            self._redispatch,
+            self._recover_leases,
+            self._release_outbox,
+            self._expire_files,
+            self._clean_orphans,
+            self._purge_outbox,
+        ):
             try:
                 actions.update(step())
             except Exception:  # one failing step must not stop the others
@@ -77,11 +85,18 @@ class Reconciler:
         done: Counter[str] = Counter()
         s = self.settings
         with self.engine.begin() as conn:
-            for task in repository.tasks_missing_outbox(conn, s.redispatch_grace_seconds, s.batch_size):
+            for task in repository.tasks_missing_outbox(
+                conn, s.redispatch_grace_seconds, s.batch_size
+            ):
                 if repository.insert_outbox(conn, task, topic=self.topic, tag=COMMAND_TAG):
                     done["redispatch"] += 1
-                    log.warning("outbox row was missing; written again",
-                                extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]})
+                    log.warning(
+                        "outbox row was missing; written again",
+                        extra={
+                            "taskId": task["task_no"],
+                            "dispatchVersion": task["dispatch_version"],
+                        },
+                    )
         with self.engine.begin() as conn:
             ids = repository.stale_sent_outbox_ids(
                 conn, s.sent_stale_seconds, s.redispatch_grace_seconds, s.batch_size
@@ -97,11 +112,16 @@ class Reconciler:
             tasks = repository.expired_running_tasks(conn, self.settings.batch_size)
         for task in tasks:
             with self.engine.begin() as conn:
-                outcome = repository.recover_expired_lease(conn, task, topic=self.topic, tag=COMMAND_TAG)
+                outcome = repository.recover_expired_lease(
+                    conn, task, topic=self.topic, tag=COMMAND_TAG
+                )
             if outcome:
                 done["lease_recover"] += 1
-                log.warning("recovered an expired lease: %s", outcome,
-                            extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]})
+                log.warning(
+                    "recovered an expired lease: %s",
+                    outcome,
+                    extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]},
+                )
                 # The dead attempt's partial file goes now, not after the orphan age.
                 if task["object_key"] and self._delete_quietly(task["object_key"]):
                     done["partial_delete"] += 1
@@ -131,8 +151,11 @@ class Reconciler:
                 if key:
                     self.storage.delete(key)
             except Exception:
-                log.error("could not delete an expired file; will retry", exc_info=True,
-                          extra={"taskId": task["task_no"]})
+                log.error(
+                    "could not delete an expired file; will retry",
+                    exc_info=True,
+                    extra={"taskId": task["task_no"]},
+                )
                 continue
             with self.engine.begin() as conn:
                 if repository.mark_expired(conn, task["id"], key):
@@ -142,7 +165,8 @@ class Reconciler:
     def _clean_orphans(self) -> Counter[str]:
         cutoff = time.time() - self.settings.orphan_age_seconds
         candidates = [
-            obj for obj in self.storage.list()
+            obj
+            for obj in self.storage.list()
             if obj.modified_at <= datetime.fromtimestamp(cutoff, UTC)
         ]
         if not candidates:
@@ -153,7 +177,9 @@ class Reconciler:
         done: Counter[str] = Counter()
         for obj in candidates:
             parts = obj.key.split("/")
-            status, current_key = states.get(parts[3], (None, None)) if len(parts) >= 5 else (None, None)
+            status, current_key = (
+                states.get(parts[3], (None, None)) if len(parts) >= 5 else (None, None)
+            )
             if status == TaskStatus.RUNNING:
                 continue  # an attempt may be writing it; judged again after it ends
             if status == TaskStatus.SUCCEEDED and current_key == obj.key:

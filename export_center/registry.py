@@ -111,7 +111,9 @@ for _tag, _pattern, _first in (
     ),
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
 ):
-    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+    Yaml12Loader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first)
+    )
 
 
 def _construct_yaml12_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
@@ -139,8 +141,8 @@ def _text(value: Any, path: str) -> str:
     else:
         raise RegistryError(f"{path}: must be text, got {type(value).__name__}")
     raise RegistryError(
-        f"{path}: must be text, got {kind}; quote it in the file (for example \"NO\", "
-        "\"1\", \"on\"), so that no YAML or TOML reader turns it into another type"
+        f'{path}: must be text, got {kind}; quote it in the file (for example "NO", '
+        '"1", "on"), so that no YAML or TOML reader turns it into another type'
     )
 
 

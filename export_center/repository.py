@@ -159,13 +159,15 @@ def create_task(
     _lock_guard(conn)
     params_json, params_hash = canonical_parameters(new.parameters)
     if new.request_id is not None:
-        existing = _first(conn.execute(
-            select(T).where(
-                T.c.tenant_id == new.tenant_id,
-                T.c.requested_by == new.requested_by,
-                T.c.request_id == new.request_id,
+        existing = _first(
+            conn.execute(
+                select(T).where(
+                    T.c.tenant_id == new.tenant_id,
+                    T.c.requested_by == new.requested_by,
+                    T.c.request_id == new.request_id,
+                )
             )
-        ))
+        )
         if existing is not None:
             same = (
                 existing["export_type"] == new.export_type
@@ -175,21 +177,23 @@ def create_task(
             )
             return CreateResult(existing, False, "idempotent" if same else "key_reused")
     active = [TaskStatus.PENDING.value, TaskStatus.RUNNING.value]
-    duplicate = _first(conn.execute(
-        select(T)
-        .where(
-            T.c.tenant_id == new.tenant_id,
-            T.c.requested_by == new.requested_by,
-            T.c.export_type == new.export_type,
-            T.c.format == new.format,
-            T.c.parameters_hash == params_hash,
-            T.c.time_zone == new.time_zone,
-            T.c.status.in_(active),
-            T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),
+    duplicate = _first(
+        conn.execute(
+            select(T)
+            .where(
+                T.c.tenant_id == new.tenant_id,
+                T.c.requested_by == new.requested_by,
+                T.c.export_type == new.export_type,
+                T.c.format == new.format,
+                T.c.parameters_hash == params_hash,
+                T.c.time_zone == new.time_zone,
+                T.c.status.in_(active),
+                T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),
+            )
+            .order_by(T.c.id.desc())
+            .limit(1)
         )
-        .order_by(T.c.id.desc())
-        .limit(1)
-    ))
+    )
     if duplicate is not None:
         return CreateResult(duplicate, False, "duplicate")
     per_user = conn.execute(
@@ -355,7 +359,9 @@ def claim_outbox_row(
 
 def _held(row_id: int, owner: str) -> Any:
     """The outbox row this publisher claimed and still holds."""
-    return and_(O.c.id == row_id, O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_owner == owner)
+    return and_(
+        O.c.id == row_id, O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_owner == owner
+    )
 
 
 def mark_outbox_sent(conn: Connection, row_id: int, owner: str) -> bool:
@@ -493,9 +499,7 @@ def renew_lease(
 
 def retention_passed(conn: Connection, task_id: int) -> bool:
     """True when the task's file is past ``expires_at`` by the database clock."""
-    return bool(
-        conn.execute(select(T.c.expires_at <= db_now()).where(T.c.id == task_id)).scalar()
-    )
+    return bool(conn.execute(select(T.c.expires_at <= db_now()).where(T.c.id == task_id)).scalar())
 
 
 def deadline_passed(conn: Connection, task_id: int) -> bool:
@@ -520,7 +524,10 @@ def update_progress(
     values: dict[str, Any] = {"processed_rows": processed, "phase": phase.value}
     if total is not None:
         values["total_rows"] = total
-    return conn.execute(update(T).where(_attempt(task_id, version, owner)).values(**values)).rowcount == 1
+    return (
+        conn.execute(update(T).where(_attempt(task_id, version, owner)).values(**values)).rowcount
+        == 1
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,7 +585,13 @@ def commit_success(
 
 
 def _new_attempt(
-    conn: Connection, task_id: int, where: Any, *, topic: str, tag: str, delay: float = 0.0,
+    conn: Connection,
+    task_id: int,
+    where: Any,
+    *,
+    topic: str,
+    tag: str,
+    delay: float = 0.0,
     **values: Any,
 ) -> TaskRow | None:
     """End an attempt by starting the next one: PENDING with ``dispatch_version + 1``, due
@@ -589,7 +602,9 @@ def _new_attempt(
         The requeued task, or None when ``where`` matched no row.
     """
     changed = conn.execute(
-        update(T).where(where).values(
+        update(T)
+        .where(where)
+        .values(
             status=TaskStatus.PENDING.value,
             phase=Phase.QUEUED.value,
             dispatch_version=T.c.dispatch_version + 1,
@@ -642,25 +657,41 @@ def record_failure(
     Returns:
         ``"retry"``, ``"failed"``, or None when the attempt had lost its lease.
     """
-    task = _first(conn.execute(
-        select(T).where(_attempt(task_id, version, owner)).with_for_update()
-        if conn.dialect.name != "sqlite"
-        else select(T).where(_attempt(task_id, version, owner))
-    ))
+    task = _first(
+        conn.execute(
+            select(T).where(_attempt(task_id, version, owner)).with_for_update()
+            if conn.dialect.name != "sqlite"
+            else select(T).where(_attempt(task_id, version, owner))
+        )
+    )
     if task is None:
         return None
     failure = {"failure_code": code[:64], "failure_message": message[:1000]}
     if retry and task["attempt_count"] < task["max_attempts"]:
         index = min(task["attempt_count"] - 1, len(backoff_seconds) - 1)
         delay = float(backoff_seconds[max(index, 0)]) * (1 + random.uniform(-jitter, jitter))
-        _new_attempt(conn, task_id, _attempt(task_id, version, owner), topic=topic, tag=tag,
-                     delay=delay, **failure)
+        _new_attempt(
+            conn,
+            task_id,
+            _attempt(task_id, version, owner),
+            topic=topic,
+            tag=tag,
+            delay=delay,
+            **failure,
+        )
         return "retry"
     conn.execute(
         update(T)
         .where(_attempt(task_id, version, owner))
-        .values(status=TaskStatus.FAILED.value, completed_at=db_now(), lease_owner=None,
-                lease_until=None, object_key=None, updated_at=db_now(), **failure)
+        .values(
+            status=TaskStatus.FAILED.value,
+            completed_at=db_now(),
+            lease_owner=None,
+            lease_until=None,
+            object_key=None,
+            updated_at=db_now(),
+            **failure,
+        )
     )
     return "failed"
 
@@ -674,8 +705,14 @@ def release_for_shutdown(
     Returns:
         False when the attempt had already lost its lease.
     """
-    released = _new_attempt(conn, task_id, _attempt(task_id, version, owner), topic=topic,
-                            tag=tag, attempt_count=T.c.attempt_count - 1)
+    released = _new_attempt(
+        conn,
+        task_id,
+        _attempt(task_id, version, owner),
+        topic=topic,
+        tag=tag,
+        attempt_count=T.c.attempt_count - 1,
+    )
     return released is not None
 
 
@@ -761,9 +798,18 @@ def manual_retry(conn: Connection, task_id: int, *, topic: str, tag: str) -> Tas
         file (its key is read before this call).
     """
     return _new_attempt(
-        conn, task_id, and_(T.c.id == task_id, T.c.status == TaskStatus.FAILED.value),
-        topic=topic, tag=tag, attempt_count=0, failure_code=None, failure_message=None,
-        warning_message=None, started_at=None, completed_at=None, cancel_requested=False,
+        conn,
+        task_id,
+        and_(T.c.id == task_id, T.c.status == TaskStatus.FAILED.value),
+        topic=topic,
+        tag=tag,
+        attempt_count=0,
+        failure_code=None,
+        failure_message=None,
+        warning_message=None,
+        started_at=None,
+        completed_at=None,
+        cancel_requested=False,
     )
 
 
@@ -844,7 +890,10 @@ def _tasks_due(conn: Connection, status: TaskStatus, column: Any, limit: int) ->
     """Tasks in ``status`` whose time ``column`` has passed by the database clock, oldest first."""
     return _rows(
         conn.execute(
-            select(T).where(T.c.status == status.value, column <= db_now()).order_by(column).limit(limit)
+            select(T)
+            .where(T.c.status == status.value, column <= db_now())
+            .order_by(column)
+            .limit(limit)
         )
     )
 
@@ -874,16 +923,26 @@ def recover_expired_lease(conn: Connection, task: TaskRow, *, topic: str, tag: s
     common = {"lease_owner": None, "lease_until": None, "object_key": None, "updated_at": db_now()}
     if task["cancel_requested"]:
         done = conn.execute(
-            update(T).where(expired).values(
-                status=TaskStatus.CANCELLED.value, completed_at=db_now(),
-                failure_code="CANCELLED", failure_message="cancelled by the user", **common,
+            update(T)
+            .where(expired)
+            .values(
+                status=TaskStatus.CANCELLED.value,
+                completed_at=db_now(),
+                failure_code="CANCELLED",
+                failure_message="cancelled by the user",
+                **common,
             )
         ).rowcount
         return "cancelled" if done else None
     attempt = task["attempt_count"]
     if attempt < task["max_attempts"]:
         requeued = _new_attempt(
-            conn, task["id"], expired, topic=topic, tag=tag, failure_code="WORKER_LOST",
+            conn,
+            task["id"],
+            expired,
+            topic=topic,
+            tag=tag,
+            failure_code="WORKER_LOST",
             failure_message=(
                 f"{task['phase']}: the worker stopped renewing its lease during attempt "
                 f"{attempt}; retrying"
@@ -891,7 +950,9 @@ def recover_expired_lease(conn: Connection, task: TaskRow, *, topic: str, tag: s
         )
         return "retry" if requeued else None
     done = conn.execute(
-        update(T).where(expired).values(
+        update(T)
+        .where(expired)
+        .values(
             status=TaskStatus.FAILED.value,
             completed_at=db_now(),
             failure_code="WORKER_LOST",
@@ -970,7 +1031,6 @@ def purge_sent_outbox(conn: Connection, older_than_days: float, limit: int) -> i
     if not ids:
         return 0
     return int(conn.execute(O.delete().where(O.c.id.in_(ids))).rowcount)
-
 
 
 # --------------------------------------------------------------------------- dead letters

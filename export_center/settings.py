@@ -182,7 +182,9 @@ class ApiSettings(BaseModel):
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
     )
-    download_link_ttl_seconds: int = Field(24 * 3600, description="Lifetime of a signed download link")
+    download_link_ttl_seconds: int = Field(
+        24 * 3600, description="Lifetime of a signed download link"
+    )
     download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
 
 
@@ -205,7 +207,9 @@ class Settings(BaseSettings):
         description="Where the embedded default keeps its state (default: the user's data "
         "directory, whatever the working directory)",
     )
-    database_url: str | None = Field(None, description="SQLAlchemy URL; unset: SQLite file in the data dir")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; unset: SQLite file in the data dir"
+    )
     instance_id: str = Field(
         default_factory=lambda: f"ec-{secrets.token_hex(4)}",
         description="Lease owner id of this process",

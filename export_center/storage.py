@@ -9,6 +9,7 @@ which removes both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -131,10 +132,8 @@ class LocalStorage:
                 pass
             except OSError as exc:
                 raise StorageError(f"cannot delete {key}: {exc.strerror}") from exc
-        try:
+        with contextlib.suppress(OSError):
             path.parent.rmdir()  # the per-task folder, when now empty
-        except OSError:
-            pass
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

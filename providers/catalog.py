@@ -16,10 +16,14 @@ from providers.samples import orders_provider
 __all__ = ["sample_router"]
 
 
-def sample_router(engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400) -> APIRouter:
+def sample_router(
+    engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400
+) -> APIRouter:
     """A router with every sample provider (ORDERS, CUSTOMERS) reading ``engine``."""
     router = APIRouter()
     for build in (orders_provider, customers_provider):
-        provider = build(engine, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds)
+        provider = build(
+            engine, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds
+        )
         router.include_router(provider.router())
     return router

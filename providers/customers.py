@@ -29,10 +29,16 @@ CUSTOMERS_COLUMNS = [
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
 
 
-def customers_provider(engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400) -> ExportProvider:
+def customers_provider(
+    engine: Engine, *, token: str, secret: str, snapshot_ttl_seconds: int = 86400
+) -> ExportProvider:
     """The CUSTOMERS provider reading ``customer`` through ``engine``."""
     provider = ExportProvider(
-        "CUSTOMERS", CUSTOMERS_COLUMNS, token=token, secret=secret, snapshot_ttl_seconds=snapshot_ttl_seconds
+        "CUSTOMERS",
+        CUSTOMERS_COLUMNS,
+        token=token,
+        secret=secret,
+        snapshot_ttl_seconds=snapshot_ttl_seconds,
     )
 
     @provider.fetcher
@@ -43,26 +49,45 @@ def customers_provider(engine: Engine, *, token: str, secret: str, snapshot_ttl_
         total = None
         with engine.connect() as conn:
             if snapshot is None:
-                max_key = int(conn.execute(text("SELECT MAX(c_custkey) FROM customer")).scalar() or 0)
+                max_key = int(
+                    conn.execute(text("SELECT MAX(c_custkey) FROM customer")).scalar() or 0
+                )
                 snapshot = {"maxKey": max_key}
-                total = int(conn.execute(
-                    text(f"SELECT COUNT(*) FROM customer WHERE c_custkey <= :max_key{where}"),
-                    {"max_key": max_key, **binds},
-                ).scalar() or 0)
+                total = int(
+                    conn.execute(
+                        text(f"SELECT COUNT(*) FROM customer WHERE c_custkey <= :max_key{where}"),
+                        {"max_key": max_key, **binds},
+                    ).scalar()
+                    or 0
+                )
             after = int(cursor or 0)
-            rows = [dict(r) for r in conn.execute(
-                text(
-                    "SELECT c_custkey, c_name, c_address, c_nationkey, c_phone, c_acctbal, c_mktsegment,"
-                    " c_comment FROM customer WHERE c_custkey > :after AND c_custkey <= :max_key"
-                    f"{where} ORDER BY c_custkey LIMIT :limit"
-                ),
-                {"after": after, "max_key": snapshot["maxKey"], "limit": req.limit + 1, **binds},
-            ).mappings()]
+            rows = [
+                dict(r)
+                for r in conn.execute(
+                    text(
+                        "SELECT c_custkey, c_name, c_address, c_nationkey, c_phone, c_acctbal,"
+                        " c_mktsegment, c_comment FROM customer"
+                        " WHERE c_custkey > :after AND c_custkey <= :max_key"
+                        f"{where} ORDER BY c_custkey LIMIT :limit"
+                    ),
+                    {
+                        "after": after,
+                        "max_key": snapshot["maxKey"],
+                        "limit": req.limit + 1,
+                        **binds,
+                    },
+                ).mappings()
+            ]
         has_more = len(rows) > req.limit
         rows = rows[: req.limit]
         for row in rows:  # SQLite keeps DECIMAL(15,2) as REAL: send exact two-decimal text
             row["c_acctbal"] = f"{float(row['c_acctbal']):.2f}"
-        return Page(rows=rows, next_cursor=rows[-1]["c_custkey"] if rows else after,
-                    has_more=has_more, snapshot=snapshot, total_rows=total)
+        return Page(
+            rows=rows,
+            next_cursor=rows[-1]["c_custkey"] if rows else after,
+            has_more=has_more,
+            snapshot=snapshot,
+            total_rows=total,
+        )
 
     return provider

@@ -11,7 +11,8 @@ the export center's own process in the embedded default, so every microsecond of
 Python per row is taken from the export's writer (one GIL). The batch query therefore
 lets the database build the rows' JSON, in one statement on the raw DB-API cursor:
 
-* each row becomes a JSON object in SQL (``json_object`` / ``CONCAT`` with ``JSON_QUOTE``), DECIMAL as
+* each row becomes a JSON object in SQL (``json_object`` / ``CONCAT`` with
+  ``JSON_QUOTE``), DECIMAL as
   exact text and DATE as ISO text, as the contract wants: SQLite stores
   ``o_totalprice`` as REAL (INTEGER for whole prices) and ``printf('%.2f', ...)`` is
   exact for TPC-H's two-decimal prices (far below 1e13, at most 15 significant
@@ -206,7 +207,11 @@ def _json_batch(
         return [], None, False
     keys = list(map(int, keys_text.split(",")))
     objects = objects_text.split(_SEPARATOR)
-    if len(keys) != count or len(objects) != count or any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+    if (
+        len(keys) != count
+        or len(objects) != count
+        or any(a >= b for a, b in zip(keys, keys[1:], strict=False))
+    ):
         return None  # out of order, or cut by a length limit: read row by row
     has_more = count > limit
     fragment = orjson.Fragment

@@ -33,18 +33,18 @@ import hashlib
 import hmac
 import logging
 import time as _time
-from datetime import date, datetime, time, timedelta, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import ClientDisconnect
 
 __all__ = [
     "BatchRequest",
@@ -96,11 +96,15 @@ def day_range_utc(first: str, last: str, tz: str = "UTC") -> tuple[datetime, dat
         zone = ZoneInfo(tz)
         start_day, end_day = date.fromisoformat(first), date.fromisoformat(last)
     except (ValueError, ZoneInfoNotFoundError):
-        raise ProviderFault(400, "INVALID_PARAMETER", "dates must be YYYY-MM-DD and tz an IANA zone") from None
+        raise ProviderFault(
+            400, "INVALID_PARAMETER", "dates must be YYYY-MM-DD and tz an IANA zone"
+        ) from None
     if start_day > end_day:
-        raise ProviderFault(400, "INVALID_DATE_RANGE", f"{first} is after {last}", "parameters.from")
-    start = datetime.combine(start_day, time.min, zone).astimezone(timezone.utc)
-    end = datetime.combine(end_day + timedelta(days=1), time.min, zone).astimezone(timezone.utc)
+        raise ProviderFault(
+            400, "INVALID_DATE_RANGE", f"{first} is after {last}", "parameters.from"
+        )
+    start = datetime.combine(start_day, time.min, zone).astimezone(UTC)
+    end = datetime.combine(end_day + timedelta(days=1), time.min, zone).astimezone(UTC)
     return start, end
 
 
@@ -207,7 +211,9 @@ class ExportProvider:
         """``/internal/exports/v1/{TYPE}/batches``."""
         return f"/internal/exports/v1/{self.export_type}/batches"
 
-    def fetcher(self, fn: Callable[[BatchRequest, Any, Any], Page]) -> Callable[[BatchRequest, Any, Any], Page]:
+    def fetcher(
+        self, fn: Callable[[BatchRequest, Any, Any], Page]
+    ) -> Callable[[BatchRequest, Any, Any], Page]:
         """Decorator registering the one function a business team writes."""
         self.fetch = fn
         return fn
@@ -232,8 +238,12 @@ class ExportProvider:
     def _verify(self, kind: str, token: str, task_id: str) -> tuple[Any, int | None]:
         payload, _, mac = token.rpartition(".")
         field = "cursor" if kind == "cursor" else "snapshotToken"
-        if not payload or not hmac.compare_digest(mac.encode(), self._mac(kind, task_id, payload).encode()):
-            raise ProviderFault(400, f"INVALID_{kind.upper()}", f"{field} was not issued for this task", field)
+        if not payload or not hmac.compare_digest(
+            mac.encode(), self._mac(kind, task_id, payload).encode()
+        ):
+            raise ProviderFault(
+                400, f"INVALID_{kind.upper()}", f"{field} was not issued for this task", field
+            )
         if not payload.startswith("~"):
             return int(payload), None
         raw = base64.urlsafe_b64decode(payload[1:] + "=" * (-len(payload[1:]) % 4))
@@ -261,7 +271,9 @@ class ExportProvider:
             if req.snapshotToken is not None:
                 snapshot, expires = self._verify("snapshot", req.snapshotToken, req.taskId)
                 if expires is not None and expires < _time.time():
-                    raise ProviderFault(410, "SNAPSHOT_EXPIRED", "the snapshot token has expired", "snapshotToken")
+                    raise ProviderFault(
+                        410, "SNAPSHOT_EXPIRED", "the snapshot token has expired", "snapshotToken"
+                    )
             page = self.fetch(req, cursor, snapshot)
         except ProviderFault as fault:
             return _error(fault.status, fault.code, fault.message, fault.field)
@@ -273,7 +285,10 @@ class ExportProvider:
         snapshot_token = req.snapshotToken
         if first and snapshot_value is not None:
             snapshot_token = self._sign(
-                "snapshot", snapshot_value, req.taskId, int(_time.time()) + self.snapshot_ttl_seconds
+                "snapshot",
+                snapshot_value,
+                req.taskId,
+                int(_time.time()) + self.snapshot_ttl_seconds,
             )
         body: dict[str, Any] = {
             "schemaVersion": self.schema_version,
@@ -311,7 +326,9 @@ class ExportProvider:
                 # a normal event. Nothing is read, nothing is answered.
                 log.info("%s: the caller disconnected before sending its request", self.path)
                 return Response(status_code=499)
-            return await _run_sync(self.handle, raw, request.headers.get("x-internal-service-token"))
+            return await _run_sync(
+                self.handle, raw, request.headers.get("x-internal-service-token")
+            )
 
         return router
 

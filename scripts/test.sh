@@ -33,6 +33,8 @@ import pytest  # noqa: F401
 import pytest_timeout  # noqa: F401
 import hypothesis  # noqa: F401
 import rocketmq  # noqa: F401
+import ruff  # noqa: F401
+import mypy  # noqa: F401
 
 root = Path(sys.argv[1]).resolve()
 for module in (export_center, providers):
@@ -60,6 +62,12 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
     $sudo_cmd apt-get install -y -qq faketime >/dev/null 2>&1 \
         || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq faketime >/dev/null; }
 fi
+
+step "Static checks: ruff check, ruff format --check, mypy --strict"
+lint_dirs=(export_center providers tests scripts bench)
+python -m ruff check "${lint_dirs[@]}"
+python -m ruff format --check "${lint_dirs[@]}"
+python -m mypy
 
 step "Starting the MariaDB test server (scripts/mariadb.sh start)"
 bash scripts/mariadb.sh start

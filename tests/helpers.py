@@ -28,8 +28,13 @@ def stack_settings(**values: Any) -> Settings:
         "instance_id": "test-instance",
         "publisher": {"loop_seconds": 0.05},
         "consumer": {"concurrency": 2},
-        "task": {"heartbeat_seconds": 1.0, "lease_seconds": 30, "progress_every_seconds": 0.0,
-                 "retry_backoff_seconds": [0.5, 1.0], "retry_jitter": 0.0},
+        "task": {
+            "heartbeat_seconds": 1.0,
+            "lease_seconds": 30,
+            "progress_every_seconds": 0.0,
+            "retry_backoff_seconds": [0.5, 1.0],
+            "retry_jitter": 0.0,
+        },
         "provider": {"request_attempts": 3},
         "limits": {"max_active_per_user": 50, "max_active_per_type": 50},
         "load_sample_data": False,
@@ -52,10 +57,20 @@ class Stack:
     clients: list[httpx.Client] = field(default_factory=list)
 
     @classmethod
-    def start(cls, *, data_dir: Path, database_url: str, sample_database_url: str,
-              overrides: dict[str, Any]) -> Stack:
-        settings = stack_settings(data_dir=data_dir, database_url=database_url,
-                                 sample_database_url=sample_database_url, **overrides)
+    def start(
+        cls,
+        *,
+        data_dir: Path,
+        database_url: str,
+        sample_database_url: str,
+        overrides: dict[str, Any],
+    ) -> Stack:
+        settings = stack_settings(
+            data_dir=data_dir,
+            database_url=database_url,
+            sample_database_url=sample_database_url,
+            **overrides,
+        )
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = ServerThread(build_app(settings, self_url=url), "127.0.0.1", port)
@@ -66,11 +81,23 @@ class Stack:
     def runtime(self) -> Runtime:
         return self.server.server.config.app.state.runtime  # type: ignore[no-any-return]
 
-    def token(self, user: str = "alice", tenant: str = "t1", *, perms: list[str] | None = None,
-              app_code: str = "PLATFORM", ttl: int = 3600) -> str:
-        return issue_token(self.settings.jwt_secret, user=user, tenant=tenant, app_code=app_code,
-                           permissions=[ORDERS_PERMISSION] if perms is None else perms,
-                           ttl_seconds=ttl)
+    def token(
+        self,
+        user: str = "alice",
+        tenant: str = "t1",
+        *,
+        perms: list[str] | None = None,
+        app_code: str = "PLATFORM",
+        ttl: int = 3600,
+    ) -> str:
+        return issue_token(
+            self.settings.jwt_secret,
+            user=user,
+            tenant=tenant,
+            app_code=app_code,
+            permissions=[ORDERS_PERMISSION] if perms is None else perms,
+            ttl_seconds=ttl,
+        )
 
     def client(self, user: str | None = "alice", tenant: str = "t1", **kw: Any) -> httpx.Client:
         headers = {"authorization": f"Bearer {self.token(user, tenant, **kw)}"} if user else {}
@@ -90,8 +117,9 @@ def create(client: httpx.Client, fmt: str = "csv", **body: Any) -> httpx.Respons
     return client.post("/api/v1/exports", json=payload)
 
 
-def wait_state(client: httpx.Client, task_id: str, states: set[str] | None = None,
-               timeout: float = 120.0) -> dict[str, Any]:
+def wait_state(
+    client: httpx.Client, task_id: str, states: set[str] | None = None, timeout: float = 120.0
+) -> dict[str, Any]:
     """Poll a task until its state is in ``states`` (default: any terminal state)."""
     states = states or TERMINAL
     deadline = time.monotonic() + timeout

@@ -30,14 +30,18 @@ def _depth_and_strings(value: Any, path: str, depth: int) -> None:
     if isinstance(value, dict):
         if depth >= MAX_DEPTH:
             raise ValidationFailed(
-                f"parameters may nest at most {MAX_DEPTH} levels", code="PARAMETERS_TOO_DEEP", field=path
+                f"parameters may nest at most {MAX_DEPTH} levels",
+                code="PARAMETERS_TOO_DEEP",
+                field=path,
             )
         for key, item in value.items():
             _depth_and_strings(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, list):
         if depth >= MAX_DEPTH:
             raise ValidationFailed(
-                f"parameters may nest at most {MAX_DEPTH} levels", code="PARAMETERS_TOO_DEEP", field=path
+                f"parameters may nest at most {MAX_DEPTH} levels",
+                code="PARAMETERS_TOO_DEEP",
+                field=path,
             )
         for i, item in enumerate(value):
             _depth_and_strings(item, f"{path}[{i}]", depth + 1)
@@ -54,34 +58,46 @@ def _check_value(spec: ParameterSpec, value: Any, path: str) -> Any:
         return None
     if spec.type == "date":
         if not isinstance(value, str):
-            raise ValidationFailed(f"{spec.name} must be a date YYYY-MM-DD", code="INVALID_DATE", field=path)
+            raise ValidationFailed(
+                f"{spec.name} must be a date YYYY-MM-DD", code="INVALID_DATE", field=path
+            )
         try:
             if len(value) != 10:
                 raise ValueError
             return date.fromisoformat(value)
         except ValueError:
             raise ValidationFailed(
-                f"{spec.name} must be a date YYYY-MM-DD, got {value!r}", code="INVALID_DATE", field=path
+                f"{spec.name} must be a date YYYY-MM-DD, got {value!r}",
+                code="INVALID_DATE",
+                field=path,
             ) from None
     if spec.type == "enum":
         if not isinstance(value, str) or value not in spec.values:
             raise ValidationFailed(
-                f"{spec.name} must be one of {', '.join(spec.values)}", code="INVALID_VALUE", field=path
+                f"{spec.name} must be one of {', '.join(spec.values)}",
+                code="INVALID_VALUE",
+                field=path,
             )
         return value
     if spec.type == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationFailed(f"{spec.name} must be an integer", code="INVALID_VALUE", field=path)
+            raise ValidationFailed(
+                f"{spec.name} must be an integer", code="INVALID_VALUE", field=path
+            )
         return value
     if spec.type == "boolean":
         if not isinstance(value, bool):
-            raise ValidationFailed(f"{spec.name} must be true or false", code="INVALID_VALUE", field=path)
+            raise ValidationFailed(
+                f"{spec.name} must be true or false", code="INVALID_VALUE", field=path
+            )
         return value
     if not isinstance(value, str):
         raise ValidationFailed(f"{spec.name} must be a string", code="INVALID_VALUE", field=path)
     if len(value) > spec.max_length:
         raise ValidationFailed(
-            f"{spec.name} may have at most {spec.max_length} characters", code="PARAMETER_TOO_LONG", field=path
+            f"{spec.name} may have at most {spec.max_length} characters",
+            code="PARAMETER_TOO_LONG",
+            field=path,
         )
     return value
 
@@ -94,11 +110,15 @@ def validate_parameters(etype: ExportType, parameters: dict[str, Any]) -> dict[s
     """
     if len(parameters) > MAX_KEYS:
         raise ValidationFailed(
-            f"parameters may have at most {MAX_KEYS} keys", code="TOO_MANY_PARAMETERS", field="parameters"
+            f"parameters may have at most {MAX_KEYS} keys",
+            code="TOO_MANY_PARAMETERS",
+            field="parameters",
         )
     if len(orjson.dumps(parameters)) > MAX_JSON_BYTES:
         raise ValidationFailed(
-            "parameters may take at most 4 KB of JSON", code="PARAMETERS_TOO_LARGE", field="parameters"
+            "parameters may take at most 4 KB of JSON",
+            code="PARAMETERS_TOO_LARGE",
+            field="parameters",
         )
     _depth_and_strings(parameters, "parameters", 0)
     specs = {spec.name: spec for spec in etype.parameters}
@@ -116,7 +136,9 @@ def validate_parameters(etype: ExportType, parameters: dict[str, Any]) -> dict[s
     for spec in etype.parameters:
         if spec.required and parsed.get(spec.name) is None:
             raise ValidationFailed(
-                f"{spec.name} is required for {etype.code}", code="MISSING_FIELD", field=f"parameters.{spec.name}"
+                f"{spec.name} is required for {etype.code}",
+                code="MISSING_FIELD",
+                field=f"parameters.{spec.name}",
             )
     if etype.date_range:
         lo, hi = (parsed.get(name) for name in etype.date_range)

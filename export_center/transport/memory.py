@@ -82,8 +82,14 @@ class MemoryTransport:
         if delivery.delivery_attempt >= self.max_deliveries:
             self.dead_letters.append(delivery)
             self._dead.put(
-                _MemoryDelivery(delivery.message_id, delivery.body, delivery.properties, 1,
-                                self._dead_owner, delivery.message)
+                _MemoryDelivery(
+                    delivery.message_id,
+                    delivery.body,
+                    delivery.properties,
+                    1,
+                    self._dead_owner,
+                    delivery.message,
+                )
             )
             return
         self._queue.put(
@@ -124,8 +130,14 @@ class _DeadLetters:
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         self._dead.put(
-            _MemoryDelivery(delivery.message_id, delivery.body, delivery.properties,
-                            delivery.delivery_attempt + 1, self, delivery.message)
+            _MemoryDelivery(
+                delivery.message_id,
+                delivery.body,
+                delivery.properties,
+                delivery.delivery_attempt + 1,
+                self,
+                delivery.message,
+            )
         )
 
     def close(self) -> None:

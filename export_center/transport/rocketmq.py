@@ -36,7 +36,8 @@ def _client() -> Any:
         import rocketmq
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise TransportError(
-            "the RocketMQ transport needs rocketmq-python-client (pip install 'export-center[rocketmq]')"
+            "the RocketMQ transport needs rocketmq-python-client "
+            "(pip install 'export-center[rocketmq]')"
         ) from exc
     return rocketmq
 
@@ -66,8 +67,11 @@ class _RocketDelivery:
         try:
             self.consumer.ack(self.message)
         except Exception as exc:  # the database already decided; a redelivery is harmless
-            log.warning("ack failed (%s); the command may be delivered again", exc,
-                        extra={"messageId": self.message_id})
+            log.warning(
+                "ack failed (%s); the command may be delivered again",
+                exc,
+                extra={"messageId": self.message_id},
+            )
 
     def release(self) -> None:
         # Not acknowledged: the proxy delivers it again when its invisible time ends.
@@ -78,8 +82,17 @@ class _RocketDelivery:
 class _SimpleReceiver:
     """A SimpleConsumer that is rebuilt after a failed receive (e.g. a proxy restart)."""
 
-    def __init__(self, endpoint: str, group: str, topic: str, *, invisible_seconds: int,
-                 await_seconds: int, request_timeout: float, tag: str = "*") -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        group: str,
+        topic: str,
+        *,
+        invisible_seconds: int,
+        await_seconds: int,
+        request_timeout: float,
+        tag: str = "*",
+    ) -> None:
         self._rmq = _client()
         self._config = self._rmq.ClientConfiguration(
             endpoint, self._rmq.Credentials(), request_timeout=_whole_seconds(request_timeout)
@@ -96,7 +109,9 @@ class _SimpleReceiver:
         with self._lock:
             if self._consumer is None and not self._closed:
                 consumer = self._rmq.SimpleConsumer(
-                    self._config, self._group, {self._topic: self._rmq.FilterExpression(self._tag)},
+                    self._config,
+                    self._group,
+                    {self._topic: self._rmq.FilterExpression(self._tag)},
                     await_duration=self.await_seconds,
                 )
                 consumer.startup()
@@ -152,9 +167,18 @@ class RocketMQTransport:
         consume: start a consumer (False for a publisher-only process).
     """
 
-    def __init__(self, endpoint: str, topic: str, group: str, *, tag: str = "EXPORT_TASK",
-                 invisible_seconds: int = 60, await_seconds: int = 5,
-                 request_timeout: float = 5.0, consume: bool = True) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        topic: str,
+        group: str,
+        *,
+        tag: str = "EXPORT_TASK",
+        invisible_seconds: int = 60,
+        await_seconds: int = 5,
+        request_timeout: float = 5.0,
+        consume: bool = True,
+    ) -> None:
         rmq = _client()
         self._rmq = rmq
         self.topic = topic
@@ -164,9 +188,17 @@ class RocketMQTransport:
         )
         self._producer: Any = None
         self._receiver = (
-            _SimpleReceiver(endpoint, group, topic, invisible_seconds=invisible_seconds,
-                            await_seconds=await_seconds, request_timeout=request_timeout, tag=tag)
-            if consume else None
+            _SimpleReceiver(
+                endpoint,
+                group,
+                topic,
+                invisible_seconds=invisible_seconds,
+                await_seconds=await_seconds,
+                request_timeout=request_timeout,
+                tag=tag,
+            )
+            if consume
+            else None
         )
         self._lock = threading.Lock()
 
@@ -217,7 +249,22 @@ class RocketMQTransport:
 class RocketMQDeadLetters(_SimpleReceiver):
     """Reads ``%DLQ%<worker group>`` with the dead-letter handler's own group."""
 
-    def __init__(self, endpoint: str, dlq_topic: str, group: str, *, invisible_seconds: int = 30,
-                 await_seconds: int = 5, request_timeout: float = 5.0) -> None:
-        super().__init__(endpoint, group, dlq_topic, invisible_seconds=invisible_seconds,
-                         await_seconds=await_seconds, request_timeout=request_timeout, tag="*")
+    def __init__(
+        self,
+        endpoint: str,
+        dlq_topic: str,
+        group: str,
+        *,
+        invisible_seconds: int = 30,
+        await_seconds: int = 5,
+        request_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(
+            endpoint,
+            group,
+            dlq_topic,
+            invisible_seconds=invisible_seconds,
+            await_seconds=await_seconds,
+            request_timeout=request_timeout,
+            tag="*",
+        )

@@ -39,9 +39,21 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run_demo(data_dir: Path, out: Path, *extra: str, env_extra: dict | None = None) -> dict:
     env = {**os.environ, "EXPORT_CENTER_DATA_DIR": str(data_dir), **(env_extra or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "export_center.cli", "demo", "--scale", str(SCALE),
-         "--output-dir", str(out), *extra],
-        env=env, capture_output=True, text=True, timeout=1500,
+        [
+            sys.executable,
+            "-m",
+            "export_center.cli",
+            "demo",
+            "--scale",
+            str(SCALE),
+            "--output-dir",
+            str(out),
+            *extra,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rows/s" in proc.stdout and "peak RSS" in proc.stdout
@@ -49,7 +61,9 @@ def _run_demo(data_dir: Path, out: Path, *extra: str, env_extra: dict | None = N
 
 
 def _guarded(text_value: str) -> str:
-    return "'" + text_value if text_value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n") else text_value
+    return (
+        "'" + text_value if text_value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n") else text_value
+    )
 
 
 def _xlsx_data_rows(path: Path) -> int:
@@ -161,9 +175,15 @@ def test_demo_through_rocketmq_on_mariadb(data_dir: Path, tmp_path: Path) -> Non
     try:
         url = base.set(database=name).render_as_string(hide_password=False)
         summary = _run_demo(
-            data_dir, tmp_path / "out", "--database-url", url,
-            env_extra={"EXPORT_CENTER_TRANSPORT": "rocketmq", "EXPORT_CENTER_TOPIC_PREFIX": "test-",
-                       "EXPORT_CENTER_ROCKETMQ__ENDPOINT": endpoint},
+            data_dir,
+            tmp_path / "out",
+            "--database-url",
+            url,
+            env_extra={
+                "EXPORT_CENTER_TRANSPORT": "rocketmq",
+                "EXPORT_CENTER_TOPIC_PREFIX": "test-",
+                "EXPORT_CENTER_ROCKETMQ__ENDPOINT": endpoint,
+            },
         )
         assert summary["transport"] == "rocketmq"
         _check_counts(data_dir, tmp_path / "out", summary)

@@ -256,11 +256,17 @@ def test_each_export_takes_its_own_time_zone(case_stack, cases):
     for bad in ("asia/shanghai", "+08:00", "Mars/Olympus", "../../etc/passwd", "", "UTC "):
         refused = create(client, "csv", exportType="CASES", parameters={}, timeZone=bad)
         assert refused.status_code == 422, (bad, refused.text)
-        assert (refused.json()["code"], refused.json()["field"]) == ("INVALID_TIME_ZONE", "timeZone")
-    first = create(client, "csv", exportType="CASES", parameters={}, requestId="tz-1", timeZone="UTC")
+        assert (refused.json()["code"], refused.json()["field"]) == (
+            "INVALID_TIME_ZONE",
+            "timeZone",
+        )
+    first = create(
+        client, "csv", exportType="CASES", parameters={}, requestId="tz-1", timeZone="UTC"
+    )
     assert first.status_code == 202
-    reused = create(client, "csv", exportType="CASES", parameters={}, requestId="tz-1",
-                    timeZone="Asia/Tokyo")
+    reused = create(
+        client, "csv", exportType="CASES", parameters={}, requestId="tz-1", timeZone="Asia/Tokyo"
+    )
     assert reused.status_code == 409 and "time zone" in reused.json()["message"]
     wait_state(client, first.json()["taskId"], timeout=60)
 
@@ -348,8 +354,10 @@ def test_e21_inclusive_days_in_a_time_zone(case_stack, cases):
     assert refused.status_code == 422 and refused.json()["code"] == "INVALID_DATE_RANGE"
 
 
-@pytest.mark.parametrize(("name", "ascii_name"), [
-    ("../../x", "_.._x.csv"), ("..\\..\\x", "_.._x.csv"), ("订单导出 9月", "_ 9_.csv")])
+@pytest.mark.parametrize(
+    ("name", "ascii_name"),
+    [("../../x", "_.._x.csv"), ("..\\..\\x", "_.._x.csv"), ("订单导出 9月", "_ 9_.csv")],
+)
 def test_e33_file_names_never_carry_paths(case_stack, cases, name, ascii_name):
     cases.pages = [page([{"id": 1}], columns=[("id", "INTEGER")])]
     client = case_stack.client(perms=PERMS)

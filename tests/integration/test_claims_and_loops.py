@@ -21,7 +21,7 @@ from export_center.reconciler import Reconciler
 from export_center.runtime import upgrade_database
 from export_center.settings import ReconcilerSettings
 from export_center.storage import LocalStorage, new_object_key
-from export_center.transport import MemoryTransport, TransportError
+from export_center.transport import MemoryTransport
 from tests.helpers import stack_settings
 
 T, O = ExportTask.__table__, ExportOutbox.__table__  # noqa: E741
@@ -37,12 +37,20 @@ def engine(db_url):
 
 
 def new_task(engine, user: str = "u1", export_type: str = "ORDERS", **params: Any):
-    new = repository.NewTask(export_type=export_type, format="CSV", task_name="t",
-                             parameters=params or {"n": user}, tenant_id="t1", app_code="PLATFORM",
-                             requested_by=user, max_attempts=3)
+    new = repository.NewTask(
+        export_type=export_type,
+        format="CSV",
+        task_name="t",
+        parameters=params or {"n": user},
+        tenant_id="t1",
+        app_code="PLATFORM",
+        requested_by=user,
+        max_attempts=3,
+    )
     with engine.begin() as conn:
-        return repository.create_task(conn, new, topic=TOPIC, tag="EXPORT_TASK",
-                                      limits=repository.CreateLimits(0, 100, 100)).task
+        return repository.create_task(
+            conn, new, topic=TOPIC, tag="EXPORT_TASK", limits=repository.CreateLimits(0, 100, 100)
+        ).task
 
 
 def set_task(engine, task_id: int, **values: Any) -> None:
@@ -66,6 +74,7 @@ def seconds_until(engine, column, task_id: int, table=T) -> float:
         value, now = conn.execute(select(column, db_now()).where(table.c.id == task_id)).one()
     if isinstance(now, str):
         from datetime import datetime
+
         now = datetime.fromisoformat(now)
     return (value - now).total_seconds()
 
@@ -118,8 +127,14 @@ def test_branch_terminal(engine, status):
 
 def test_branch_running_with_live_lease(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], status="RUNNING", lease_owner="other/1", lease_until=db_now_plus(60),
-             attempt_count=1)
+    set_task(
+        engine,
+        t["id"],
+        status="RUNNING",
+        lease_owner="other/1",
+        lease_until=db_now_plus(60),
+        attempt_count=1,
+    )
     before = snapshot(engine, t["id"])
     assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.RUNNING_LIVE_LEASE
     assert snapshot(engine, t["id"]) == before
@@ -127,8 +142,14 @@ def test_branch_running_with_live_lease(engine):
 
 def test_branch_running_with_expired_lease_is_left_to_the_reconciler(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], status="RUNNING", lease_owner="other/1", lease_until=db_now_plus(-5),
-             attempt_count=1)
+    set_task(
+        engine,
+        t["id"],
+        status="RUNNING",
+        lease_owner="other/1",
+        lease_until=db_now_plus(-5),
+        attempt_count=1,
+    )
     before = snapshot(engine, t["id"])
     assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.RUNNING_EXPIRED_LEASE
     assert snapshot(engine, t["id"]) == before
@@ -159,12 +180,17 @@ def test_every_branch_acknowledges_and_bad_bodies_are_released(engine):
     set_task(engine, t["id"], status="SUCCEEDED")
     from export_center.transport import OutgoingMessage
 
-    good = orjson.dumps({"schemaVersion": 1, "eventId": "e", "taskId": t["task_no"], "dispatchVersion": 1})
+    good = orjson.dumps(
+        {"schemaVersion": 1, "eventId": "e", "taskId": t["task_no"], "dispatchVersion": 1}
+    )
     transport.send(OutgoingMessage(TOPIC, "EXPORT_TASK", t["task_no"], good))
     delivery = transport.receive(1)
     assert c.handle_delivery(delivery) == ClaimBranch.TERMINAL and delivery.settled
     assert transport.pending() == 0
-    for body in (b"{broken", orjson.dumps({"schemaVersion": 99, "eventId": "e", "taskId": "x", "dispatchVersion": 1})):
+    for body in (
+        b"{broken",
+        orjson.dumps({"schemaVersion": 99, "eventId": "e", "taskId": "x", "dispatchVersion": 1}),
+    ):
         transport.send(OutgoingMessage(TOPIC, "EXPORT_TASK", "k", body))
         for attempt in (1, 2, 3):
             d = transport.receive(1)
@@ -187,11 +213,23 @@ def test_publisher_sends_due_rows_once_and_marks_them_sent(engine):
     msg = transport.sent[0]
     row = outbox(engine, t1["id"])[0]
     assert row["status"] == "SENT" and row["sent_at"] is not None and row["lease_owner"] is None
-    assert msg.properties == {"eventId": row["event_id"], "taskId": t1["task_no"], "dispatchVersion": "1",
-                              "schemaVersion": "1", "traceId": t1["trace_id"]}
+    assert msg.properties == {
+        "eventId": row["event_id"],
+        "taskId": t1["task_no"],
+        "dispatchVersion": "1",
+        "schemaVersion": "1",
+        "traceId": t1["trace_id"],
+    }
     payload = orjson.loads(msg.body)
     assert payload["eventId"] == row["event_id"] and payload["dispatchVersion"] == 1
-    assert set(payload) == {"schemaVersion", "eventId", "taskId", "exportType", "dispatchVersion", "traceId"}
+    assert set(payload) == {
+        "schemaVersion",
+        "eventId",
+        "taskId",
+        "exportType",
+        "dispatchVersion",
+        "traceId",
+    }
     assert outbox(engine, t2["id"])[0]["status"] == "PENDING"
 
 
@@ -211,7 +249,9 @@ def test_failed_sends_back_off_forever_and_never_touch_the_task(engine):
         assert "injected" in row["last_error"]
         assert backoff - 1.5 <= seconds_until(engine, O.c.next_retry_at, row_id, O) <= backoff + 0.5
     with engine.begin() as conn:  # 30 failures: still PENDING, still retried
-        conn.execute(update(O).where(O.c.id == row_id).values(attempt_count=29, next_retry_at=db_now()))
+        conn.execute(
+            update(O).where(O.c.id == row_id).values(attempt_count=29, next_retry_at=db_now())
+        )
     transport.fail_sends = 1
     pub.run_once()
     row = outbox(engine, t["id"])[0]
@@ -221,7 +261,11 @@ def test_failed_sends_back_off_forever_and_never_touch_the_task(engine):
     assert pub.run_once() == 1
     assert outbox(engine, t["id"])[0]["status"] == "SENT"
     fresh = task(engine, t["id"])
-    assert fresh["attempt_count"] == 0 and fresh["dispatch_version"] == 1 and fresh["status"] == "PENDING"
+    assert (
+        fresh["attempt_count"] == 0
+        and fresh["dispatch_version"] == 1
+        and fresh["status"] == "PENDING"
+    )
 
 
 def test_two_publishers_send_each_row_once(engine):
@@ -272,7 +316,9 @@ def engine_dir(engine):
 
 
 def reconciler(engine, storage=None, **values: Any) -> Reconciler:
-    settings = ReconcilerSettings(**{"redispatch_grace_seconds": 60, "sent_stale_seconds": 600, **values})
+    settings = ReconcilerSettings(
+        **{"redispatch_grace_seconds": 60, "sent_stale_seconds": 600, **values}
+    )
     return Reconciler(engine, storage or LocalStorage(engine_dir(engine)), settings, topic=TOPIC)
 
 
@@ -293,9 +339,13 @@ def test_redispatch_writes_a_missing_outbox_row_with_the_same_version(engine):
 def test_stale_sent_command_is_sent_again_without_a_version_change(engine):
     t = new_task(engine)
     row_id = outbox(engine, t["id"])[0]["id"]
-    set_task(engine, t["id"], next_retry_at=db_now_plus(-700), attempt_count=3)  # attempts used: no limit here
+    set_task(
+        engine, t["id"], next_retry_at=db_now_plus(-700), attempt_count=3
+    )  # attempts used: no limit here
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.id == row_id).values(status="SENT", sent_at=db_now_plus(-601)))
+        conn.execute(
+            update(O).where(O.c.id == row_id).values(status="SENT", sent_at=db_now_plus(-601))
+        )
     rec = reconciler(engine)
     assert rec.run_once() == 1
     row = outbox(engine, t["id"])[0]
@@ -307,7 +357,11 @@ def test_quarantined_rows_are_never_redispatched(engine):
     t = new_task(engine)
     set_task(engine, t["id"], next_retry_at=db_now_plus(-700))
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.task_id == t["id"]).values(status="QUARANTINED", sent_at=db_now_plus(-9999)))
+        conn.execute(
+            update(O)
+            .where(O.c.task_id == t["id"])
+            .values(status="QUARANTINED", sent_at=db_now_plus(-9999))
+        )
     rec = reconciler(engine)
     for _ in range(3):
         assert rec.run_once() == 0
@@ -319,8 +373,11 @@ def test_a_task_in_backoff_is_not_redispatched_early(engine):
     t = new_task(engine)
     set_task(engine, t["id"], next_retry_at=db_now_plus(900), dispatch_version=2)
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.task_id == t["id"]).values(
-            status="SENT", sent_at=db_now_plus(-3600), dispatch_version=2))
+        conn.execute(
+            update(O)
+            .where(O.c.task_id == t["id"])
+            .values(status="SENT", sent_at=db_now_plus(-3600), dispatch_version=2)
+        )
     rec = reconciler(engine)
     for _ in range(3):
         assert rec.run_once() == 0
@@ -335,11 +392,24 @@ def test_a_task_in_backoff_is_not_redispatched_early(engine):
 def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     a, b = new_task(engine, "a"), new_task(engine, "b")
     for t, attempts in ((a, 1), (b, 3)):
-        set_task(engine, t["id"], status="RUNNING", lease_owner="dead/1", lease_until=db_now_plus(-1),
-                 attempt_count=attempts, phase="render")
+        set_task(
+            engine,
+            t["id"],
+            status="RUNNING",
+            lease_owner="dead/1",
+            lease_until=db_now_plus(-1),
+            attempt_count=attempts,
+            phase="render",
+        )
     live = new_task(engine, "c")
-    set_task(engine, live["id"], status="RUNNING", lease_owner="alive/1", lease_until=db_now_plus(60),
-             attempt_count=1)
+    set_task(
+        engine,
+        live["id"],
+        status="RUNNING",
+        lease_owner="alive/1",
+        lease_until=db_now_plus(60),
+        attempt_count=1,
+    )
     rec = reconciler(engine)
     rec.run_once()
     assert rec.last["lease_recover"] == 2
@@ -347,7 +417,11 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     assert ra["status"] == "PENDING" and ra["dispatch_version"] == 2 and ra["lease_owner"] is None
     assert ra["failure_code"] == "WORKER_LOST" and "render" in ra["failure_message"]
     assert [r["dispatch_version"] for r in outbox(engine, a["id"])] == [1, 2]
-    assert rb["status"] == "FAILED" and rb["dispatch_version"] == 1 and "3 attempts" in rb["failure_message"]
+    assert (
+        rb["status"] == "FAILED"
+        and rb["dispatch_version"] == 1
+        and "3 attempts" in rb["failure_message"]
+    )
     assert rc["status"] == "RUNNING" and rc["lease_owner"] == "alive/1"
 
 
@@ -378,14 +452,21 @@ def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
     storage = LocalStorage(tmp_path)
     done, failed, running = new_task(engine, "a"), new_task(engine, "b"), new_task(engine, "c")
     keys = {}
-    for name, t in (("done", done), ("stale", done), ("failed", failed), ("running", running),
-                    ("unknown", {"task_no": "exp_" + "1" * 26})):
+    for name, t in (
+        ("done", done),
+        ("stale", done),
+        ("failed", failed),
+        ("running", running),
+        ("unknown", {"task_no": "exp_" + "1" * 26}),
+    ):
         keys[name] = new_object_key(t["task_no"], "csv")
         with storage.open_write(keys[name]) as fh:
             fh.write(b"x")
         if name != "running":
             storage.commit(keys[name])
-    set_task(engine, done["id"], status="SUCCEEDED", object_key=keys["done"], expires_at=db_now_plus(600))
+    set_task(
+        engine, done["id"], status="SUCCEEDED", object_key=keys["done"], expires_at=db_now_plus(600)
+    )
     set_task(engine, failed["id"], status="FAILED")
     set_task(engine, running["id"], status="RUNNING", lease_until=db_now_plus(60))
     assert reconciler(engine, storage).run_once() == 0  # younger than 24 h
@@ -399,8 +480,16 @@ def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
 def test_old_sent_outbox_rows_are_purged(engine):
     old, recent = new_task(engine, "a"), new_task(engine, "b")
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.task_id == old["id"]).values(status="SENT", sent_at=db_now_plus(-8 * 86400)))
-        conn.execute(update(O).where(O.c.task_id == recent["id"]).values(status="SENT", sent_at=db_now_plus(-86400)))
+        conn.execute(
+            update(O)
+            .where(O.c.task_id == old["id"])
+            .values(status="SENT", sent_at=db_now_plus(-8 * 86400))
+        )
+        conn.execute(
+            update(O)
+            .where(O.c.task_id == recent["id"])
+            .values(status="SENT", sent_at=db_now_plus(-86400))
+        )
     rec = reconciler(engine)
     rec.run_once()
     assert rec.last["outbox_purge"] == 1

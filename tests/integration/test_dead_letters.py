@@ -3,8 +3,6 @@ these tests runs against the real broker in test_rocketmq_transport.py."""
 
 from __future__ import annotations
 
-import orjson
-import pytest
 from sqlalchemy import update
 
 from export_center import metrics, repository
@@ -17,7 +15,13 @@ from export_center.settings import ReconcilerSettings
 from export_center.storage import LocalStorage
 from export_center.transport import MemoryTransport, OutgoingMessage
 from tests.integration.test_claims_and_loops import (  # noqa: F401 - fixture
-    TOPIC, _NoRun, engine, new_task, outbox, set_task, task,
+    TOPIC,
+    _NoRun,
+    engine,
+    new_task,
+    outbox,
+    set_task,
+    task,
 )
 
 O = ExportOutbox.__table__  # noqa: E741
@@ -34,7 +38,11 @@ def test_poison_command_is_quarantined_and_never_loops(engine, tmp_path):
     transport = MemoryTransport(max_deliveries=3)
     t = new_task(engine)
     with engine.begin() as conn:  # the publisher sent it
-        conn.execute(update(O).where(O.c.task_id == t["id"]).values(status="SENT", sent_at=repository.db_now()))
+        conn.execute(
+            update(O)
+            .where(O.c.task_id == t["id"])
+            .values(status="SENT", sent_at=repository.db_now())
+        )
     consumer = Consumer(engine, transport, _NoRun(), owner="w")  # type: ignore[arg-type]
     transport.send(poison_for(engine, t))
     for _ in range(3):
@@ -51,8 +59,12 @@ def test_poison_command_is_quarantined_and_never_loops(engine, tmp_path):
     # Twice the stale window later the reconciler still sends nothing: no loop.
     set_task(engine, t["id"], next_retry_at=repository.db_now_plus(-3600))
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.task_id == t["id"]).values(sent_at=repository.db_now_plus(-1200)))
-    rec = Reconciler(engine, LocalStorage(tmp_path), ReconcilerSettings(sent_stale_seconds=600), topic=TOPIC)
+        conn.execute(
+            update(O).where(O.c.task_id == t["id"]).values(sent_at=repository.db_now_plus(-1200))
+        )
+    rec = Reconciler(
+        engine, LocalStorage(tmp_path), ReconcilerSettings(sent_stale_seconds=600), topic=TOPIC
+    )
     assert rec.run_once() == 0
     assert Publisher(engine, transport, owner="p").run_once() == 0
     assert transport.dead_letter_receiver().receive(0.1) is None
@@ -62,14 +74,25 @@ def test_stale_and_broken_dead_letters_change_nothing(engine):
     handler = DlqHandler(engine)
     t = new_task(engine)
     row = outbox(engine, t["id"])[0]
-    props = {"eventId": row["event_id"], "taskId": t["task_no"], "dispatchVersion": "1", "schemaVersion": "1"}
+    props = {
+        "eventId": row["event_id"],
+        "taskId": t["task_no"],
+        "dispatchVersion": "1",
+        "schemaVersion": "1",
+    }
     set_task(engine, t["id"], dispatch_version=2)  # the task moved on to a new attempt
     assert handler.handle("m1", props) == "stale"
     set_task(engine, t["id"], dispatch_version=1)
     assert handler.handle("m2", {**props, "eventId": "someone-else"}) == "stale"
-    assert handler.handle("m3", {k: v for k, v in props.items() if k != "taskId"}) == "missing_properties"
+    assert (
+        handler.handle("m3", {k: v for k, v in props.items() if k != "taskId"})
+        == "missing_properties"
+    )
     assert handler.handle("m4", {**props, "dispatchVersion": "one"}) == "missing_properties"
-    assert task(engine, t["id"])["status"] == "PENDING" and outbox(engine, t["id"])[0]["status"] == "PENDING"
+    assert (
+        task(engine, t["id"])["status"] == "PENDING"
+        and outbox(engine, t["id"])[0]["status"] == "PENDING"
+    )
 
 
 def test_database_error_leaves_the_dead_letter_unacknowledged(engine, monkeypatch):
@@ -87,7 +110,9 @@ def test_database_error_leaves_the_dead_letter_unacknowledged(engine, monkeypatc
     first = dead.receive(1)
     assert handler.handle_delivery(first) == "error"
     again = dead.receive(1)
-    assert again is not None and again.message_id == first.message_id and again.delivery_attempt == 2
+    assert (
+        again is not None and again.message_id == first.message_id and again.delivery_attempt == 2
+    )
     monkeypatch.undo()
     assert handler.handle_delivery(again) == "quarantined"
     assert task(engine, t["id"])["status"] == "FAILED"

@@ -85,11 +85,17 @@ def test_date_filter_is_inclusive(stack, sample_dir):
     assert detail["state"] == "succeeded", detail
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     expected = [
-        s["o_orderkey"] for s in _source(sample_dir)
-        if dt.date(1995, 3, 1) <= s["o_orderdate"] <= dt.date(1995, 3, 31) and s["o_orderstatus"] == "F"
+        s["o_orderkey"]
+        for s in _source(sample_dir)
+        if dt.date(1995, 3, 1) <= s["o_orderdate"] <= dt.date(1995, 3, 31)
+        and s["o_orderstatus"] == "F"
     ]
     assert keys == expected and len(expected) > 0
-    assert any(s["o_orderdate"] == dt.date(1995, 3, 31) for s in _source(sample_dir) if s["o_orderkey"] in set(keys))
+    assert any(
+        s["o_orderdate"] == dt.date(1995, 3, 31)
+        for s in _source(sample_dir)
+        if s["o_orderkey"] in set(keys)
+    )
 
 
 def test_same_request_id_returns_same_task_and_one_file(stack):
@@ -99,8 +105,11 @@ def test_same_request_id_returns_same_task_and_one_file(stack):
     assert first.status_code == 202 and second.status_code == 200
     assert first.json()["taskId"] == second.json()["taskId"]
     assert second.headers["Idempotent-Replayed"] == "true"
-    header = client.post("/api/v1/exports", json={"exportType": "ORDERS", "format": "csv"},
-                         headers={"Idempotency-Key": "req-42"})
+    header = client.post(
+        "/api/v1/exports",
+        json={"exportType": "ORDERS", "format": "csv"},
+        headers={"Idempotency-Key": "req-42"},
+    )
     assert header.json()["taskId"] == first.json()["taskId"]
     detail = wait_state(client, first.json()["taskId"])
     assert detail["state"] == "succeeded"
@@ -133,8 +142,12 @@ def test_other_users_get_404_like_a_missing_task(stack):
     task_id = detail["taskId"]
     missing_id = "exp_" + "0" * 26
     for intruder in (stack.client("bob"), stack.client("alice", tenant="t2")):
-        for path in (f"/api/v1/exports/{task_id}", f"/api/v1/exports/{task_id}/download",
-                     f"/api/v1/exports/{task_id}/cancel", f"/api/v1/exports/{task_id}/retry"):
+        for path in (
+            f"/api/v1/exports/{task_id}",
+            f"/api/v1/exports/{task_id}/download",
+            f"/api/v1/exports/{task_id}/cancel",
+            f"/api/v1/exports/{task_id}/retry",
+        ):
             method = intruder.post if path.endswith(("cancel", "retry")) else intruder.get
             theirs, nothing = method(path), method(path.replace(task_id, missing_id))
             assert theirs.status_code == 404 == nothing.status_code
@@ -180,12 +193,18 @@ def test_signed_links_refuse_tampering_and_expiry(make_stack):
     ok = anonymous.get(link)
     assert ok.status_code == 200 and ok.content[:3] == b"\xef\xbb\xbf"
     disposition = ok.headers["content-disposition"]
-    assert disposition.startswith('attachment; filename="orders.csv"') and "filename*=UTF-8''orders.csv" in disposition
+    assert (
+        disposition.startswith('attachment; filename="orders.csv"')
+        and "filename*=UTF-8''orders.csv" in disposition
+    )
     signature = link.split("signature=")[1]
     altered = link.replace(signature, ("0" if signature[0] != "0" else "1") + signature[1:])
     assert anonymous.get(altered).status_code == 403
     expires = int(link.split("expires=")[1].split("&")[0])
-    assert anonymous.get(link.replace(f"expires={expires}", f"expires={expires + 86400}")).status_code == 403
+    assert (
+        anonymous.get(link.replace(f"expires={expires}", f"expires={expires + 86400}")).status_code
+        == 403
+    )
     assert anonymous.get(link.replace("user=alice", "user=bob")).status_code == 403
     bob = stack.client("bob")
     refused = bob.get(link)
@@ -208,22 +227,54 @@ def test_signed_links_refuse_tampering_and_expiry(make_stack):
         ({"exportType": "ORDERS"}, 422, "MISSING_FIELD", "format"),
         ({"exportType": "NOPE", "format": "csv"}, 422, "UNKNOWN_EXPORT_TYPE", "exportType"),
         ({"exportType": "ORDERS", "format": "pdf"}, 422, "INVALID_FORMAT", "format"),
-        ({"exportType": "ORDERS", "format": "csv", "parameters": {"from": "2024-02-01", "to": "2024-01-01"}},
-         422, "INVALID_DATE_RANGE", "parameters.from"),
-        ({"exportType": "ORDERS", "format": "csv", "parameters": {"from": "2024-02-30"}},
-         422, "INVALID_DATE", "parameters.from"),
-        ({"exportType": "ORDERS", "format": "csv", "parameters": {"to": "yesterday"}},
-         422, "INVALID_DATE", "parameters.to"),
-        ({"exportType": "ORDERS", "format": "csv", "parameters": {"tenantId": "t2"}},
-         422, "UNKNOWN_PARAMETER", "parameters.tenantId"),
-        ({"exportType": "ORDERS", "format": "csv", "colour": "red"}, 422, "UNKNOWN_FIELD", "colour"),
-        ({"exportType": "ORDERS", "format": "csv", "taskName": "x" * 101}, 422, "TOO_LONG", "taskName"),
+        (
+            {
+                "exportType": "ORDERS",
+                "format": "csv",
+                "parameters": {"from": "2024-02-01", "to": "2024-01-01"},
+            },
+            422,
+            "INVALID_DATE_RANGE",
+            "parameters.from",
+        ),
+        (
+            {"exportType": "ORDERS", "format": "csv", "parameters": {"from": "2024-02-30"}},
+            422,
+            "INVALID_DATE",
+            "parameters.from",
+        ),
+        (
+            {"exportType": "ORDERS", "format": "csv", "parameters": {"to": "yesterday"}},
+            422,
+            "INVALID_DATE",
+            "parameters.to",
+        ),
+        (
+            {"exportType": "ORDERS", "format": "csv", "parameters": {"tenantId": "t2"}},
+            422,
+            "UNKNOWN_PARAMETER",
+            "parameters.tenantId",
+        ),
+        (
+            {"exportType": "ORDERS", "format": "csv", "colour": "red"},
+            422,
+            "UNKNOWN_FIELD",
+            "colour",
+        ),
+        (
+            {"exportType": "ORDERS", "format": "csv", "taskName": "x" * 101},
+            422,
+            "TOO_LONG",
+            "taskName",
+        ),
     ],
 )
 def test_bad_requests_get_4xx_and_write_nothing(stack, body, status, code, field):
     client = stack.client()
     if isinstance(body, bytes):
-        answer = client.post("/api/v1/exports", content=body, headers={"content-type": "application/json"})
+        answer = client.post(
+            "/api/v1/exports", content=body, headers={"content-type": "application/json"}
+        )
     else:
         answer = client.post("/api/v1/exports", json=body)
     assert answer.status_code == status, answer.text
@@ -237,8 +288,10 @@ def test_bad_requests_get_4xx_and_write_nothing(stack, body, status, code, field
 
 def test_list_is_newest_first_and_paginated(stack):
     client = stack.client()
-    ids = [create(client, fmt, parameters={"from": f"1995-01-0{i + 1}"}).json()["taskId"]
-           for i, fmt in enumerate(["csv", "xlsx", "csv"])]
+    ids = [
+        create(client, fmt, parameters={"from": f"1995-01-0{i + 1}"}).json()["taskId"]
+        for i, fmt in enumerate(["csv", "xlsx", "csv"])
+    ]
     for task_id in ids:
         wait_state(client, task_id)
     page1 = client.get("/api/v1/exports", params={"limit": 2}).json()
@@ -315,7 +368,7 @@ def test_a_provider_request_cut_off_by_its_caller_is_a_normal_event(stack, caplo
     with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
         sock.sendall(
             b"POST /internal/exports/v1/ORDERS/batches HTTP/1.1\r\nhost: x\r\n"
-            b"content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"taskId\":"
+            b'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"taskId":'
         )
         time.sleep(0.3)
     deadline = time.monotonic() + 5

@@ -22,8 +22,16 @@ def test_customers_export_equals_the_source(stack, sample_dir):
     detail = wait_state(client, answer.json()["taskId"])
     assert detail["state"] == "succeeded", detail
     rows = read_csv(download(client, detail))
-    assert rows[0] == ["Customer key", "Name", "Address", "Nation", "Phone", "Account balance",
-                       "Market segment", "Comment"]
+    assert rows[0] == [
+        "Customer key",
+        "Name",
+        "Address",
+        "Nation",
+        "Phone",
+        "Account balance",
+        "Market segment",
+        "Comment",
+    ]
     with open(tpch.generate(SAMPLE_SCALE, sample_dir) / "customer.csv", newline="") as fh:
         source = [r for r in csv.DictReader(fh) if r["c_mktsegment"] == "BUILDING"]
     assert len(rows) - 1 == len(source) > 100

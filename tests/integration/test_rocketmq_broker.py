@@ -60,8 +60,9 @@ def rocketmq_endpoint() -> str:
     endpoint = os.environ.get("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT")
     if not endpoint:
         if os.environ.get("CI"):
-            pytest.fail("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set: "
-                        "RocketMQ tests must run in CI")
+            pytest.fail(
+                "EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set: RocketMQ tests must run in CI"
+            )
         pytest.skip("EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT is not set (scripts/rocketmq.sh start)")
     return endpoint
 
@@ -71,8 +72,10 @@ def rocketmq_client() -> Any:
     try:
         import rocketmq
     except ImportError as exc:
-        message = (f"rocketmq-python-client is not installed ({exc}): "
-                   "pip install rocketmq-python-client==5.1.2")
+        message = (
+            f"rocketmq-python-client is not installed ({exc}): "
+            "pip install rocketmq-python-client==5.1.2"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -89,8 +92,9 @@ class Client:
     started: list[Any] = field(default_factory=list)
 
     def config(self) -> Any:
-        return self.rmq.ClientConfiguration(self.endpoint, self.rmq.Credentials(),
-                                            request_timeout=5)
+        return self.rmq.ClientConfiguration(
+            self.endpoint, self.rmq.Credentials(), request_timeout=5
+        )
 
     def producer(self) -> Any:
         producer = self.rmq.Producer(self.config(), (TOPIC,))
@@ -100,9 +104,12 @@ class Client:
 
     def consumer(self, group: str, topic: str, tag: str) -> Any:
         # Keyword arguments: 5.1.2 inserted a parameter before tls_enable.
-        consumer = self.rmq.SimpleConsumer(self.config(), group,
-                                           {topic: self.rmq.FilterExpression(tag)},
-                                           await_duration=AWAIT_SECONDS)
+        consumer = self.rmq.SimpleConsumer(
+            self.config(),
+            group,
+            {topic: self.rmq.FilterExpression(tag)},
+            await_duration=AWAIT_SECONDS,
+        )
         consumer.startup()
         self.started.append(consumer)
         return consumer
@@ -169,8 +176,10 @@ def test_send_receive_ack_keeps_tag_key_properties_and_body(client: Client) -> N
     # delivery (it stays invisible for that receive's invisible time, > 15 s here).
     assert got.delivery_attempt in (1, 2)
     consumer.ack(got)
-    print(f"\nsend {1000 * (sent_at - t0):.0f} ms, send->receive {received_at - sent_at:.2f} s, "
-          f"delivery_attempt {got.delivery_attempt}, message_id {got.message_id}")
+    print(
+        f"\nsend {1000 * (sent_at - t0):.0f} ms, send->receive {received_at - sent_at:.2f} s, "
+        f"delivery_attempt {got.delivery_attempt}, message_id {got.message_id}"
+    )
 
     # Acked: the message does not come back after its invisible time (15 s).
     redelivered = []
@@ -219,8 +228,10 @@ def test_unacked_message_is_redelivered_then_dead_lettered_with_its_properties(
 
     receipt = producer.send(message)
     sent_at = time.monotonic()
-    threads = [threading.Thread(target=worker_loop, daemon=True),
-               threading.Thread(target=dlq_loop, daemon=True)]
+    threads = [
+        threading.Thread(target=worker_loop, daemon=True),
+        threading.Thread(target=dlq_loop, daemon=True),
+    ]
     for t in threads:
         t.start()
     done.wait(180)
@@ -232,9 +243,11 @@ def test_unacked_message_is_redelivered_then_dead_lettered_with_its_properties(
     timeline = ", ".join(f"attempt {a} at +{s:.1f}s" for a, s, _ in deliveries)
     assert dead, f"{key} not in {DLQ_TOPIC} within 180 s; deliveries: {timeline or 'none'}"
     dead_message, dead_after = dead[0]
-    print(f"\ninvisible {INVISIBLE_SECONDS}s, long poll {AWAIT_SECONDS}s: {timeline}; "
-          f"in {DLQ_TOPIC} at +{dead_after:.1f}s "
-          f"(delivery_attempt there {dead_message.delivery_attempt})")
+    print(
+        f"\ninvisible {INVISIBLE_SECONDS}s, long poll {AWAIT_SECONDS}s: {timeline}; "
+        f"in {DLQ_TOPIC} at +{dead_after:.1f}s "
+        f"(delivery_attempt there {dead_message.delivery_attempt})"
+    )
 
     # Redelivery: attempts 1, 2, 3 (the first may have gone to a receive left waiting by
     # a killed client), each one only after the previous invisible time ran out.

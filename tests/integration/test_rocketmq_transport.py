@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 from sqlalchemy import update
 
@@ -38,9 +37,12 @@ O = ExportOutbox.__table__  # noqa: E741
 
 
 def mq_settings(endpoint: str, **extra):
-    return {"transport": "rocketmq", "topic_prefix": "test-",
-            "rocketmq": {"endpoint": endpoint, "invisible_seconds": 10, "await_seconds": 5},
-            **extra}
+    return {
+        "transport": "rocketmq",
+        "topic_prefix": "test-",
+        "rocketmq": {"endpoint": endpoint, "invisible_seconds": 10, "await_seconds": 5},
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -70,7 +72,9 @@ def test_publisher_crash_after_send_makes_a_duplicate_but_one_execution(make_sta
     stack = make_stack(**mq_settings(endpoint, publisher={"enabled": False}))
     runtime = stack.runtime
     client = stack.client()
-    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-06-30"}).json()["taskId"]
+    task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-06-30"}).json()[
+        "taskId"
+    ]
     crashed = Publisher(runtime.engine, runtime.transport, owner="dead", lease_seconds=30)
     crashed.crash_after_send = True
     with pytest.raises(SystemExit):
@@ -98,25 +102,35 @@ def test_publisher_crash_after_send_makes_a_duplicate_but_one_execution(make_sta
 
 
 def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
-    stack = make_stack(**mq_settings(endpoint, publisher={"enabled": False},
-                                     reconciler={"enabled": False, "sent_stale_seconds": 5,
-                                                 "redispatch_grace_seconds": 0}))
+    stack = make_stack(
+        **mq_settings(
+            endpoint,
+            publisher={"enabled": False},
+            reconciler={"enabled": False, "sent_stale_seconds": 5, "redispatch_grace_seconds": 0},
+        )
+    )
     runtime = stack.runtime
     client = stack.client()
     task_id = create(client, "csv").json()["taskId"]
     task, rows = outbox_of(stack, task_id)
     with runtime.engine.begin() as conn:  # as if the publisher had sent the real command
-        conn.execute(update(O).where(O.c.id == rows[0]["id"]).values(status="SENT", sent_at=db_now_plus(0)))
+        conn.execute(
+            update(O).where(O.c.id == rows[0]["id"]).values(status="SENT", sent_at=db_now_plus(0))
+        )
     good = message_for_row(rows[0])
     sender = RocketMQTransport(endpoint, good.topic, "unused", consume=False)
     try:
-        sender.send(OutgoingMessage(good.topic, good.tag, good.key, b"\x00 not json", good.properties))
+        sender.send(
+            OutgoingMessage(good.topic, good.tag, good.key, b"\x00 not json", good.properties)
+        )
     finally:
         sender.close()
     detail = wait_state(client, task_id, {"failed", "succeeded"}, timeout=180)
     assert detail["state"] == "failed"
-    assert detail["error"] == {"code": "COMMAND_CORRUPTED",
-                               "message": "command message corrupted; create the export again"}
+    assert detail["error"] == {
+        "code": "COMMAND_CORRUPTED",
+        "message": "command message corrupted; create the export again",
+    }
     task, rows = outbox_of(stack, task_id)
     assert rows[0]["status"] == "QUARANTINED" and task["dispatch_version"] == 1
     deadline = time.monotonic() + 30  # the outcome is recorded after the commit and the ack
@@ -139,17 +153,31 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
 
 def _worker(stack, endpoint: str, name: str) -> subprocess.Popen:
     s = stack.settings
-    env = {**os.environ,
-           "EXPORT_CENTER_ENVIRONMENT": "test", "EXPORT_CENTER_DATA_DIR": str(s.data_dir),
-           "EXPORT_CENTER_DATABASE_URL": s.resolved_database_url,
-           "EXPORT_CENTER_API__PUBLIC_BASE_URL": stack.url, "EXPORT_CENTER_INSTANCE_ID": name,
-           "EXPORT_CENTER_TRANSPORT": "rocketmq", "EXPORT_CENTER_TOPIC_PREFIX": "test-",
-           "EXPORT_CENTER_ROCKETMQ__ENDPOINT": endpoint, "EXPORT_CENTER_ROCKETMQ__INVISIBLE_SECONDS": "10",
-           "EXPORT_CENTER_PUBLISHER__ENABLED": "false", "EXPORT_CENTER_RECONCILER__ENABLED": "false",
-           "EXPORT_CENTER_ROCKETMQ__DLQ_ENABLED": "false", "EXPORT_CENTER_CONSUMER__CONCURRENCY": "2",
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "tests.fault_worker"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        **os.environ,
+        "EXPORT_CENTER_ENVIRONMENT": "test",
+        "EXPORT_CENTER_DATA_DIR": str(s.data_dir),
+        "EXPORT_CENTER_DATABASE_URL": s.resolved_database_url,
+        "EXPORT_CENTER_API__PUBLIC_BASE_URL": stack.url,
+        "EXPORT_CENTER_INSTANCE_ID": name,
+        "EXPORT_CENTER_TRANSPORT": "rocketmq",
+        "EXPORT_CENTER_TOPIC_PREFIX": "test-",
+        "EXPORT_CENTER_ROCKETMQ__ENDPOINT": endpoint,
+        "EXPORT_CENTER_ROCKETMQ__INVISIBLE_SECONDS": "10",
+        "EXPORT_CENTER_PUBLISHER__ENABLED": "false",
+        "EXPORT_CENTER_RECONCILER__ENABLED": "false",
+        "EXPORT_CENTER_ROCKETMQ__DLQ_ENABLED": "false",
+        "EXPORT_CENTER_CONSUMER__CONCURRENCY": "2",
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.fault_worker"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_two_consumer_processes_execute_each_task_once(make_stack, endpoint):
@@ -159,8 +187,10 @@ def test_two_consumer_processes_execute_each_task_once(make_stack, endpoint):
         for w in workers:
             assert "worker ready" in w.stdout.readline()
         clients = [stack.client(f"user{i}") for i in range(20)]
-        task_ids = [create(c, "csv", parameters={"from": "1995-01-01", "to": "1995-03-31"}).json()["taskId"]
-                    for c in clients]
+        task_ids = [
+            create(c, "csv", parameters={"from": "1995-01-01", "to": "1995-03-31"}).json()["taskId"]
+            for c in clients
+        ]
         details = [wait_state(c, t, timeout=300) for c, t in zip(clients, task_ids, strict=True)]
     finally:
         for w in workers:
@@ -185,8 +215,12 @@ def test_two_consumer_processes_execute_each_task_once(make_stack, endpoint):
 
 
 def _broker(action: str) -> None:
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "rocketmq.sh"), action],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "rocketmq.sh"), action],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
@@ -198,7 +232,9 @@ def test_broker_down_for_60_seconds_delays_but_never_loses_a_task(make_stack, en
     _broker("stop")
     stopped = time.monotonic()
     try:
-        task_id = create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-03-31"}).json()["taskId"]
+        task_id = create(
+            client, "csv", parameters={"from": "1995-01-01", "to": "1995-03-31"}
+        ).json()["taskId"]
         time.sleep(max(0.0, 60 - (time.monotonic() - stopped)))
         task, rows = outbox_of(stack, task_id)
         assert task["status"] == "PENDING" and rows[0]["status"] == "PENDING"

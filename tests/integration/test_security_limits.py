@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import orjson
 import pytest
 from sqlalchemy import update
@@ -38,25 +37,35 @@ def test_each_input_limit_answers_422_with_code_and_path(stack, body, code, fiel
 
 def test_big_bodies_and_anonymous_posts_are_refused_before_parsing(stack):
     client = stack.client()
-    big = client.post("/api/v1/exports", content=b"{" + b" " * 70_000 + b"}",
-                      headers={"content-type": "application/json"})
+    big = client.post(
+        "/api/v1/exports",
+        content=b"{" + b" " * 70_000 + b"}",
+        headers={"content-type": "application/json"},
+    )
     assert big.status_code == 413 and big.json()["code"] == "BODY_TOO_LARGE"
     anonymous = stack.client(None).post("/api/v1/exports", content=b"{not json")
-    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith(
+        "Bearer"
+    )
 
     def chunks(total: int):  # no Content-Length: Transfer-Encoding: chunked
         for _ in range(total // 10_000):
             yield b" " * 10_000
 
-    chunked = client.post("/api/v1/exports", content=chunks(70_000),
-                          headers={"content-type": "application/json"})
+    chunked = client.post(
+        "/api/v1/exports", content=chunks(70_000), headers={"content-type": "application/json"}
+    )
     assert "content-length" not in chunked.request.headers
     assert chunked.status_code == 413 and chunked.json()["code"] == "BODY_TOO_LARGE"
-    small = client.post("/api/v1/exports", content=chunks(20_000),
-                        headers={"content-type": "application/json"})
+    small = client.post(
+        "/api/v1/exports", content=chunks(20_000), headers={"content-type": "application/json"}
+    )
     assert small.status_code in (400, 422) and small.json()["code"] != "BODY_TOO_LARGE"
-    not_utf8 = client.post("/api/v1/exports", content=b'{"exportType": "\xff\xfe"}',
-                           headers={"content-type": "application/json"})
+    not_utf8 = client.post(
+        "/api/v1/exports",
+        content=b'{"exportType": "\xff\xfe"}',
+        headers={"content-type": "application/json"},
+    )
     assert not_utf8.status_code == 400, not_utf8.text
     assert not_utf8.json()["code"] == "INVALID_BODY" and not_utf8.json()["message"]
 
@@ -68,7 +77,9 @@ def test_permission_and_app_scope_gate_create_and_retry(stack):
     merchant = stack.client("alice", app_code="MERCHANT")
     assert create(merchant, "csv").status_code == 403
     alice = stack.client("alice")
-    task_id = create(alice, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"]
+    task_id = create(alice, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()[
+        "taskId"
+    ]
     wait_state(alice, task_id)
     with stack.runtime.engine.begin() as conn:
         conn.execute(update(T).where(T.c.task_no == task_id).values(status="FAILED"))
@@ -80,10 +91,17 @@ def test_permission_and_app_scope_gate_create_and_retry(stack):
 
 def test_files_past_retention_answer_410_and_are_deleted(stack):
     client = stack.client()
-    detail = wait_state(client, create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()["taskId"])
+    detail = wait_state(
+        client,
+        create(client, "csv", parameters={"from": "1995-01-01", "to": "1995-01-31"}).json()[
+            "taskId"
+        ],
+    )
     link = detail["downloadUrl"]  # link lifetime (24 h) is separate from retention
     with stack.runtime.engine.begin() as conn:
-        conn.execute(update(T).where(T.c.task_no == detail["taskId"]).values(expires_at=db_now_plus(-1)))
+        conn.execute(
+            update(T).where(T.c.task_no == detail["taskId"]).values(expires_at=db_now_plus(-1))
+        )
     assert stack.client(None).get(link).status_code == 410
     stack.runtime.reconciler.run_once()
     assert client.get(f"/api/v1/exports/{detail['taskId']}").json()["state"] == "expired"
@@ -92,26 +110,47 @@ def test_files_past_retention_answer_410_and_are_deleted(stack):
 
 
 def _page(rows_json: str, columns: list[tuple[str, str]], more: bool = False) -> str:
-    body = {"schemaVersion": 1, "schemaHash": "sha256:x", "snapshotToken": "s",
-            "columns": [{"key": k, "title": k, "type": t} for k, t in columns],
-            "rows": [], "nextCursor": "1" if more else None, "hasMore": more}
+    body = {
+        "schemaVersion": 1,
+        "schemaHash": "sha256:x",
+        "snapshotToken": "s",
+        "columns": [{"key": k, "title": k, "type": t} for k, t in columns],
+        "rows": [],
+        "nextCursor": "1" if more else None,
+        "hasMore": more,
+    }
     return orjson.dumps(body).decode().replace('"rows":[]', f'"rows":{rows_json}')
 
 
 @pytest.mark.parametrize(
     ("make_page", "fragment"),
     [
-        (lambda: _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")]), "at most 4 MB allowed"),
-        (lambda: "STREAM:" + _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")]),
-         "answer larger than 4 MB"),
-        (lambda: _page(orjson.dumps([{"s": "x"}] * 51).decode(), [("s", "STRING")]), "51 rows in a batch of limit 50"),
-        (lambda: _page("[]", [(f"c{i}", "STRING") for i in range(101)]), "101 columns, at most 100"),
+        (
+            lambda: _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")]),
+            "at most 4 MB allowed",
+        ),
+        (
+            lambda: (
+                "STREAM:" + _page('[{"s":"' + "x" * (4 * 1024 * 1024) + '"}]', [("s", "STRING")])
+            ),
+            "answer larger than 4 MB",
+        ),
+        (
+            lambda: _page(orjson.dumps([{"s": "x"}] * 51).decode(), [("s", "STRING")]),
+            "51 rows in a batch of limit 50",
+        ),
+        (
+            lambda: _page("[]", [(f"c{i}", "STRING") for i in range(101)]),
+            "101 columns, at most 100",
+        ),
         (lambda: '{"rows": "nope"}', "rows must be a list"),
     ],
 )
 def test_provider_answers_are_checked_while_read(make_stack, cases, tmp_path, make_page, fragment):
-    stack = make_stack(export_types_file=str(cases_registry(tmp_path, cases.url)),
-                       provider={"internal_token": TOKEN})
+    stack = make_stack(
+        export_types_file=str(cases_registry(tmp_path, cases.url)),
+        provider={"internal_token": TOKEN},
+    )
     cases.pages = [make_page()]
     client = stack.client(perms=["export:cases:create"])
     detail = wait_state(client, create(client, "csv", exportType="CASES").json()["taskId"])

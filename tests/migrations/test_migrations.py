@@ -29,13 +29,30 @@ def test_upgrade_downgrade_with_data(db_url):
     upgrade_database(engine)
     with engine.begin() as conn:
         assert conn.execute(select(ExportTaskGuard.__table__.c.id)).scalar_one() == "GLOBAL_CREATE"
-        conn.execute(insert(ExportTask.__table__).values(
-            task_no="exp_01J8Z4K2000000000000000000", export_type="ORDERS", format="CSV",
-            task_name="x", parameters_json="{}", parameters_hash="0" * 64, tenant_id="t",
-            app_code="PLATFORM", requested_by="u", status="PENDING", phase="queued",
-            processed_rows=0, dispatch_version=1, attempt_count=0, max_attempts=3,
-            next_retry_at=db_now(), cancel_requested=False, trace_id="t" * 32,
-            requested_at=db_now(), updated_at=db_now()))
+        conn.execute(
+            insert(ExportTask.__table__).values(
+                task_no="exp_01J8Z4K2000000000000000000",
+                export_type="ORDERS",
+                format="CSV",
+                task_name="x",
+                parameters_json="{}",
+                parameters_hash="0" * 64,
+                tenant_id="t",
+                app_code="PLATFORM",
+                requested_by="u",
+                status="PENDING",
+                phase="queued",
+                processed_rows=0,
+                dispatch_version=1,
+                attempt_count=0,
+                max_attempts=3,
+                next_retry_at=db_now(),
+                cancel_requested=False,
+                trace_id="t" * 32,
+                requested_at=db_now(),
+                updated_at=db_now(),
+            )
+        )
     upgrade_database(engine)  # idempotent: the row survives a second upgrade
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(ExportTask.__table__)).scalar() == 1
@@ -43,9 +60,13 @@ def test_upgrade_downgrade_with_data(db_url):
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "base")
         conn.commit()
-    assert not {"export_task", "export_outbox", "export_task_guard"} & set(inspect(engine).get_table_names())
+    assert not {"export_task", "export_outbox", "export_task_guard"} & set(
+        inspect(engine).get_table_names()
+    )
     upgrade_database(engine)
-    assert {"export_task", "export_outbox", "export_task_guard"} <= set(inspect(engine).get_table_names())
+    assert {"export_task", "export_outbox", "export_task_guard"} <= set(
+        inspect(engine).get_table_names()
+    )
     engine.dispose()
 
 
@@ -60,11 +81,13 @@ def test_models_equal_migrations(db_url):
 
 @pytest.mark.mariadb
 def test_reference_mysql_ddl_equals_alembic_head():
-    from tests.conftest import mariadb_base_url
-
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("dump_schema", ROOT / "scripts" / "dump_schema.py")
+    from tests.conftest import mariadb_base_url
+
+    spec = importlib.util.spec_from_file_location(
+        "dump_schema", ROOT / "scripts" / "dump_schema.py"
+    )
     dump = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(dump)
     committed = (ROOT / "sql" / "mysql" / "schema.sql").read_text()
@@ -76,7 +99,9 @@ def test_reference_mysql_ddl_equals_alembic_head():
         engine = make_engine(url)
         with engine.begin() as conn:
             for statement in committed.split(";\n"):
-                body = "\n".join(l for l in statement.splitlines() if not l.startswith("--")).strip()
+                body = "\n".join(
+                    line for line in statement.splitlines() if not line.startswith("--")
+                ).strip()
                 if body:
                     conn.execute(text(body))
             out = {t: conn.execute(text(f"SHOW CREATE TABLE `{t}`")).one()[1] for t in dump.TABLES}

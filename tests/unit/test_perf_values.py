@@ -7,7 +7,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
 from export_center.columns import Column, ColumnType
@@ -224,7 +224,8 @@ def cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
     return [[row.get(c.key) for c in BATCH_COLUMNS] for row in rows]
 
 
-@settings(max_examples=300)
+# Generation speed is not under test: the CI machine may be busy starting servers.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.one_of(
@@ -428,7 +429,7 @@ VALID_ROW = st.fixed_dictionaries(
 the exact decoding gives them (``int``, ``Decimal``)."""
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(VALID_ROW, min_size=1, max_size=12),
     st.integers(min_value=1, max_value=5),

@@ -11,30 +11,58 @@ import pytest
 
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault, schema_hash
 
-COLUMNS = [Column("id", "Id", "INTEGER"), Column("amount", "Amount", "DECIMAL"),
-           Column("day", "Day", "DATE"), Column("at", "At", "DATETIME")]
+COLUMNS = [
+    Column("id", "Id", "INTEGER"),
+    Column("amount", "Amount", "DECIMAL"),
+    Column("day", "Day", "DATE"),
+    Column("at", "At", "DATETIME"),
+]
 
 
 def provider(ttl: int = 3600, rows=None) -> ExportProvider:
-    p = ExportProvider("T", COLUMNS, token="secret-token", secret="signing", snapshot_ttl_seconds=ttl)
+    p = ExportProvider(
+        "T", COLUMNS, token="secret-token", secret="signing", snapshot_ttl_seconds=ttl
+    )
 
     @p.fetcher
     def fetch(req: BatchRequest, cursor, snapshot) -> Page:
         if req.parameters.get("fail"):
             raise ProviderFault(400, "BAD_FILTER", "fail was asked for", "parameters.fail")
         after = cursor or 0
-        data = rows if rows is not None else [
-            {"id": i, "amount": Decimal("0.00000001") * i, "day": dt.date(2024, 2, 29),
-             "at": dt.datetime(2024, 3, 1, 12, 0, 0, 500000)} for i in range(after + 1, after + 3)]
-        return Page(rows=data, next_cursor=after + 2, has_more=after < 4, snapshot={"max": 6}, total_rows=6)
+        data = (
+            rows
+            if rows is not None
+            else [
+                {
+                    "id": i,
+                    "amount": Decimal("0.00000001") * i,
+                    "day": dt.date(2024, 2, 29),
+                    "at": dt.datetime(2024, 3, 1, 12, 0, 0, 500000),
+                }
+                for i in range(after + 1, after + 3)
+            ]
+        )
+        return Page(
+            rows=data, next_cursor=after + 2, has_more=after < 4, snapshot={"max": 6}, total_rows=6
+        )
 
     return p
 
 
 def body(cursor=None, snapshot=None, task="exp_A", **extra) -> bytes:
-    return orjson.dumps({"taskId": task, "tenantId": "t", "appCode": "PLATFORM", "requestedBy": "u",
-                         "dispatchVersion": 1, "parameters": extra, "cursor": cursor,
-                         "snapshotToken": snapshot, "limit": 100})
+    return orjson.dumps(
+        {
+            "taskId": task,
+            "tenantId": "t",
+            "appCode": "PLATFORM",
+            "requestedBy": "u",
+            "dispatchVersion": 1,
+            "parameters": extra,
+            "cursor": cursor,
+            "snapshotToken": snapshot,
+            "limit": 100,
+        }
+    )
 
 
 def call(p: ExportProvider, raw: bytes, token: str | None = "secret-token"):
@@ -51,10 +79,17 @@ def test_token_is_required():
 def test_first_batch_has_columns_hash_and_exact_values():
     status, answer = call(provider(), body())
     assert status == 200
-    assert answer["schemaHash"] == schema_hash(COLUMNS) and answer["schemaHash"].startswith("sha256:")
+    assert answer["schemaHash"] == schema_hash(COLUMNS) and answer["schemaHash"].startswith(
+        "sha256:"
+    )
     assert [c["key"] for c in answer["columns"]] == ["id", "amount", "day", "at"]
     row = answer["rows"][0]
-    assert row == {"id": 1, "amount": "0.00000001", "day": "2024-02-29", "at": "2024-03-01T12:00:00.500000"}
+    assert row == {
+        "id": 1,
+        "amount": "0.00000001",
+        "day": "2024-02-29",
+        "at": "2024-03-01T12:00:00.500000",
+    }
     assert answer["hasMore"] is True and answer["totalRows"] == 6
 
 
@@ -79,8 +114,11 @@ def test_an_expired_snapshot_answers_410():
 
 def test_errors_have_one_shape_4xx_for_the_caller_5xx_for_the_provider():
     status, answer = call(provider(), body(fail=True))
-    assert status == 400 and answer == {"code": "BAD_FILTER", "message": "fail was asked for",
-                                        "field": "parameters.fail"}
+    assert status == 400 and answer == {
+        "code": "BAD_FILTER",
+        "message": "fail was asked for",
+        "field": "parameters.fail",
+    }
     status, answer = call(provider(), b'{"taskId": 1}')
     assert status == 422 and answer["code"] == "INVALID_REQUEST" and answer["field"]
     broken = provider(rows=[{"id": 1, "amount": Decimal("NaN")}])

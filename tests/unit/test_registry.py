@@ -161,14 +161,26 @@ TEXT_FIELDS = [
     ("app_scope: 0x10", "ORDERS.app_scope", "the number 16"),
     ("parameters: [{name: 1}]", "ORDERS.parameters[0].name", "the number 1"),
     ("parameters: [{name: x, type: true}]", "ORDERS.parameters[0].type", "the boolean true"),
-    ("parameters: [{name: x, type: enum, values: [SE, false]}]", "ORDERS.parameters[0].values[1]",
-     "the boolean false"),
-    ("parameters: [{name: x, type: enum, values: [1, 2]}]", "ORDERS.parameters[0].values[0]",
-     "the number 1"),
-    ("parameters: [{name: x, type: enum, values: [a, ~]}]", "ORDERS.parameters[0].values[1]",
-     "null"),
-    ("parameters: [{name: a, type: date}, {name: b, type: date}]\n  date_range: [a, 2]",
-     "ORDERS.date_range[1]", "the number 2"),
+    (
+        "parameters: [{name: x, type: enum, values: [SE, false]}]",
+        "ORDERS.parameters[0].values[1]",
+        "the boolean false",
+    ),
+    (
+        "parameters: [{name: x, type: enum, values: [1, 2]}]",
+        "ORDERS.parameters[0].values[0]",
+        "the number 1",
+    ),
+    (
+        "parameters: [{name: x, type: enum, values: [a, ~]}]",
+        "ORDERS.parameters[0].values[1]",
+        "null",
+    ),
+    (
+        "parameters: [{name: a, type: date}, {name: b, type: date}]\n  date_range: [a, 2]",
+        "ORDERS.date_range[1]",
+        "the number 2",
+    ),
 ]
 
 
@@ -205,10 +217,16 @@ def test_toml_values_of_the_wrong_type_are_refused_too():
     [
         ("enabled: yes", "ORDERS.enabled: must be true or false, got 'yes'"),
         ("parameters: [{name: x, required: yes}]", "ORDERS.parameters[0].required: must be true"),
-        ("parameters: [{name: x, max_lenght: 5}]", "ORDERS.parameters[0]: unknown keys ['max_lenght']"),
+        (
+            "parameters: [{name: x, max_lenght: 5}]",
+            "ORDERS.parameters[0]: unknown keys ['max_lenght']",
+        ),
         ("parameters: [{name: x, max_length: 0}]", "ORDERS.parameters[0].max_length: must be an"),
         ("parameters: [{name: x, type: enum, values: [a, a]}]", "a value is listed twice"),
-        ("parameters: [{name: x, type: enum, values: SE}]", "ORDERS.parameters[0].values: must be a list"),
+        (
+            "parameters: [{name: x, type: enum, values: SE}]",
+            "ORDERS.parameters[0].values: must be a list",
+        ),
     ],
 )
 def test_yaml_1_1_words_and_misspelt_keys_are_refused(line, message):

@@ -15,7 +15,6 @@ from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import (
-    ErrorBody,
     ExportAccepted,
     ExportCreate,
     ExportPublic,
@@ -41,7 +40,14 @@ from export_center.pipeline import COMMAND_TAG
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, api_state
 
-__all__ = ["CREATE_ERRORS", "CREATE_REPLAYED", "TASK_ERRORS", "create_export", "router", "task_public"]
+__all__ = [
+    "CREATE_ERRORS",
+    "CREATE_REPLAYED",
+    "TASK_ERRORS",
+    "create_export",
+    "router",
+    "task_public",
+]
 
 #: Query fields of a signed download link (all of them are signed).
 LINK_FIELDS = ("expires", "user", "tenant", "app", "scope", "signature")
@@ -55,11 +61,24 @@ CREATE_ERRORS = errors(
     {403: ["PERMISSION_DENIED"], 409: ["EXPORT_TYPE_DISABLED", "IDEMPOTENCY_KEY_REUSED"]},
     {
         422: [
-            "MISSING_FIELD", "UNKNOWN_FIELD", "TOO_LONG", "TOO_SHORT", "INVALID_TYPE",
-            "INVALID_VALUE", "UNKNOWN_EXPORT_TYPE", "INVALID_FORMAT", "INVALID_TIME_ZONE",
-            "IDEMPOTENCY_KEY_MISMATCH", "INVALID_IDEMPOTENCY_KEY", "TOO_MANY_PARAMETERS",
-            "PARAMETERS_TOO_LARGE", "PARAMETERS_TOO_DEEP", "PARAMETER_TOO_LONG",
-            "UNKNOWN_PARAMETER", "INVALID_DATE", "INVALID_DATE_RANGE",
+            "MISSING_FIELD",
+            "UNKNOWN_FIELD",
+            "TOO_LONG",
+            "TOO_SHORT",
+            "INVALID_TYPE",
+            "INVALID_VALUE",
+            "UNKNOWN_EXPORT_TYPE",
+            "INVALID_FORMAT",
+            "INVALID_TIME_ZONE",
+            "IDEMPOTENCY_KEY_MISMATCH",
+            "INVALID_IDEMPOTENCY_KEY",
+            "TOO_MANY_PARAMETERS",
+            "PARAMETERS_TOO_LARGE",
+            "PARAMETERS_TOO_DEEP",
+            "PARAMETER_TOO_LONG",
+            "UNKNOWN_PARAMETER",
+            "INVALID_DATE",
+            "INVALID_DATE_RANGE",
         ],
         429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"],
     },

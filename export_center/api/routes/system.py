@@ -18,7 +18,6 @@ from export_center.api.routes.exports import (
     create_export,
     task_public,
 )
-from export_center.api.service import visible_task
 from export_center.api.schemas import (
     ExportAccepted,
     ExportCreate,
@@ -26,6 +25,7 @@ from export_center.api.schemas import (
     ExportTypePublic,
     LegacyOrderExport,
 )
+from export_center.api.service import visible_task
 from export_center.auth import ADMIN
 from export_center.errors import Conflict, Forbidden
 from export_center.registry import RegistryError
@@ -145,7 +145,10 @@ def legacy_order_export(
 
 
 @router.get(
-    "/api/orders/export/{task_id}", response_model=ExportPublic, tags=["orders"], responses=TASK_ERRORS
+    "/api/orders/export/{task_id}",
+    response_model=ExportPublic,
+    tags=["orders"],
+    responses=TASK_ERRORS,
 )
 def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Seed 000's progress query: same answer as ``GET /api/v1/exports/{taskId}``."""

@@ -4,17 +4,20 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30
 """
-from alembic import op
-import sqlalchemy as sa
 
-revision = '0002'
-down_revision = '0001'
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("export_task", sa.Column("warning_message", sa.String(length=1000), nullable=True))
+    op.add_column(
+        "export_task", sa.Column("warning_message", sa.String(length=1000), nullable=True)
+    )
 
 
 def downgrade() -> None:
