@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import jwt
 
@@ -32,6 +33,7 @@ class Identity:
     tenant: str
     app_code: str = "PLATFORM"
     permissions: frozenset[str] = field(default_factory=frozenset)
+    expires_at: datetime | None = None
 
     def can(self, permission: str) -> bool:
         """True when the token grants ``permission``."""
@@ -107,4 +109,11 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
     user, tenant, app = claims["sub"], claims["tenant"], claims.get("app", "PLATFORM")
     if not all(isinstance(v, str) and v for v in (user, tenant, app)):
         raise Unauthorized("sub, tenant and app must be non-empty strings", code="TOKEN_INVALID")
-    return Identity(user=user, tenant=tenant, app_code=app, permissions=frozenset(perms))
+    expires = claims.get("exp")
+    return Identity(
+        user=user,
+        tenant=tenant,
+        app_code=app,
+        permissions=frozenset(perms),
+        expires_at=datetime.fromtimestamp(expires, UTC) if isinstance(expires, int) else None,
+    )

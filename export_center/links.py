@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 from export_center.access import Scope
 from export_center.errors import Forbidden
 
-__all__ = ["LinkGrant", "sign_download", "verify_download"]
+__all__ = ["LinkGrant", "link_expiry", "sign_download", "verify_download"]
 
 _EXPIRES = re.compile(r"^[1-9][0-9]{0,11}$")
 _SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
@@ -48,6 +48,11 @@ def _mac(secret: str, task_no: str, user: str, scope: Scope, expires: int) -> st
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
+def link_expiry(ttl_seconds: int, *, now: float | None = None) -> int:
+    """The Unix time (s) at which a link signed now with ``ttl_seconds`` expires."""
+    return int((now if now is not None else time.time()) + ttl_seconds)
+
+
 def sign_download(
     secret: str,
     task_no: str,
@@ -70,7 +75,7 @@ def sign_download(
     Returns:
         A path with its query (relative to the API's base URL).
     """
-    expires = int((now if now is not None else time.time()) + ttl_seconds)
+    expires = link_expiry(ttl_seconds, now=now)
     query = urlencode(
         {
             "expires": expires,

@@ -66,10 +66,18 @@ PERMISSION_PATTERN = re.compile(r"^[a-z]+:[a-z-]+:[a-z-]+$")
 TYPE_PATTERN = re.compile(r"^[A-Z0-9_]{1,64}$")
 APP_SCOPES = ("PLATFORM", "MERCHANT")
 PARAM_TYPES = ("date", "string", "integer", "enum", "boolean")
-_TEXT_KEYS = ("title", "provider_url", "provider_path", "required_permission", "app_scope")
-_PARAMETER_KEYS = {"name", "type", "required", "values", "max_length"}
+_TEXT_KEYS = (
+    "title",
+    "title_zh",
+    "provider_url",
+    "provider_path",
+    "required_permission",
+    "app_scope",
+)
+_PARAMETER_KEYS = {"name", "type", "required", "values", "max_length", "title", "title_zh"}
 _KNOWN_KEYS = {
     "title",
+    "title_zh",
     "provider_url",
     "provider_path",
     "required_permission",
@@ -148,13 +156,25 @@ def _text(value: Any, path: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ParameterSpec:
-    """One parameter a create request may pass for a type."""
+    """One parameter a create request may pass for a type.
+
+    Attributes:
+        name: the key in ``parameters``.
+        type: date, string, integer, enum or boolean.
+        required: whether a create must give it.
+        values: the allowed values of an enum.
+        max_length: longest string value.
+        title: the label people read (English; default: the name).
+        title_zh: the label in Chinese (default: ``title``).
+    """
 
     name: str
     type: str = "string"
     required: bool = False
     values: tuple[str, ...] = ()
     max_length: int = 256
+    title: str = ""
+    title_zh: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +194,7 @@ class ExportType:
     parameters: tuple[ParameterSpec, ...] = ()
     date_range: tuple[str, str] | None = None
     batch_timeout_seconds: int | None = None
+    title_zh: str = ""
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -255,6 +276,8 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
                 required=required,
                 values=values,
                 max_length=_int_in(item, path, "max_length", 1, 256, 256),
+                title=_text(item.get("title", name), f"{path}.title"),
+                title_zh=_text(item.get("title_zh", item.get("title", name)), f"{path}.title_zh"),
             )
         )
     return tuple(specs)
@@ -320,6 +343,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
     return ExportType(
         code=code,
         title=_text(entry.get("title", code), f"{code}.title"),
+        title_zh=_text(entry.get("title_zh", entry.get("title", code)), f"{code}.title_zh"),
         provider_url=url,
         provider_path=match.group(0),  # the whole path (a str, as mypy can see)
         required_permission=permission,

@@ -747,6 +747,7 @@ def list_tasks(
     statuses: Sequence[str] | None,
     limit: int,
     before_id: int | None,
+    export_types: Sequence[str] | None = None,
 ) -> list[TaskRow]:
     """Tasks visible in ``scope`` (tenant and app always; the owner unless the scope is
     the whole tenant), newest first, keyset paged by ``id < before_id``. The identity
@@ -756,6 +757,8 @@ def list_tasks(
         conds.append(T.c.requested_by == scope.owner)
     if statuses:
         conds.append(T.c.status.in_(list(statuses)))
+    if export_types:
+        conds.append(T.c.export_type.in_(list(export_types)))
     if before_id is not None:
         conds.append(T.c.id < before_id)
     return _rows(conn.execute(select(T).where(*conds).order_by(T.c.id.desc()).limit(limit)))

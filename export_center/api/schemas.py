@@ -21,6 +21,8 @@ __all__ = [
     "ExportPublic",
     "ExportTypePublic",
     "ExportsPublic",
+    "MePublic",
+    "ParameterPublic",
     "LegacyOrderExport",
     "TaskError",
 ]
@@ -116,6 +118,8 @@ class ExportPublic(BaseModel):
                     "exportType": "ORDERS",
                     "format": "xlsx",
                     "taskName": "September orders",
+                    "owner": "alice",
+                    "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
                     "timeZone": "Asia/Shanghai",
                     "state": "succeeded",
                     "phase": "store",
@@ -142,6 +146,8 @@ class ExportPublic(BaseModel):
     exportType: str
     format: Format
     taskName: str
+    owner: str = Field(description="User who asked for the export")
+    parameters: dict[str, Any] = Field(description="The export's parameters, as created")
     timeZone: str
     state: State
     phase: PhaseName
@@ -154,7 +160,16 @@ class ExportPublic(BaseModel):
     expiresAt: datetime | None
     error: TaskError | None
     warning: str | None = None
+    rowsPerSecond: float | None = Field(
+        default=None, description="While running: rows written per second since the start"
+    )
+    etaSeconds: int | None = Field(
+        default=None, description="While running with a known total: seconds left at that rate"
+    )
     downloadUrl: str | None
+    downloadExpiresAt: datetime | None = Field(
+        default=None, description="When downloadUrl stops working (a new one comes with each read)"
+    )
     fileName: str | None
     sizeBytes: int | None
 
@@ -166,13 +181,44 @@ class ExportsPublic(BaseModel):
     nextCursor: str | None
 
 
+class ParameterPublic(BaseModel):
+    """A parameter of an export type, as a create form shows it."""
+
+    name: str = Field(description="Key in the create body's parameters")
+    type: Literal["date", "string", "integer", "enum", "boolean"]
+    required: bool
+    values: list[str] | None = Field(default=None, description="The choices of an enum")
+    title: str = Field(description="Label in English")
+    titleZh: str = Field(description="Label in Chinese")
+
+
 class ExportTypePublic(BaseModel):
     """An export type the caller may use."""
 
     exportType: str
-    title: str
-    formats: list[str]
-    parameters: list[dict[str, Any]]
+    title: str = Field(description="Name in English")
+    titleZh: str = Field(description="Name in Chinese")
+    formats: list[Format]
+    parameters: list[ParameterPublic]
+    dateRange: list[str] | None = Field(
+        default=None,
+        description="[from, to]: two date parameters with from <= to, both days inclusive",
+    )
+    maxRows: int = Field(description="An export of more rows fails")
+
+
+class MePublic(BaseModel):
+    """The signed-in caller, as the token says."""
+
+    user: str
+    tenant: str
+    app: str
+    permissions: list[str]
+    seesAllOwners: bool = Field(
+        description="Holds platform:download:all: sees every task of the tenant and app"
+    )
+    isAdmin: bool = Field(description="Holds platform:export:admin")
+    expiresAt: datetime | None = Field(description="When the token expires")
 
 
 class ErrorBody(BaseModel):

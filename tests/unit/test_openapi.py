@@ -87,7 +87,8 @@ def test_examples_for_create_detail_and_errors(schema):
 
 EXPECTED = {
     ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "422", "429"},
-    ("get", "/api/v1/exports"): {"400", "401", "422"},
+    ("get", "/api/v1/exports"): {"400", "401", "403", "422"},
+    ("get", "/api/v1/me"): {"401"},
     ("get", "/api/v1/exports/{task_id}"): {"400", "401", "404"},
     ("get", "/api/v1/exports/{task_id}/download"): {"400", "401", "403", "404", "409", "410"},
     ("post", "/api/v1/exports/{task_id}/cancel"): {"401", "404", "409", "413"},

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from export_center import metrics, repository
-from export_center.access import in_scope, scope_of
+from export_center.access import Scope, in_scope, scope_of
 from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.params import validate_parameters, validate_time_zone
@@ -35,7 +37,7 @@ from export_center.errors import (
 )
 from export_center.filenames import content_disposition
 from export_center.ids import TASK_NO_PATTERN
-from export_center.links import sign_download, verify_download
+from export_center.links import link_expiry, sign_download, verify_download
 from export_center.pipeline import COMMAND_TAG
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, api_state
@@ -152,20 +154,28 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
     if task["failure_message"] and status != TaskStatus.SUCCEEDED:
         error = TaskError(code=task["failure_code"], message=task["failure_message"])
     url = None
+    url_expires = None
     if status == TaskStatus.SUCCEEDED:
+        ttl = runtime.settings.api.download_link_ttl_seconds
+        now = time.time()
         url = sign_download(
             runtime.settings.download_secret,
             task["task_no"],
             viewer.user,
             link_scope(task, viewer),
-            runtime.settings.api.download_link_ttl_seconds,
+            ttl,
+            now=now,
         )
+        url_expires = datetime.fromtimestamp(link_expiry(ttl, now=now), UTC)
     finished = task["completed_at"] if status.is_terminal else None
+    rate, eta = _rate(task) if status == TaskStatus.RUNNING else (None, None)
     return ExportPublic(
         taskId=task["task_no"],
         exportType=task["export_type"],
         format=str(task["format"]).lower(),
         taskName=task["task_name"],
+        owner=task["requested_by"],
+        parameters=orjson.loads(task["parameters_json"]),
         timeZone=task["time_zone"],
         state=api_state(status),
         phase=task["phase"],
@@ -178,10 +188,35 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         expiresAt=_utc(task["expires_at"]) if status == TaskStatus.SUCCEEDED else None,
         error=error,
         warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
+        rowsPerSecond=rate,
+        etaSeconds=eta,
         downloadUrl=url,
+        downloadExpiresAt=url_expires,
         fileName=task["file_name"],
         sizeBytes=task["size_bytes"],
     )
+
+
+def _rate(task: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """Rows per second since the attempt started, and the seconds left at that rate.
+
+    Returns:
+        ``(rows_per_second, eta_seconds)``; None for each that cannot be known yet (no
+        row written, no start time, or no total from the provider).
+    """
+    started = _utc(task["started_at"])
+    processed = int(task["processed_rows"] or 0)
+    if started is None or processed <= 0:
+        return None, None
+    elapsed = (datetime.now(UTC) - started).total_seconds()
+    if elapsed <= 0:
+        return None, None
+    rate = processed / elapsed
+    total = task["total_rows"]
+    eta = None
+    if total is not None and total >= processed:
+        eta = int(round((int(total) - processed) / rate))
+    return round(rate, 1), eta
 
 
 def _only_query(request: Request, allowed: set[str]) -> None:
@@ -355,7 +390,11 @@ def create(
 @router.get(
     "",
     response_model=ExportsPublic,
-    responses=errors(QUERY, AUTH, {422: ["INVALID_STATE", "INVALID_CURSOR", "INVALID_VALUE"]}),
+    responses=errors(
+        QUERY,
+        AUTH,
+        {403: ["PERMISSION_DENIED"], 422: ["INVALID_STATE", "INVALID_CURSOR", "INVALID_VALUE"]},
+    ),
 )
 def list_exports(
     request: Request,
@@ -366,9 +405,22 @@ def list_exports(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(description="nextCursor of the previous page")] = None,
+    export_type: Annotated[
+        str | None,
+        Query(alias="exportType", description="ORDERS, ... (comma-separated)", max_length=1000),
+    ] = None,
+    owner: Annotated[
+        str | None,
+        Query(
+            description="Only this user's tasks (with platform:download:all; others see "
+            "only their own anyway)",
+            max_length=128,
+        ),
+    ] = None,
 ) -> ExportsPublic:
-    """List the caller's tasks, newest first."""
-    _only_query(request, {"state", "limit", "cursor"})
+    """List the caller's tasks (all of the tenant's with download-all), newest first."""
+    _only_query(request, {"state", "limit", "cursor", "exportType", "owner"})
+    types = [t.strip() for t in export_type.split(",") if t.strip()] if export_type else None
     statuses = None
     if state:
         try:
@@ -398,9 +450,21 @@ def list_exports(
                 field="cursor",
             ) from None
     scope = scope_of(user)
+    if owner is not None and owner != user.user and scope.owner is not None:
+        raise Forbidden(
+            "only platform:download:all may list other users' tasks",
+            code="PERMISSION_DENIED",
+        )
+    if owner is not None:
+        scope = Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=owner)
     with runtime.engine.connect() as conn:
         rows = repository.list_tasks(
-            conn, scope=scope, statuses=statuses, limit=limit + 1, before_id=before_id
+            conn,
+            scope=scope,
+            statuses=statuses,
+            export_types=types,
+            limit=limit + 1,
+            before_id=before_id,
         )
     more = len(rows) > limit
     next_cursor = rows[limit - 1]["task_no"] if more else None

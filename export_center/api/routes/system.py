@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
@@ -24,9 +24,11 @@ from export_center.api.schemas import (
     ExportPublic,
     ExportTypePublic,
     LegacyOrderExport,
+    MePublic,
+    ParameterPublic,
 )
 from export_center.api.service import visible_task
-from export_center.auth import ADMIN
+from export_center.auth import ADMIN, DOWNLOAD_ALL
 from export_center.errors import Conflict, Forbidden
 from export_center.registry import RegistryError
 
@@ -82,20 +84,39 @@ def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePubli
         ExportTypePublic(
             exportType=t.code,
             title=t.title,
+            titleZh=t.title_zh or t.title,
             formats=["csv", "xlsx"],
             parameters=[
-                {
-                    "name": p.name,
-                    "type": p.type,
-                    "required": p.required,
-                    **({"values": list(p.values)} if p.values else {}),
-                }
+                ParameterPublic(
+                    name=p.name,
+                    type=p.type,
+                    required=p.required,
+                    values=list(p.values) if p.values else None,
+                    title=p.title or p.name,
+                    titleZh=p.title_zh or p.title or p.name,
+                )
                 for p in t.parameters
             ],
+            dateRange=list(t.date_range) if t.date_range else None,
+            maxRows=t.max_rows,
         )
         for t in runtime.registry
         if t.enabled and user.can(t.required_permission) and user.app_code == t.app_scope
     ]
+
+
+@router.get("/api/v1/me", response_model=MePublic, tags=["exports"], responses=errors(AUTH))
+def me(user: CurrentUser, request: Request) -> MePublic:
+    """Who the bearer token says the caller is, and what it may do."""
+    return MePublic(
+        user=user.user,
+        tenant=user.tenant,
+        app=user.app_code,
+        permissions=sorted(user.permissions),
+        seesAllOwners=user.can(DOWNLOAD_ALL),
+        isAdmin=user.can(ADMIN),
+        expiresAt=user.expires_at,
+    )
 
 
 @router.post(

@@ -1,0 +1,117 @@
+"""What the download-center page reads from the API: who am I, the types I may create
+with their form fields, filters by type and owner, and each task's owner, parameters,
+rate, ETA and link expiry."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tests.helpers import create, wait_state
+
+SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}
+ADMIN_PERMS = ["export:orders:create", "export:customers:create", "platform:download:all"]
+
+
+def test_me_tells_who_the_token_says(stack):
+    me = stack.client("alice", perms=ADMIN_PERMS).get("/api/v1/me").json()
+    assert (me["user"], me["tenant"], me["app"]) == ("alice", "t1", "PLATFORM")
+    assert me["seesAllOwners"] is True and me["isAdmin"] is False
+    assert sorted(me["permissions"]) == sorted(ADMIN_PERMS)
+    expires = dt.datetime.fromisoformat(me["expiresAt"].replace("Z", "+00:00"))
+    assert 3500 < (expires - dt.datetime.now(dt.UTC)).total_seconds() <= 3600
+    assert stack.client("bob").get("/api/v1/me").json()["seesAllOwners"] is False
+    assert stack.client(None).get("/api/v1/me").status_code == 401
+
+
+def test_export_types_carry_what_a_form_needs(stack):
+    types = {
+        t["exportType"]: t
+        for t in stack.client("alice", perms=ADMIN_PERMS).get("/api/v1/export-types").json()
+    }
+    orders = types["ORDERS"]
+    assert (orders["title"], orders["titleZh"]) == ("Orders", "订单")
+    assert orders["dateRange"] == ["from", "to"] and orders["maxRows"] == 5_000_000
+    assert orders["formats"] == ["csv", "xlsx"]
+    fields = {p["name"]: p for p in orders["parameters"]}
+    assert fields["from"] == {
+        "name": "from",
+        "type": "date",
+        "required": False,
+        "values": None,
+        "title": "Order date from",
+        "titleZh": "下单日期起",
+    }
+    assert fields["status"]["values"] == ["O", "F", "P"]
+    assert types["CUSTOMERS"]["titleZh"] == "客户"
+    only_orders = stack.client("bob").get("/api/v1/export-types").json()
+    assert [t["exportType"] for t in only_orders] == ["ORDERS"]
+
+
+def test_each_task_shows_owner_parameters_and_link_expiry(stack):
+    alice = stack.client("alice")
+    detail = wait_state(alice, create(alice, "csv", parameters=SEPTEMBER).json()["taskId"])
+    assert detail["owner"] == "alice" and detail["parameters"] == SEPTEMBER
+    assert detail["rowsPerSecond"] is None and detail["etaSeconds"] is None  # not running
+    link_expires = dt.datetime.fromisoformat(detail["downloadExpiresAt"].replace("Z", "+00:00"))
+    expires = int(detail["downloadUrl"].split("expires=")[1].split("&")[0])
+    assert int(link_expires.timestamp()) == expires
+
+
+def test_a_running_task_shows_rows_per_second_and_eta(make_stack):
+    from sqlalchemy import update
+
+    from export_center import repository
+    from export_center.db import db_now_plus
+    from export_center.models import ExportTask
+
+    stack = make_stack(consumer={"enabled": False})
+    alice = stack.client("alice")
+    task_id = create(alice, "csv").json()["taskId"]
+    with stack.runtime.engine.begin() as conn:
+        task = repository.read_task_by_no(conn, task_id)
+        conn.execute(
+            update(ExportTask.__table__)
+            .where(ExportTask.__table__.c.id == task["id"])
+            .values(
+                status="RUNNING",
+                phase="render",
+                processed_rows=5000,
+                total_rows=15000,
+                started_at=db_now_plus(-10),
+                lease_owner="x",
+                lease_until=db_now_plus(60),
+            )
+        )
+    detail = alice.get(f"/api/v1/exports/{task_id}").json()
+    assert detail["state"] == "running"
+    assert 400 <= detail["rowsPerSecond"] <= 500  # 5,000 rows in about 10 s
+    assert 18 <= detail["etaSeconds"] <= 22  # 10,000 rows left at that rate
+
+
+def test_list_filters_by_type_and_owner(stack):
+    alice = stack.client("alice", perms=ADMIN_PERMS)
+    bob = stack.client("bob")
+    a_orders = create(alice, "csv", parameters=SEPTEMBER).json()["taskId"]
+    a_customers = create(alice, "xlsx", exportType="CUSTOMERS").json()["taskId"]
+    b_orders = create(bob, "csv", parameters=SEPTEMBER).json()["taskId"]
+    for task_id in (a_orders, a_customers, b_orders):
+        wait_state(alice, task_id)
+
+    def ids(client, **query):
+        answer = client.get("/api/v1/exports", params=query)
+        assert answer.status_code == 200, answer.text
+        return [t["taskId"] for t in answer.json()["items"]]
+
+    assert ids(alice) == [b_orders, a_customers, a_orders]
+    assert ids(alice, exportType="ORDERS") == [b_orders, a_orders]
+    assert ids(alice, exportType="CUSTOMERS,ORDERS", owner="alice") == [a_customers, a_orders]
+    assert ids(alice, owner="bob") == [b_orders]
+    assert ids(alice, owner="Bob") == []  # exact, like every identifier
+    assert ids(bob) == [b_orders] and ids(bob, owner="bob") == [b_orders]
+    refused = bob.get("/api/v1/exports", params={"owner": "alice"})
+    assert refused.status_code == 403 and refused.json()["code"] == "PERMISSION_DENIED"
+    assert [t["owner"] for t in alice.get("/api/v1/exports").json()["items"]] == [
+        "bob",
+        "alice",
+        "alice",
+    ]
