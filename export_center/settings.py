@@ -179,6 +179,11 @@ class ApiSettings(BaseModel):
         None, description="Base URL providers registered as self are called on"
     )
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
+    dev_sign_in: bool | None = Field(
+        None,
+        description="Offer the web page's development sign-in (loopback callers only); "
+        "unset: on for the embedded default only",
+    )
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
     )

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from export_center.api.openapi import install_docs
-from export_center.api.routes import exports, system
+from export_center.api.routes import exports, system, ui
 from export_center.errors import RequestError
 from export_center.runtime import Runtime
 from export_center.settings import Settings
@@ -139,10 +139,13 @@ def create_app(
 
     app.include_router(exports.router)
     app.include_router(system.router)
+    app.include_router(ui.router)
     return BodyGuard(app)  # type: ignore[return-value]
 
 
 MAX_BODY_BYTES = 64 * 1024
+#: API paths a caller may POST to without a token (the development sign-in).
+_ANONYMOUS_POSTS = frozenset({"/api/v1/dev/sign-in"})
 
 
 class BodyGuard:
@@ -164,7 +167,11 @@ class BodyGuard:
             return
         headers = dict(scope.get("headers") or [])
         path = scope.get("path", "")
-        if path.startswith("/api/") and b"authorization" not in headers:
+        if (
+            path.startswith("/api/")
+            and path not in _ANONYMOUS_POSTS
+            and b"authorization" not in headers
+        ):
             await _reply(
                 send,
                 401,

@@ -96,6 +96,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_STATE": ("state must be among queued, running, ...", "state"),
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),
+    "NOT_FOUND": ("there is no development sign-in here", None),
     "FILE_GONE": ("the file is no longer stored", None),
     "LINK_INVALID": ("the download link is not valid", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),

@@ -115,3 +115,38 @@ def test_list_filters_by_type_and_owner(stack):
         "alice",
         "alice",
     ]
+
+
+def test_development_sign_in_only_where_it_is_on(make_stack):
+    off = make_stack()  # tests run with environment "test": off unless set
+    answer = off.client(None).post("/api/v1/dev/sign-in", json={"user": "a", "tenant": "t"})
+    assert answer.status_code == 404 and answer.json()["code"] == "NOT_FOUND"
+    assert off.client(None).get("/api/v1/dev/sign-in").json() == {"available": False}
+    on = make_stack(api={"dev_sign_in": True})
+    anonymous = on.client(None)
+    assert anonymous.get("/api/v1/dev/sign-in").json() == {"available": True}
+    minted = anonymous.post(
+        "/api/v1/dev/sign-in", json={"user": "ops", "tenant": "acme", "role": "admin"}
+    )
+    assert minted.status_code == 200, minted.text
+    headers = {"authorization": f"Bearer {minted.json()['token']}"}
+    me = anonymous.get("/api/v1/me", headers=headers).json()
+    assert (me["user"], me["tenant"], me["seesAllOwners"], me["isAdmin"]) == (
+        "ops",
+        "acme",
+        True,
+        True,
+    )
+    plain = anonymous.post("/api/v1/dev/sign-in", json={"user": "u", "tenant": "acme"}).json()
+    me = anonymous.get("/api/v1/me", headers={"authorization": f"Bearer {plain['token']}"})
+    assert (
+        me.json()["seesAllOwners"] is False and "export:orders:create" in me.json()["permissions"]
+    )
+    for bad in (
+        {"user": " ", "tenant": "t"},
+        {"user": "a", "tenant": "t", "role": "root"},
+        {"user": "a", "tenant": "t", "app": "OTHER"},
+        {"user": "a"},
+    ):
+        refused = anonymous.post("/api/v1/dev/sign-in", json=bad)
+        assert refused.status_code == 422, (bad, refused.text)
