@@ -28,7 +28,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from export_center.db import ExactString
 
-__all__ = ["Base", "ExportOutbox", "ExportTask", "ExportTaskGuard", "GUARD_ROW_ID"]
+__all__ = [
+    "Base",
+    "ExportOutbox",
+    "ExportRequestKey",
+    "ExportTask",
+    "ExportTaskGuard",
+    "GUARD_ROW_ID",
+]
 
 #: Primary key of the single row of ``export_task_guard`` (seed 002 §7.2).
 GUARD_ROW_ID = "GLOBAL_CREATE"
@@ -146,3 +153,24 @@ class ExportTaskGuard(Base):
 
     id: Mapped[str] = mapped_column(ExactString(32), primary_key=True)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+
+
+class ExportRequestKey(Base):
+    """An idempotency key and the task it answered, whatever the answer was.
+
+    A create with a ``requestId`` (or ``Idempotency-Key``) that made a task, or that was
+    answered with an active duplicate of the same export, records the key here, so that
+    a retry with the same key gets the same task even after that task ended, and the
+    key can never name another export.
+    """
+
+    __tablename__ = "export_request_key"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
+    requested_by: Mapped[str] = mapped_column(ExactString(128), nullable=False)
+    request_key: Mapped[str] = mapped_column(ExactString(128), nullable=False)
+    task_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+
+    __table_args__ = (UniqueConstraint("tenant_id", "requested_by", "request_key"),)

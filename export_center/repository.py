@@ -24,7 +24,13 @@ from sqlalchemy.exc import IntegrityError
 from export_center.access import Scope
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id, new_task_no, new_trace_id
-from export_center.models import GUARD_ROW_ID, ExportOutbox, ExportTask, ExportTaskGuard
+from export_center.models import (
+    GUARD_ROW_ID,
+    ExportOutbox,
+    ExportRequestKey,
+    ExportTask,
+    ExportTaskGuard,
+)
 from export_center.states import OutboxStatus, Phase, TaskStatus
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
 T = cast(Table, ExportTask.__table__)
 O = cast(Table, ExportOutbox.__table__)  # noqa: E741
 G = cast(Table, ExportTaskGuard.__table__)
+K = cast(Table, ExportRequestKey.__table__)
 
 #: Version of the command payload and of the ``schemaVersion`` message property.
 COMMAND_SCHEMA_VERSION = 1
@@ -143,6 +150,21 @@ def _lock_guard(conn: Connection) -> None:
         raise RuntimeError("export_task_guard row GLOBAL_CREATE is missing; run db upgrade")
 
 
+def _record_key(conn: Connection, new: NewTask, task_id: int) -> None:
+    """Remember that ``new.request_id`` was answered with task ``task_id`` (no key: no-op)."""
+    if new.request_id is None:
+        return
+    conn.execute(
+        insert(K).values(
+            tenant_id=new.tenant_id,
+            requested_by=new.requested_by,
+            request_key=new.request_id,
+            task_id=task_id,
+            created_at=db_now(),
+        )
+    )
+
+
 def create_task(
     conn: Connection, new: NewTask, *, topic: str, tag: str, limits: CreateLimits
 ) -> CreateResult:
@@ -150,8 +172,10 @@ def create_task(
 
     Runs inside the caller's transaction: lock the guard row, then idempotency on
     ``(tenant, requester, request_id)``, then the duplicate window (same requester,
-    type, format and normalized parameters, still active, younger than the window),
-    then the active limits, then insert task and outbox (seed 002 §7.2, §14).
+    type, format, normalized parameters and time zone, still active, younger than the
+    window), then the active limits, then insert task and outbox (seed 002 §7.2, §14).
+    A key is recorded with the task that answered it, created or duplicate alike
+    (``export_request_key``), so a retry with the key always gets that task.
 
     Raises:
         LimitReached: a per-user or per-type active limit is reached.
@@ -161,10 +185,12 @@ def create_task(
     if new.request_id is not None:
         existing = _first(
             conn.execute(
-                select(T).where(
-                    T.c.tenant_id == new.tenant_id,
-                    T.c.requested_by == new.requested_by,
-                    T.c.request_id == new.request_id,
+                select(T)
+                .join(K, K.c.task_id == T.c.id)
+                .where(
+                    K.c.tenant_id == new.tenant_id,
+                    K.c.requested_by == new.requested_by,
+                    K.c.request_key == new.request_id,
                 )
             )
         )
@@ -195,6 +221,7 @@ def create_task(
         )
     )
     if duplicate is not None:
+        _record_key(conn, new, duplicate["id"])
         return CreateResult(duplicate, False, "duplicate")
     per_user = conn.execute(
         select(func.count()).where(
@@ -241,6 +268,7 @@ def create_task(
     )
     assert result.inserted_primary_key is not None
     task_id = result.inserted_primary_key[0]
+    _record_key(conn, new, task_id)
     task = read_task(conn, task_id)
     assert task is not None
     insert_outbox(conn, task, topic=topic, tag=tag)

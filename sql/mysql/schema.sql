@@ -86,5 +86,16 @@ CREATE TABLE IF NOT EXISTS `export_task_guard` (
   PRIMARY KEY (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
+CREATE TABLE IF NOT EXISTS `export_request_key` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `requested_by` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `request_key` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `task_id` bigint(20) NOT NULL,
+  `created_at` datetime(3) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uq_export_request_key_tenant_id_requested_by_request_key` (`tenant_id`,`requested_by`,`request_key`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
 -- The single row that task creation locks (seed 002 §7.2).
 INSERT IGNORE INTO `export_task_guard` (`id`, `updated_at`) VALUES ('GLOBAL_CREATE', CURRENT_TIMESTAMP(3));

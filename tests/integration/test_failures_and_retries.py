@@ -424,6 +424,31 @@ def test_duplicate_window_and_active_limits(make_stack):
     assert create(alice, "csv", parameters={"from": "1995-01-06"}).status_code == 202
 
 
+def test_a_key_answered_with_a_duplicate_is_remembered_after_the_task_ends(stack):
+    # A request without a key starts an export; the same export with a key within the
+    # duplicate window is answered with that task. The key must stay bound to it: a
+    # retry after the task ended gets the same task, never a second export and file.
+    alice = stack.client("alice")
+    year = {"from": "1993-01-01", "to": "1993-12-31"}
+    first = create(alice, "xlsx", parameters=year)
+    assert first.status_code == 202
+    task_id = first.json()["taskId"]
+    keyed = create(alice, "xlsx", parameters=year, requestId="k-dup-test")
+    assert keyed.status_code == 200 and keyed.json()["taskId"] == task_id
+    assert keyed.headers["duplicate-of-active-task"] == "true"
+    assert wait_state(alice, task_id)["state"] == "succeeded"
+    retry = create(alice, "xlsx", parameters=year, requestId="k-dup-test")
+    assert retry.status_code == 200 and retry.json()["taskId"] == task_id
+    assert retry.headers["idempotent-replayed"] == "true"
+    # The key names that export only.
+    other = create(alice, "csv", parameters={"from": "1994-01-01"}, requestId="k-dup-test")
+    assert other.status_code == 409 and other.json()["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert "format and parameters" in other.json()["message"]
+    with stack.runtime.engine.connect() as conn:
+        tasks = conn.execute(select(func.count()).select_from(ExportTask.__table__)).scalar()
+    assert tasks == 1
+
+
 def test_a_queued_task_past_the_stale_window_still_runs_with_its_version(make_stack):
     stack = make_stack(
         consumer={"enabled": False},

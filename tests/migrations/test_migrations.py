@@ -60,11 +60,11 @@ def test_upgrade_downgrade_with_data(db_url):
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "base")
         conn.commit()
-    assert not {"export_task", "export_outbox", "export_task_guard"} & set(
+    assert not {"export_task", "export_outbox", "export_task_guard", "export_request_key"} & set(
         inspect(engine).get_table_names()
     )
     upgrade_database(engine)
-    assert {"export_task", "export_outbox", "export_task_guard"} <= set(
+    assert {"export_task", "export_outbox", "export_task_guard", "export_request_key"} <= set(
         inspect(engine).get_table_names()
     )
     engine.dispose()
@@ -121,3 +121,56 @@ def test_reference_mysql_ddl_equals_alembic_head():
     from_file = dump.with_scratch_database(mariadb_base_url(), created_by_file)
     from_alembic = dump.with_scratch_database(mariadb_base_url(), created_by_alembic)
     assert from_file == from_alembic
+
+
+def test_existing_idempotency_keys_are_kept_by_the_key_table(db_url):
+    from alembic import command
+
+    from export_center.models import ExportRequestKey
+
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        cfg = alembic_config(db_url)
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        conn.commit()
+    with engine.begin() as conn:
+        for n, key in enumerate(("key-1", None, "Key-1")):
+            conn.execute(
+                insert(ExportTask.__table__).values(
+                    task_no=f"exp_01J8Z4K200000000000000000{n}",
+                    export_type="ORDERS",
+                    format="CSV",
+                    task_name="x",
+                    parameters_json="{}",
+                    parameters_hash="0" * 64,
+                    request_id=key,
+                    tenant_id="t",
+                    app_code="PLATFORM",
+                    requested_by="u",
+                    status="SUCCEEDED",
+                    phase="store",
+                    processed_rows=0,
+                    dispatch_version=1,
+                    attempt_count=1,
+                    max_attempts=3,
+                    next_retry_at=db_now(),
+                    cancel_requested=False,
+                    trace_id="t" * 32,
+                    requested_at=db_now(),
+                    updated_at=db_now(),
+                )
+            )
+    upgrade_database(engine)
+    keys = ExportRequestKey.__table__
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(keys.c.request_key, ExportTask.__table__.c.task_no)
+            .join(ExportTask.__table__, ExportTask.__table__.c.id == keys.c.task_id)
+            .order_by(keys.c.request_key)
+        ).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [
+        ("Key-1", "exp_01J8Z4K2000000000000000002"),
+        ("key-1", "exp_01J8Z4K2000000000000000000"),
+    ]
