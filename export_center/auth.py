@@ -89,10 +89,10 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
         raise Unauthorized("the bearer token has expired", code="TOKEN_EXPIRED") from None
     except jwt.InvalidSignatureError:
         raise Unauthorized(
-            "the bearer token was signed with another key than this server's: make tokens "
-            "with `export-center token` using the same data directory (EXPORT_CENTER_DATA_DIR) "
-            "or EXPORT_CENTER_API__JWT_SECRET as the server; the server prints its data "
-            "directory when it starts",
+            "the bearer token's signature does not match this server's key: it was made by "
+            "another installation or altered. Make tokens with `export-center token` using "
+            "the same data directory (EXPORT_CENTER_DATA_DIR) or EXPORT_CENTER_API__JWT_SECRET "
+            "as the server; the server prints its data directory when it starts",
             code="TOKEN_WRONG_KEY",
         ) from None
     except jwt.ImmatureSignatureError:

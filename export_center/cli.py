@@ -50,6 +50,31 @@ app.add_typer(registry_app, name="registry")
 console = Console(stderr=False)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"export-center {version('export-center')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Export Center: background data exports with signed download links.
+
+    Every command keeps its state in EXPORT_CENTER_DATA_DIR (default:
+    ~/.local/share/export-center) and prints where that is. `export-center COMMAND
+    --help` lists a command's options.
+    """
+
+
 def _settings(**overrides: Any) -> Settings:
     base = Settings()
     data = base.model_dump()
@@ -69,8 +94,13 @@ def _announce(settings: Settings, *, what: str = "") -> None:
     from sqlalchemy.engine import make_url
 
     database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+    origin = (
+        "from EXPORT_CENTER_DATA_DIR"
+        if os.environ.get("EXPORT_CENTER_DATA_DIR", "").strip()
+        else "default; EXPORT_CENTER_DATA_DIR changes it"
+    )
     where = {
-        "data directory": f"{settings.data_dir.resolve()} (EXPORT_CENTER_DATA_DIR)",
+        "data directory": f"{settings.data_dir.resolve()} ({origin})",
         "database": database,
         "registry": str(_registry_path(settings).resolve()),
         "files": str(settings.files_dir.resolve()),
@@ -105,7 +135,14 @@ def token(
     admin: Annotated[
         bool, typer.Option(help="Grant the admin permission (registry reload)")
     ] = False,
-    ttl: Annotated[int, typer.Option(help="Lifetime in seconds", min=1)] = 24 * 3600,
+    ttl: Annotated[
+        int,
+        typer.Option(
+            help="Lifetime in seconds (the server accepts it up to 30 s longer: its "
+            "clock leeway, EXPORT_CENTER_API__JWT_LEEWAY_SECONDS)",
+            min=1,
+        ),
+    ] = 24 * 3600,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
     if not user.strip() or not tenant.strip():

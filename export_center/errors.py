@@ -110,10 +110,26 @@ class Gone(RequestError):
 
 
 class TooManyActiveTasks(RequestError):
-    """429: the per-user or per-type active-task limit is reached."""
+    """429: the per-user or per-type active-task limit is reached.
+
+    Attributes:
+        retry_after: seconds after which a new try may succeed (the ``Retry-After``
+            header): when the first of the active exports is expected to end.
+    """
 
     status = 429
     code = "TOO_MANY_ACTIVE_TASKS"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        retry_after: int = 10,
+    ):
+        super().__init__(message, code=code, field=field)
+        self.retry_after = retry_after
 
 
 class Unauthorized(RequestError):

@@ -12,6 +12,8 @@ wget:
   zero-width spaces, the BOM; ZWJ, ZWNJ and emoji tag characters stay, they are part of
   words and emoji), private-use, unassigned and surrogate code points and line or
   paragraph separators are removed; runs of whitespace become one space;
+* ``%`` becomes the full-width ``％`` (U+FF05): GNU wget decodes ``filename*`` twice,
+  so ``100% %41`` would be saved as ``100% A``;
 * no leading or trailing spaces or dots (Windows drops trailing ones; a leading dot
   hides the file on Unix; ``..`` is never a name);
 * Windows device names (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM1``-``COM9``,
@@ -64,6 +66,8 @@ _NON_ASCII_RUN = re.compile(r"[^\x20-\x7e]+")
 def _clean(text: str) -> str:
     text = unicodedata.normalize("NFC", text)
     text = _REPLACED.sub("_", text)
+    # wget decodes a percent-encoded filename* twice: "100%25%2541" became "100% A".
+    text = text.replace("%", "\uff05")
     text = "".join(
         c for c in text if c in _KEPT_FORMAT or unicodedata.category(c) not in _REMOVED_CATEGORIES
     )

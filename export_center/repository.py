@@ -792,6 +792,26 @@ def list_tasks(
     return _rows(conn.execute(select(T).where(*conds).order_by(T.c.id.desc()).limit(limit)))
 
 
+def active_tasks(
+    conn: Connection,
+    *,
+    tenant_id: str | None = None,
+    requested_by: str | None = None,
+    export_type: str | None = None,
+    limit: int = 100,
+) -> list[TaskRow]:
+    """Queued and running tasks of one requester (with ``tenant_id``) or of one export
+    type, oldest first: what an active-task limit counts."""
+    conds: list[Any] = [T.c.status.in_([TaskStatus.PENDING.value, TaskStatus.RUNNING.value])]
+    if tenant_id is not None:
+        conds.append(T.c.tenant_id == tenant_id)
+    if requested_by is not None:
+        conds.append(T.c.requested_by == requested_by)
+    if export_type is not None:
+        conds.append(T.c.export_type == export_type)
+    return _rows(conn.execute(select(T).where(*conds).order_by(T.c.id).limit(limit)))
+
+
 def request_cancel(conn: Connection, task_id: int) -> str | None:
     """Cancel a PENDING task at once, or flag a RUNNING one (DESIGN.md cancel rule).
 

@@ -114,7 +114,7 @@ class TaskSettings(BaseModel):
     @field_validator("time_zone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        if value not in available_timezones():
+        if value not in available_timezones() or value in ("localtime", "posixrules", "Factory"):
             raise ValueError(f"not an IANA time zone name: {value!r} (e.g. Asia/Shanghai, UTC)")
         return value
 
@@ -252,6 +252,16 @@ class Settings(BaseSettings):
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     rocketmq: RocketMQSettings = Field(default_factory=RocketMQSettings)
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, value: object) -> object:
+        """An empty value means the default; ``~`` is the home directory; a relative path
+        is made absolute once, here, so the process never depends on its working
+        directory afterwards."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return default_data_dir()
+        return Path(str(value)).expanduser().absolute()
 
     @property
     def prefix(self) -> str:

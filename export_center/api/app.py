@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -19,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from export_center.api.openapi import install_docs
 from export_center.api.routes import exports, system, ui
-from export_center.errors import RequestError
+from export_center.errors import RequestError, TooManyActiveTasks
 from export_center.runtime import Runtime
 from export_center.settings import Settings
 
@@ -113,8 +114,8 @@ def create_app(
         headers = {}
         if exc.status == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="export-center"'
-        elif exc.status == 429:
-            headers["Retry-After"] = "30"
+        elif isinstance(exc, TooManyActiveTasks):
+            headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
             {"code": exc.code, "message": exc.message, "field": exc.field},
             status_code=exc.status,
@@ -203,7 +204,16 @@ class BodyGuard:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
-        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        data = b"".join(chunks)
+        if data.strip() and path.startswith("/api/") and not _is_json(headers):
+            await _reply(
+                send,
+                415,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "send the body as JSON with the header content-type: application/json",
+            )
+            return
+        whole = {"type": "http.request", "body": data, "more_body": False}
         handed = False
 
         async def replay() -> Any:
@@ -216,12 +226,18 @@ class BodyGuard:
         await self.app(scope, replay, send)
 
 
+def _is_json(headers: dict[bytes, bytes]) -> bool:
+    """True when the request says its body is JSON (``application/json`` or ``+json``)."""
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return kind == b"application/json" or (
+        kind.startswith(b"application/") and kind.endswith(b"+json")
+    )
+
+
 async def _reply(
     send: Any, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    import json
-
-    body = json.dumps({"code": code, "message": message, "field": None}).encode()
+    body = orjson.dumps({"code": code, "message": message, "field": None})
     await send(
         {
             "type": "http.response.start",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
+from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPBearer
 
 from export_center.auth import Identity, decode_token
-from export_center.errors import Unauthorized
+from export_center.errors import RequestError, Unauthorized
 from export_center.runtime import Runtime
 
-__all__ = ["CurrentUser", "OptionalUser", "RuntimeDep", "get_runtime"]
+__all__ = ["CurrentUser", "OptionalUser", "RuntimeDep", "get_runtime", "strict_query"]
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -63,3 +64,48 @@ def optional_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) ->
 
 CurrentUser = Annotated[Identity, Depends(current_user)]
 OptionalUser = Annotated[Identity | None, Depends(optional_user)]
+
+
+#: Query parameters that take a comma-separated list instead of repeating.
+_LIST_PARAMETERS = frozenset({"state", "exportType"})
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameter names a route and its dependencies declare."""
+    names = {param.alias for param in dependant.query_params}
+    for sub_dependant in dependant.dependencies:
+        names |= _query_names(sub_dependant)
+    return names
+
+
+def strict_query(request: Request) -> None:
+    """Refuse query parameters the matched route does not declare, or one given twice.
+
+    Every router depends on this, so ``?x=1`` on a create or a retry is a 400 instead of
+    being ignored (a typo such as ``?limt=5`` must not silently mean the default).
+
+    Raises:
+        RequestError: 400 ``UNKNOWN_PARAMETER`` or ``REPEATED_PARAMETER`` naming it.
+    """
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _query_names(dependant)
+    names = [name for name, _ in request.query_params.multi_items()]
+    for name in names:
+        if name not in allowed:
+            raise RequestError(
+                f"unknown query parameter {name!r}"
+                + (f"; this endpoint takes {', '.join(sorted(allowed))}" if allowed else ""),
+                code="UNKNOWN_PARAMETER",
+                field=name,
+            )
+    for name in names:
+        if names.count(name) > 1:
+            hint = " (it takes a comma-separated list)" if name in _LIST_PARAMETERS else ""
+            raise RequestError(
+                f"query parameter {name!r} is given more than once; give it once{hint}",
+                code="REPEATED_PARAMETER",
+                field=name,
+            )

@@ -55,6 +55,10 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "BODY_REQUIRED": ("send a JSON object body with content-type application/json", None),
     "INVALID_BODY": ("the request body cannot be read", None),
     "BODY_TOO_LARGE": ("the request body may have at most 64 KB", None),
+    "UNSUPPORTED_MEDIA_TYPE": (
+        "send the body as JSON with the header content-type: application/json",
+        None,
+    ),
     "MISSING_FIELD": ("exportType is required", "exportType"),
     "UNKNOWN_FIELD": ("callbackUrl is not a known field", "callbackUrl"),
     "TOO_LONG": ("taskName: String should have at most 100 characters", "taskName"),
@@ -121,8 +125,9 @@ AUTH: dict[int, list[str]] = {
 }
 #: Codes of routes that check their query string.
 QUERY: dict[int, list[str]] = {400: ["UNKNOWN_PARAMETER", "REPEATED_PARAMETER"]}
-#: Codes of every POST: the body guard refuses bodies over 64 KB before any route runs.
-GUARD: dict[int, list[str]] = {413: ["BODY_TOO_LARGE"]}
+#: Codes of every POST: the body guard refuses bodies over 64 KB, and bodies that are not
+#: JSON, before any route runs.
+GUARD: dict[int, list[str]] = {413: ["BODY_TOO_LARGE"], 415: ["UNSUPPORTED_MEDIA_TYPE"]}
 #: Codes of a POST that reads a JSON body (the guard's, and the JSON reader's).
 BODY: dict[int, list[str]] = {400: ["MALFORMED_JSON", "BODY_REQUIRED", "INVALID_BODY"], **GUARD}
 

@@ -151,9 +151,18 @@ def validate_parameters(etype: ExportType, parameters: dict[str, Any]) -> dict[s
     return {k: v for k, v in parameters.items() if v is not None}
 
 
+#: Names in the zone database that are not zones a person lives in: the machine's own
+#: zone (it differs from host to host), the POSIX default rules, a placeholder.
+_NOT_PLACES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 @lru_cache(maxsize=1)
 def _zones() -> frozenset[str]:
-    return frozenset(available_timezones())
+    return frozenset(
+        zone
+        for zone in available_timezones()
+        if zone not in _NOT_PLACES and not zone.startswith(("posix/", "right/"))
+    )
 
 
 def validate_time_zone(value: str | None, default: str) -> str:

@@ -160,6 +160,10 @@ class ExportPublic(BaseModel):
     expiresAt: datetime | None
     error: TaskError | None
     warning: str | None = None
+    cancelRequested: bool = Field(
+        default=False,
+        description="A cancel was asked for: a running export stops within 10 s",
+    )
     rowsPerSecond: float | None = Field(
         default=None, description="While running: rows written per second since the start"
     )

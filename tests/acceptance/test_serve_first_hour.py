@@ -89,7 +89,7 @@ def test_one_installation_whatever_the_working_directory(tmp_path):
     assert proc.returncode in (0, -signal.SIGTERM), stderr[-2000:]  # uvicorn re-raises it
     lines = stderr.splitlines()
     header = lines[: lines.index("  files           " + str(data / "files")) + 1]
-    assert header[1] == f"  data directory  {data} (EXPORT_CENTER_DATA_DIR)"
+    assert header[1] == (f"  data directory  {data} (default; EXPORT_CENTER_DATA_DIR changes it)")
     logged = [json.loads(line) for line in lines[len(header) :]]  # every other line is JSON
     messages = [entry["message"] for entry in logged]
     assert any(m.startswith("Uvicorn running on") for m in messages), messages

@@ -253,7 +253,19 @@ def test_each_export_takes_its_own_time_zone(case_stack, cases):
         "Europe/Berlin": ["2024-03-01 05:00:00", "2024-07-01 06:00:00"],
         "UTC": ["2024-03-01 04:00:00", "2024-07-01 04:00:00"],
     }
-    for bad in ("asia/shanghai", "+08:00", "Mars/Olympus", "../../etc/passwd", "", "UTC "):
+    for bad in (
+        "asia/shanghai",
+        "+08:00",
+        "Mars/Olympus",
+        "../../etc/passwd",
+        "",
+        "UTC ",
+        "localtime",
+        "posixrules",
+        "posix/Asia/Shanghai",
+        "right/UTC",
+        "Factory",
+    ):
         refused = create(client, "csv", exportType="CASES", parameters={}, timeZone=bad)
         assert refused.status_code == 422, (bad, refused.text)
         assert (refused.json()["code"], refused.json()["field"]) == (

@@ -412,6 +412,8 @@ def test_duplicate_window_and_active_limits(make_stack):
         assert create(alice, "csv", parameters={"from": f"1995-01-{day}"}).status_code == 202
     refused = create(alice, "csv", parameters={"from": "1995-01-04"})
     assert refused.status_code == 429 and refused.json()["code"] == "TOO_MANY_ACTIVE_TASKS"
+    # All three are queued (no consumer): no rate to go by, so the default pause.
+    assert refused.headers["retry-after"] == "10"
     bob = stack.client("bob")
     assert create(bob, "csv", parameters={"from": "1995-01-05"}).status_code == 202
     assert create(bob, "xlsx", parameters={"from": "1995-01-05"}).status_code == 202

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from export_center.db import db_now_plus
 from export_center.models import ExportTask
@@ -104,7 +104,9 @@ def test_files_past_retention_answer_410_and_are_deleted(stack):
         )
     assert stack.client(None).get(link).status_code == 410
     stack.runtime.reconciler.run_once()
-    assert client.get(f"/api/v1/exports/{detail['taskId']}").json()["state"] == "expired"
+    expired = client.get(f"/api/v1/exports/{detail['taskId']}").json()
+    assert expired["state"] == "expired" and expired["downloadUrl"] is None
+    assert expired["expiresAt"] is not None  # still says when the file went
     assert list(stack.runtime.storage.list()) == []
     assert stack.client(None).get(link).status_code == 410
 
@@ -157,3 +159,106 @@ def test_provider_answers_are_checked_while_read(make_stack, cases, tmp_path, ma
     assert detail["state"] == "failed" and detail["error"]["code"] == "PROVIDER_CONTRACT"
     assert fragment in detail["error"]["message"], detail["error"]
     assert detail["attempts"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/v1/exports?x=1"),
+        ("POST", "/api/v1/exports?requestId=abc"),
+        ("GET", "/api/v1/export-types?all=1"),
+        ("GET", "/api/v1/me?debug=1"),
+        ("POST", "/api/orders/export?format=xlsx"),
+        ("GET", "/api/v1/exports?limt=5"),
+        ("GET", "/healthz?verbose=1"),
+    ],
+)
+def test_every_route_refuses_query_parameters_it_does_not_take(stack, method, path):
+    client = stack.client()
+    body = {"exportType": "ORDERS", "format": "csv", "parameters": {}}
+    answer = client.request(method, path, json=body if method == "POST" else None)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["code"] == "UNKNOWN_PARAMETER"
+    assert answer.json()["field"] == path.split("?")[1].split("=")[0]
+    with stack.runtime.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(T)).scalar() == 0  # nothing made
+
+
+def test_task_routes_refuse_unknown_or_repeated_query_parameters(stack):
+    client = stack.client()
+    task_id = create(client, "csv", parameters={"from": "1995-01-01"}).json()["taskId"]
+    wait_state(client, task_id)
+    for method, path in (
+        ("POST", f"/api/v1/exports/{task_id}/cancel?force=1"),
+        ("POST", f"/api/v1/exports/{task_id}/retry?fresh=1"),
+        ("GET", f"/api/orders/export/{task_id}?x=1"),
+        ("GET", f"/api/v1/exports/{task_id}/download?file=../../etc/passwd"),
+    ):
+        answer = client.request(method, path)
+        assert answer.status_code == 400 and answer.json()["code"] == "UNKNOWN_PARAMETER", path
+    repeated = client.get("/api/v1/exports?state=queued&state=running")
+    assert repeated.status_code == 400 and repeated.json()["code"] == "REPEATED_PARAMETER"
+    assert "comma-separated" in repeated.json()["message"]
+    link = client.get(f"/api/v1/exports/{task_id}").json()["downloadUrl"]
+    twice = client.get(link + "&user=alice")
+    assert twice.status_code == 400 and twice.json()["code"] == "REPEATED_PARAMETER"
+    assert "comma-separated" not in twice.json()["message"]
+
+
+def test_bodies_must_say_they_are_json(stack):
+    client = stack.client()
+    body = b'{"exportType": "ORDERS", "format": "csv"}'
+    for kind in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"content-type": kind} if kind else {}
+        answer = client.post("/api/v1/exports", content=body, headers=headers)
+        assert answer.status_code == 415, (kind, answer.text)
+        assert answer.json() == {
+            "code": "UNSUPPORTED_MEDIA_TYPE",
+            "message": "send the body as JSON with the header content-type: application/json",
+            "field": None,
+        }
+    ok = client.post(
+        "/api/v1/exports", content=body, headers={"content-type": "application/json; charset=utf-8"}
+    )
+    assert ok.status_code == 202
+    # The guard's own answers are compact JSON like every other error body.
+    anonymous = stack.client(None).post("/api/v1/exports", json={})
+    assert anonymous.status_code == 401
+    assert anonymous.content == (
+        b'{"code":"UNAUTHORIZED","message":"a bearer token is required","field":null}'
+    )
+
+
+def test_the_legacy_alias_names_its_own_fields(stack):
+    client = stack.client()
+    answer = client.post("/api/orders/export", json={"from": "1995-02-01", "to": "1995-01-01"})
+    assert answer.status_code == 422
+    assert (answer.json()["code"], answer.json()["field"]) == ("INVALID_DATE_RANGE", "from")
+    bad = client.post("/api/orders/export", json={"to": "yesterday"})
+    assert (bad.json()["code"], bad.json()["field"]) == ("INVALID_DATE", "to")
+
+
+def test_default_task_names_and_cancel_requested(make_stack):
+    stack = make_stack(consumer={"enabled": False})
+    client = stack.client()
+    for month, given in enumerate(("", "   ", None), start=1):
+        body = {
+            "exportType": "ORDERS",
+            "format": "csv",
+            "parameters": {"from": f"1995-0{month}-01"},
+        }
+        if given is not None:
+            body["taskName"] = given
+        task_id = client.post("/api/v1/exports", json=body).json()["taskId"]
+        detail = client.get(f"/api/v1/exports/{task_id}").json()
+        assert detail["taskName"] == "Orders export", given
+        assert detail["cancelRequested"] is False
+        client.post(f"/api/v1/exports/{task_id}/cancel")
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).values(status="RUNNING", cancel_requested=False))
+    task_id = create(client, "xlsx").json()["taskId"]
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).where(T.c.task_no == task_id).values(status="RUNNING"))
+    answer = client.post(f"/api/v1/exports/{task_id}/cancel")
+    assert answer.status_code == 202
+    assert answer.json()["state"] == "running" and answer.json()["cancelRequested"] is True

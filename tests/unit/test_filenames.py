@@ -40,6 +40,7 @@ def graphemes(text: str) -> list[str]:
         ("\u202e\u202d", "export.csv"),
         ("e\u0301t\u00e9", "\u00e9t\u00e9.csv"),  # NFC: one code point per letter
         ("line\u2028break", "linebreak.csv"),
+        ("100% %41 done", "100\uff05 \uff0541 done.csv"),  # wget decodes filename* twice
     ],
 )
 def test_names(task_name, expected):

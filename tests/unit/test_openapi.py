@@ -86,15 +86,15 @@ def test_examples_for_create_detail_and_errors(schema):
 
 
 EXPECTED = {
-    ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "422", "429"},
+    ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "415", "422", "429"},
     ("get", "/api/v1/exports"): {"400", "401", "403", "422"},
     ("get", "/api/v1/me"): {"401"},
     ("get", "/api/v1/exports/{task_id}"): {"400", "401", "404"},
     ("get", "/api/v1/exports/{task_id}/download"): {"400", "401", "403", "404", "409", "410"},
-    ("post", "/api/v1/exports/{task_id}/cancel"): {"401", "404", "409", "413"},
-    ("post", "/api/v1/exports/{task_id}/retry"): {"401", "403", "404", "409", "413"},
+    ("post", "/api/v1/exports/{task_id}/cancel"): {"401", "404", "409", "413", "415"},
+    ("post", "/api/v1/exports/{task_id}/retry"): {"401", "403", "404", "409", "413", "415"},
     ("get", "/api/v1/export-types"): {"401"},
-    ("post", "/api/v1/admin/registry/reload"): {"401", "403", "409", "413"},
+    ("post", "/api/v1/admin/registry/reload"): {"401", "403", "409", "413", "415"},
     ("get", "/api/orders/export/{task_id}"): {"401", "404"},
 }
 

@@ -45,3 +45,41 @@ def test_production_refuses_generated_or_weak_secrets(tmp_path):
         == strong
     )
     assert not (tmp_path / "jwt-secret.txt").exists()
+
+
+def test_the_data_directory_never_depends_on_the_working_directory(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from export_center.settings import default_data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    default = tmp_path / "home" / ".local" / "share" / "export-center"
+    assert default_data_dir() == default
+    for given, expected in (
+        (None, default),
+        ("", default),
+        ("   ", default),
+        ("~/x", tmp_path / "home" / "x"),
+        ("rel/dir", tmp_path / "rel" / "dir"),
+        (str(tmp_path / "abs"), tmp_path / "abs"),
+    ):
+        monkeypatch.delenv("EXPORT_CENTER_DATA_DIR", raising=False)
+        if given is not None:
+            monkeypatch.setenv("EXPORT_CENTER_DATA_DIR", given)
+        settings = Settings()
+        assert settings.data_dir == expected, given
+        assert settings.data_dir.is_absolute()
+    monkeypatch.setenv("EXPORT_CENTER_DATA_DIR", "rel/dir")
+    settings = Settings()
+    monkeypatch.chdir(tmp_path / "home" if (tmp_path / "home").exists() else Path("/"))
+    assert (
+        settings.resolved_database_url == f"sqlite:///{tmp_path / 'rel' / 'dir'}/export-center.db"
+    )
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory", "Mars/Olympus", "utc"])
+def test_the_default_time_zone_must_be_a_place(tmp_path, zone):
+    with pytest.raises(ValueError, match="not an IANA time zone name"):
+        Settings(data_dir=tmp_path, task={"time_zone": zone})

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from export_center import metrics, repository
 from export_center.access import Scope, in_scope, scope_of
-from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep
+from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import (
@@ -30,7 +30,6 @@ from export_center.errors import (
     Forbidden,
     Gone,
     NotFound,
-    RequestError,
     TooManyActiveTasks,
     Unauthorized,
     ValidationFailed,
@@ -54,7 +53,7 @@ __all__ = [
 #: Query fields of a signed download link (all of them are signed).
 LINK_FIELDS = ("expires", "user", "tenant", "app", "scope", "signature")
 
-router = APIRouter(prefix="/api/v1/exports", tags=["exports"])
+router = APIRouter(prefix="/api/v1/exports", tags=["exports"], dependencies=[Depends(strict_query)])
 
 #: Error answers of create (v1 and the seed-000 alias).
 CREATE_ERRORS = errors(
@@ -185,9 +184,14 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         requestedAt=_utc(task["requested_at"]),
         startedAt=_utc(task["started_at"]),
         finishedAt=_utc(finished),
-        expiresAt=_utc(task["expires_at"]) if status == TaskStatus.SUCCEEDED else None,
+        expiresAt=(
+            _utc(task["expires_at"])
+            if status in (TaskStatus.SUCCEEDED, TaskStatus.EXPIRED)
+            else None
+        ),
         error=error,
         warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
+        cancelRequested=bool(task["cancel_requested"]),
         rowsPerSecond=rate,
         etaSeconds=eta,
         downloadUrl=url,
@@ -195,6 +199,13 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
         fileName=task["file_name"],
         sizeBytes=task["size_bytes"],
     )
+
+
+def _first_end(active: list[Mapping[str, Any]]) -> int:
+    """Seconds until the first of ``active`` is expected to end (1..300; 10 when no
+    running task has a rate and a total yet)."""
+    etas = [eta for eta in (_rate(task)[1] for task in active) if eta is not None]
+    return max(1, min(300, min(etas) + 1)) if etas else 10
 
 
 def _rate(task: Mapping[str, Any]) -> tuple[float | None, int | None]:
@@ -217,28 +228,6 @@ def _rate(task: Mapping[str, Any]) -> tuple[float | None, int | None]:
     if total is not None and total >= processed:
         eta = int(round((int(total) - processed) / rate))
     return round(rate, 1), eta
-
-
-def _only_query(request: Request, allowed: set[str]) -> None:
-    """Refuse query parameters the endpoint does not have, or one given twice.
-
-    Raises:
-        RequestError: 400 ``UNKNOWN_PARAMETER`` or ``REPEATED_PARAMETER`` naming it.
-    """
-    names = [name for name, _ in request.query_params.multi_items()]
-    for name in names:
-        if name not in allowed:
-            raise RequestError(
-                f"unknown query parameter {name!r}", code="UNKNOWN_PARAMETER", field=name
-            )
-    for name in names:
-        if names.count(name) > 1:
-            raise RequestError(
-                f"query parameter {name!r} is given more than once; give it once "
-                "(state takes a comma-separated list)",
-                code="REPEATED_PARAMETER",
-                field=name,
-            )
 
 
 def create_export(
@@ -292,7 +281,7 @@ def create_export(
     new = repository.NewTask(
         export_type=etype.code,
         format=fmt,
-        task_name=(body.taskName or f"{etype.title} export").strip() or etype.code,
+        task_name=(body.taskName or "").strip() or f"{etype.title} export",
         parameters=parameters,
         tenant_id=user.tenant,
         app_code=user.app_code,
@@ -324,11 +313,19 @@ def create_export(
             message = (
                 f"too many {etype.code} exports are running right now; try again in a few minutes"
             )
+        with runtime.engine.connect() as conn:
+            active = repository.active_tasks(
+                conn,
+                tenant_id=user.tenant if exc.scope == "user" else None,
+                requested_by=user.user if exc.scope == "user" else None,
+                export_type=etype.code if exc.scope == "type" else None,
+            )
         raise TooManyActiveTasks(
             message,
             code="TOO_MANY_ACTIVE_TASKS"
             if exc.scope == "user"
             else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
+            retry_after=_first_end(active),
         ) from None
     task = result.task
     if result.reason == "key_reused":
@@ -419,7 +416,6 @@ def list_exports(
     ] = None,
 ) -> ExportsPublic:
     """List the caller's tasks (all of the tenant's with download-all), newest first."""
-    _only_query(request, {"state", "limit", "cursor", "exportType", "owner"})
     types = [t.strip() for t in export_type.split(",") if t.strip()] if export_type else None
     statuses = None
     if state:
@@ -480,7 +476,6 @@ def list_exports(
 @router.get("/{task_id}", response_model=ExportPublic, responses=errors(QUERY, AUTH, TASK_CODES))
 def detail(task_id: str, request: Request, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
-    _only_query(request, set())
     return task_public(runtime, visible_task(runtime, task_id, user), user)
 
 
@@ -503,7 +498,6 @@ def download(
     signature: Annotated[str | None, Query(description="signed link: HMAC-SHA256")] = None,
 ) -> Response:
     """Download the file: with a bearer token, redirect to a signed link; with a link, the file."""
-    _only_query(request, set(LINK_FIELDS))
     if signature is None:
         if user is None:
             raise Unauthorized("a bearer token or a signed link is required", code="UNAUTHORIZED")

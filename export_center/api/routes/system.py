@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from export_center import metrics
-from export_center.api.deps import CurrentUser, RuntimeDep
+from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.api.routes.exports import (
     CREATE_ERRORS,
@@ -29,12 +29,12 @@ from export_center.api.schemas import (
 )
 from export_center.api.service import visible_task
 from export_center.auth import ADMIN, DOWNLOAD_ALL
-from export_center.errors import Conflict, Forbidden
+from export_center.errors import Conflict, Forbidden, RequestError
 from export_center.registry import RegistryError
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(strict_query)])
 
 
 @router.get("/healthz", tags=["system"])
@@ -160,9 +160,15 @@ def legacy_order_export(
         parameters=parameters,
         requestId=body.requestId,
     )
-    return create_export(
-        runtime, user, create, idempotency_key, response, progress_prefix="/api/orders/export/"
-    )
+    try:
+        return create_export(
+            runtime, user, create, idempotency_key, response, progress_prefix="/api/orders/export/"
+        )
+    except RequestError as exc:
+        # The legacy body has from/to at the top level: name the field the caller sent.
+        if exc.field in ("parameters.from", "parameters.to"):
+            exc.field = exc.field.removeprefix("parameters.")
+        raise
 
 
 @router.get(

@@ -14,17 +14,17 @@ import ipaddress
 from datetime import UTC, datetime
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from export_center.api.deps import RuntimeDep
+from export_center.api.deps import RuntimeDep, strict_query
 from export_center.api.openapi import BODY, errors
 from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
 from export_center.errors import Forbidden, NotFound
 
 __all__ = ["DevSignIn", "DevToken", "dev_sign_in_enabled", "router"]
 
-router = APIRouter(tags=["download center"])
+router = APIRouter(tags=["download center"], dependencies=[Depends(strict_query)])
 
 DEV_TOKEN_TTL_SECONDS = 8 * 3600
 
