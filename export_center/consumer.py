@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
+from enum import StrEnum
 
-import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from export_center import repository
-from export_center.db import db_now
-from export_center.models import ExportTask
+from export_center.commands import Command, InvalidCommand
+from export_center.commands import decode as parse_command
 from export_center.pipeline import ExportRun, RunContext
 from export_center.states import TaskStatus
 from export_center.storage import file_extension, new_object_key
@@ -33,58 +34,11 @@ from export_center.transport.base import Delivery, Transport
 __all__ = ["ClaimBranch", "Command", "Consumer", "InvalidCommand", "parse_command"]
 
 log = logging.getLogger(__name__)
-T = ExportTask.__table__
-SUPPORTED_SCHEMA_VERSIONS = frozenset({repository.COMMAND_SCHEMA_VERSION})
 
 
-class InvalidCommand(ValueError):
-    """A message body that is not a command this version understands."""
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A parsed command message (identifiers only, seed 002 §6.4)."""
-
-    event_id: str
-    task_no: str
-    dispatch_version: int
-    schema_version: int
-    trace_id: str | None = None
-
-
-def parse_command(body: bytes) -> Command:
-    """Parse and check a command body.
-
-    Raises:
-        InvalidCommand: not JSON, a field missing or mistyped, or an unsupported
-            ``schemaVersion``.
-    """
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidCommand(f"body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidCommand("body is not a JSON object")
-    schema = data.get("schemaVersion")
-    if schema not in SUPPORTED_SCHEMA_VERSIONS:
-        raise InvalidCommand(f"unsupported schemaVersion {schema!r}")
-    event_id, task_no, version = (
-        data.get("eventId"),
-        data.get("taskId"),
-        data.get("dispatchVersion"),
-    )
-    if not isinstance(event_id, str) or not isinstance(task_no, str):
-        raise InvalidCommand("eventId and taskId must be strings")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise InvalidCommand("dispatchVersion must be a positive integer")
-    trace = data.get("traceId")
-    return Command(
-        event_id, task_no, version, int(schema), trace if isinstance(trace, str) else None
-    )
-
-
-class ClaimBranch:
-    """Names of the outcomes of handling one command (002 §8.2 plus ``executed``)."""
+class ClaimBranch(StrEnum):
+    """The outcomes of handling one command: ``executed``, or why the claim touched no row
+    (each of those branches acknowledges the command and changes nothing)."""
 
     EXECUTED = "executed"
     TASK_MISSING = "task_missing"
@@ -94,29 +48,31 @@ class ClaimBranch:
     RUNNING_EXPIRED_LEASE = "running_expired_lease"
     PENDING_BACKOFF = "pending_backoff"
     LOST_RACE = "lost_race"
+    #: The process is stopping: acknowledged unexecuted (the reconciler sends it again).
+    STOPPING = "stopping"
+    #: The body is not a command this version reads: released for redelivery.
+    INVALID = "invalid"
+    #: Handling raised: acknowledged, the database decides what happens next.
+    ERROR = "error"
 
 
-def classify_unclaimed(engine: Engine, command: Command) -> str:
-    """Tell why a claim touched no row (002 §8.2), judging times with the db clock."""
+def classify_unclaimed(engine: Engine, command: Command) -> ClaimBranch:
+    """Tell why a claim touched no row, judging times with the database clock."""
     with engine.connect() as conn:
-        row = conn.execute(
-            select(
-                T.c.status,
-                T.c.dispatch_version,
-                T.c.lease_until > db_now(),
-                T.c.next_retry_at > db_now(),
-            ).where(T.c.task_no == command.task_no)
-        ).first()
-    if row is None:
+        state = repository.claim_state(conn, command.task_no)
+    if state is None:
         return ClaimBranch.TASK_MISSING
-    status, version, lease_live, in_backoff = row
-    if version != command.dispatch_version:
+    if state.dispatch_version != command.dispatch_version:
         return ClaimBranch.OLDER_VERSION
-    if TaskStatus(status).is_terminal:
+    if TaskStatus(state.status).is_terminal:
         return ClaimBranch.TERMINAL
-    if status == TaskStatus.RUNNING:
-        return ClaimBranch.RUNNING_LIVE_LEASE if lease_live else ClaimBranch.RUNNING_EXPIRED_LEASE
-    if in_backoff:
+    if state.status == TaskStatus.RUNNING:
+        return (
+            ClaimBranch.RUNNING_LIVE_LEASE
+            if state.lease_live
+            else ClaimBranch.RUNNING_EXPIRED_LEASE
+        )
+    if state.in_backoff:
         return ClaimBranch.PENDING_BACKOFF
     return ClaimBranch.LOST_RACE
 
@@ -149,7 +105,9 @@ class Consumer:
         self.threads = threads
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
-        self.handled: list[tuple[str, str]] = []  # (task_no, outcome), for tests and logs
+        #: The last outcomes as ``(task_no, outcome)``, newest last (bounded: a
+        #: diagnostic of a long-running process, never a growing log).
+        self.handled: deque[tuple[str, ClaimBranch]] = deque(maxlen=1000)
 
     def start(self) -> None:
         """Start the worker threads."""
@@ -181,8 +139,14 @@ class Consumer:
             if delivery is not None:
                 self.handle_delivery(delivery)
 
-    def handle_delivery(self, delivery: Delivery) -> str:
-        """Parse, handle and settle one delivery; returns the outcome name."""
+    def handle_delivery(self, delivery: Delivery) -> ClaimBranch:
+        """Parse, handle and settle one delivery, exactly once: acknowledged as soon as
+        the claim is committed (or when handling ends), released only when the body is
+        not a command this version reads.
+
+        Returns:
+            The outcome.
+        """
         try:
             command = parse_command(delivery.body)
         except InvalidCommand as exc:
@@ -195,28 +159,45 @@ class Consumer:
                 },
             )
             delivery.release()
-            return "invalid"
+            return ClaimBranch.INVALID
+        acked = False
+
+        def ack_once() -> None:
+            nonlocal acked
+            if not acked:
+                acked = True
+                delivery.ack()
+
         try:
-            outcome = self.handle(command, delivery)
+            outcome = self.handle(command, on_claimed=ack_once)
         except Exception:
             # The database decides what happens next (the reconciler recovers the
             # task); redelivering would only repeat the same failure.
             log.exception("command handling failed", extra={"taskId": command.task_no})
-            outcome = "error"
-        delivery.ack()
+            outcome = ClaimBranch.ERROR
+        ack_once()
         return outcome
 
-    def handle(self, command: Command, delivery: Delivery | None = None) -> str:
-        """Claim and execute one command, or explain why not (002 §8.2).
+    def handle(
+        self, command: Command, *, on_claimed: Callable[[], None] | None = None
+    ) -> ClaimBranch:
+        """Claim and execute one command, or explain why not.
+
+        Args:
+            command: the decoded command.
+            on_claimed: called once the claim is committed, before the export runs:
+                from then on the database protects the attempt (lease, watchdog,
+                reconciler), so the message is acknowledged at once instead of being
+                held for the whole export (docs/operations.md, "Acknowledgement").
 
         Returns:
-            ``executed`` or the name of the claim branch that applied.
+            ``executed``, or the branch that explains why the claim touched no row.
         """
         if self._stop.is_set():
             # Shutting down: the command is acknowledged unexecuted; the database still
             # has the task PENDING and the reconciler sends the command again.
-            self.handled.append((command.task_no, "stopping"))
-            return "stopping"
+            self.handled.append((command.task_no, ClaimBranch.STOPPING))
+            return ClaimBranch.STOPPING
         # The lease owner names this attempt, not just this process: a restarted process
         # with the same instance id can never renew or commit an old attempt (CASES E24).
         owner = f"{self.owner}/{secrets.token_hex(4)}"
@@ -249,11 +230,8 @@ class Consumer:
             self.handled.append((command.task_no, branch))
             return branch
         assert task is not None
-        if delivery is not None:
-            # The claim is committed: from here the database protects the attempt
-            # (lease, watchdog, reconciler), so the message is acknowledged now rather
-            # than held for the whole export (docs/operations.md, "Acknowledgement").
-            delivery.ack()
+        if on_claimed is not None:
+            on_claimed()
         ExportRun(
             self.engine, self.context, task, command.dispatch_version, owner, object_key=object_key
         ).run()

@@ -25,13 +25,13 @@ from collections.abc import Mapping
 
 from sqlalchemy import Engine
 
-from export_center import metrics, repository
+from export_center import commands, metrics, repository
 from export_center.transport.base import Delivery
 
 __all__ = ["DlqHandler", "DlqReceiver"]
 
 log = logging.getLogger(__name__)
-REQUIRED = ("eventId", "taskId", "dispatchVersion", "schemaVersion")
+REQUIRED = commands.REQUIRED_PROPERTIES
 
 
 class DlqReceiver:

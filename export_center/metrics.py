@@ -9,11 +9,7 @@ truth.
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
-from sqlalchemy import ColumnElement, Engine, func, literal_column, select
-
-from export_center.db import db_now
-from export_center.models import ExportOutbox, ExportTask
-from export_center.states import OutboxStatus, TaskStatus
+from sqlalchemy import Engine
 
 __all__ = [
     "DLQ_MESSAGES",
@@ -57,31 +53,13 @@ OUTBOX_OLDEST_AGE = Gauge("export_outbox_oldest_age_seconds", "Age of the oldest
 OUTBOX_MAX_ATTEMPT = Gauge("export_outbox_max_attempt", "Highest attempt_count of unsent rows")
 
 
-def _age_seconds(engine: Engine, column: ColumnElement[object]) -> ColumnElement[float]:
-    if engine.dialect.name == "sqlite":
-        expr = (func.julianday(db_now()) - func.julianday(func.min(column))) * 86400.0
-    else:
-        expr = func.timestampdiff(literal_column("MICROSECOND"), func.min(column), db_now()) / 1e6
-    return expr
-
-
 def refresh_gauges(engine: Engine) -> None:
-    """Recompute the database gauges with the database clock."""
-    t, o = ExportTask.__table__, ExportOutbox.__table__
-    unsent = [OutboxStatus.PENDING.value, OutboxStatus.CLAIMED.value]
+    """Recompute the database gauges with the database clock (three bounded queries)."""
+    from export_center import repository
+
     with engine.connect() as conn:
-        age = conn.execute(
-            select(_age_seconds(engine, t.c.next_retry_at)).where(
-                t.c.status == TaskStatus.PENDING.value, t.c.next_retry_at <= db_now()
-            )
-        ).scalar()
-        QUEUE_AGE.set(float(age or 0.0))
-        pending, max_attempt = conn.execute(
-            select(func.count(), func.max(o.c.attempt_count)).where(o.c.status.in_(unsent))
-        ).one()
-        OUTBOX_PENDING.set(pending)
-        OUTBOX_MAX_ATTEMPT.set(max_attempt or 0)
-        oldest = conn.execute(
-            select(_age_seconds(engine, o.c.created_at)).where(o.c.status.in_(unsent))
-        ).scalar()
-        OUTBOX_OLDEST_AGE.set(float(oldest or 0.0))
+        figures = repository.queue_figures(conn)
+    QUEUE_AGE.set(figures.queue_age_seconds)
+    OUTBOX_PENDING.set(figures.outbox_pending)
+    OUTBOX_MAX_ATTEMPT.set(figures.outbox_max_attempt)
+    OUTBOX_OLDEST_AGE.set(figures.outbox_oldest_age_seconds)

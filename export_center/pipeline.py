@@ -32,6 +32,7 @@ from sqlalchemy import Engine
 
 from export_center import metrics, repository
 from export_center.columns import Column
+from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     DeadlinePassed,
     ExportCancelled,
@@ -63,7 +64,6 @@ CONTENT_TYPES = {
     "csv": "text/csv; charset=utf-8",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
-COMMAND_TAG = "EXPORT_TASK"
 
 
 @dataclass(slots=True)

@@ -16,10 +16,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 from sqlalchemy import Engine
 
-from export_center import metrics, repository
+from export_center import commands, metrics, repository
 from export_center.transport.base import OutgoingMessage, Transport
 
 __all__ = ["Publisher", "message_for_row"]
@@ -28,22 +27,19 @@ log = logging.getLogger(__name__)
 
 
 def message_for_row(row: Mapping[str, Any]) -> OutgoingMessage:
-    """Build the transport message of an outbox row: body = payload, properties = ids."""
-    payload = orjson.loads(row["payload_json"])
-    properties = {
-        "eventId": str(row["event_id"]),
-        "taskId": str(row["message_key"]),
-        "dispatchVersion": str(row["dispatch_version"]),
-        "schemaVersion": str(payload.get("schemaVersion", repository.COMMAND_SCHEMA_VERSION)),
-    }
-    if payload.get("traceId"):
-        properties["traceId"] = str(payload["traceId"])
+    """The transport message of an outbox row: body = the stored command, properties =
+    its identifiers (:func:`export_center.commands.properties`)."""
     return OutgoingMessage(
         topic=row["topic"],
         tag=row["tag"],
         key=row["message_key"],
         body=row["payload_json"].encode(),
-        properties=properties,
+        properties=commands.properties(
+            event_id=row["event_id"],
+            task_no=row["message_key"],
+            dispatch_version=row["dispatch_version"],
+            payload_json=row["payload_json"],
+        ),
     )
 
 

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
-from export_center.pipeline import COMMAND_TAG
+from export_center.commands import COMMAND_TAG
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
 from export_center.storage import Storage

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
+from export_center import repository
 from export_center.consumer import Consumer
 from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
 from export_center.loops import LoopRunner
-from export_center.models import GUARD_ROW_ID, ExportTaskGuard
 from export_center.pipeline import RunContext
 from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
@@ -158,10 +158,9 @@ class Runtime:
         )
 
     def _check_guard_row(self) -> None:
-        table = ExportTaskGuard.__table__
         with self.engine.connect() as conn:
-            row = conn.execute(select(table.c.id).where(table.c.id == GUARD_ROW_ID)).first()
-        if row is None:
+            present = repository.guard_row_exists(conn)
+        if not present:
             raise RuntimeError(
                 "export_task_guard row GLOBAL_CREATE is missing: run `export-center db upgrade`"
             )

@@ -16,17 +16,15 @@ import logging
 import threading
 import time
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from export_center import repository
-from export_center.db import db_now
 from export_center.errors import DeadlinePassed, ExportCancelled, LeaseLost, WorkerStopping
-from export_center.models import ExportTask
+from export_center.states import TaskStatus
 
 __all__ = ["Watchdog"]
 
 log = logging.getLogger(__name__)
-T = ExportTask.__table__
 
 
 class Watchdog:
@@ -125,13 +123,8 @@ class Watchdog:
                         return
                 else:
                     with self.engine.connect() as conn:
-                        row = conn.execute(
-                            select(
-                                T.c.cancel_requested, T.c.execution_deadline_at <= db_now()
-                            ).where(T.c.id == self.task_id)
-                        ).first()
-                    cancel = bool(row and row[0])
-                    if not cancel and row is not None and row[1]:
+                        cancel, past_deadline = repository.cancel_or_deadline(conn, self.task_id)
+                    if not cancel and past_deadline:
                         self.abort("deadline")
                         return
                 if cancel:
@@ -147,21 +140,16 @@ class Watchdog:
 
     def _why_not_renewed(self) -> str:
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(
-                    T.c.status,
-                    T.c.dispatch_version,
-                    T.c.lease_owner,
-                    T.c.cancel_requested,
-                    T.c.execution_deadline_at <= db_now(),
-                ).where(T.c.id == self.task_id)
-            ).first()
-        if row is None:
+            state = repository.attempt_state(conn, self.task_id)
+        if state is None:
             return "task deleted"
-        status, version, owner, cancel, past_deadline = row
-        if status == "RUNNING" and version == self.version and owner == self.owner:
-            if cancel:
+        if (
+            state.status == TaskStatus.RUNNING
+            and state.dispatch_version == self.version
+            and state.lease_owner == self.owner
+        ):
+            if state.cancel_requested:
                 return "cancel"
-            if past_deadline:
+            if state.past_deadline:
                 return "deadline"
         return "lease"

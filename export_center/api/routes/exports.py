@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -25,6 +25,7 @@ from export_center.api.schemas import (
 )
 from export_center.api.service import link_scope, task_in_scope, visible_task
 from export_center.auth import Identity
+from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     Conflict,
     Forbidden,
@@ -37,7 +38,6 @@ from export_center.errors import (
 from export_center.filenames import content_disposition
 from export_center.ids import TASK_NO_PATTERN
 from export_center.links import link_expiry, sign_download, verify_download
-from export_center.pipeline import COMMAND_TAG
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, api_state
 
@@ -201,7 +201,7 @@ def task_public(runtime: Runtime, task: Mapping[str, Any], viewer: Identity) -> 
     )
 
 
-def _first_end(active: list[Mapping[str, Any]]) -> int:
+def _first_end(active: Sequence[Mapping[str, Any]]) -> int:
     """Seconds until the first of ``active`` is expected to end (1..300; 10 when no
     running task has a rate and a total yet)."""
     etas = [eta for eta in (_rate(task)[1] for task in active) if eta is not None]

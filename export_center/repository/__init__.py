@@ -1,0 +1,158 @@
+"""All SQL of the export center, by role, returning typed rows.
+
+Every statement that creates, claims, renews, commits, retries, recovers or reads a
+task lives in this package, and all of it compares and computes times with the
+database clock (:func:`~export_center.db.db_now`, :func:`~export_center.db.db_now_plus`),
+never the process clock. Every write that belongs to one execution attempt names
+``dispatch_version`` and ``lease_owner``; an UPDATE that touches no row means the
+attempt lost its lease.
+
+The functions take an open :class:`sqlalchemy.Connection` inside a transaction
+(``engine.begin()``) unless they say otherwise, so callers can group them.
+
+Modules:
+
+* :mod:`.rows`: :class:`Task`, :class:`OutboxRow` and the outcome enums;
+* :mod:`.tables`: the tables, named for what they hold;
+* :mod:`.create`: the guard row, idempotency keys, the duplicate window, the limits;
+* :mod:`.outbox`: the transactional outbox and its publisher's writes;
+* :mod:`.attempts`: one attempt's claim, renewal, progress and end;
+* :mod:`.reads`: lookups, lists and the questions of consumer, watchdog and metrics;
+* :mod:`.recovery`: lost leases and files past retention (the reconciler);
+* :mod:`.actions`: cancel and manual retry (a person's actions);
+* :mod:`.quarantine`: the dead-letter disposal.
+"""
+
+from __future__ import annotations
+
+from export_center.commands import COMMAND_SCHEMA_VERSION
+from export_center.db import db_now, db_now_plus
+from export_center.repository.actions import manual_retry, request_cancel
+from export_center.repository.attempts import (
+    claim_task,
+    commit_success,
+    finish_cancelled,
+    record_failure,
+    release_for_shutdown,
+    renew_lease,
+    start_next_attempt,
+    update_progress,
+)
+from export_center.repository.create import canonical_parameters, create_task, guard_row_exists
+from export_center.repository.outbox import (
+    OUTBOX_BACKOFF_SECONDS,
+    claim_outbox_row,
+    due_outbox_ids,
+    insert_outbox,
+    mark_outbox_sent,
+    outbox_backoff,
+    outbox_rows,
+    outbox_send_failed,
+    purge_sent_outbox,
+    release_expired_outbox_claims,
+    resend_outbox_row,
+    stale_sent_outbox_ids,
+    tasks_missing_outbox,
+)
+from export_center.repository.quarantine import QUARANTINE_MESSAGE, QuarantineMismatch, quarantine
+from export_center.repository.reads import (
+    AttemptState,
+    ClaimState,
+    QueueFigures,
+    active_tasks,
+    attempt_state,
+    cancel_or_deadline,
+    claim_state,
+    deadline_passed,
+    list_tasks,
+    queue_figures,
+    read_task,
+    read_task_by_no,
+    retention_passed,
+    task_file_states,
+)
+from export_center.repository.recovery import (
+    expired_running_tasks,
+    mark_expired,
+    recover_expired_lease,
+    tasks_past_retention,
+)
+from export_center.repository.rows import (
+    AttemptEnd,
+    CreateLimits,
+    CreateReason,
+    CreateResult,
+    LimitReached,
+    NewTask,
+    OutboxRow,
+    QuarantineOutcome,
+    Recovery,
+    StoredFile,
+    Task,
+    TaskRow,
+)
+
+__all__ = [
+    "COMMAND_SCHEMA_VERSION",
+    "OUTBOX_BACKOFF_SECONDS",
+    "QUARANTINE_MESSAGE",
+    "AttemptEnd",
+    "AttemptState",
+    "ClaimState",
+    "CreateLimits",
+    "CreateReason",
+    "CreateResult",
+    "LimitReached",
+    "NewTask",
+    "OutboxRow",
+    "QuarantineMismatch",
+    "QuarantineOutcome",
+    "QueueFigures",
+    "Recovery",
+    "StoredFile",
+    "Task",
+    "TaskRow",
+    "active_tasks",
+    "attempt_state",
+    "canonical_parameters",
+    "cancel_or_deadline",
+    "claim_outbox_row",
+    "claim_state",
+    "claim_task",
+    "commit_success",
+    "create_task",
+    "db_now",
+    "db_now_plus",
+    "deadline_passed",
+    "due_outbox_ids",
+    "expired_running_tasks",
+    "finish_cancelled",
+    "guard_row_exists",
+    "insert_outbox",
+    "list_tasks",
+    "manual_retry",
+    "mark_expired",
+    "mark_outbox_sent",
+    "outbox_backoff",
+    "outbox_rows",
+    "outbox_send_failed",
+    "purge_sent_outbox",
+    "quarantine",
+    "queue_figures",
+    "read_task",
+    "read_task_by_no",
+    "record_failure",
+    "recover_expired_lease",
+    "release_expired_outbox_claims",
+    "release_for_shutdown",
+    "renew_lease",
+    "request_cancel",
+    "resend_outbox_row",
+    "retention_passed",
+    "stale_sent_outbox_ids",
+    "start_next_attempt",
+    "task_file_states",
+    "tasks_missing_outbox",
+    "tasks_past_retention",
+    "update_progress",
+]

@@ -1,0 +1,219 @@
+"""Reads: a task by id, the lists the API and the operators see, and the small questions
+the consumer, the watchdog and the metrics ask the database.
+
+Every time comparison uses the database clock (``db_now``), never the process clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, func, literal_column, select
+
+from export_center.access import Scope
+from export_center.db import db_now
+from export_center.repository._common import all_tasks, first_task
+from export_center.repository.rows import Task
+from export_center.repository.tables import OUTBOX as O
+from export_center.repository.tables import TASKS as T
+from export_center.states import OutboxStatus, TaskStatus
+
+__all__ = [
+    "AttemptState",
+    "ClaimState",
+    "QueueFigures",
+    "active_tasks",
+    "attempt_state",
+    "cancel_or_deadline",
+    "claim_state",
+    "deadline_passed",
+    "list_tasks",
+    "queue_figures",
+    "read_task",
+    "read_task_by_no",
+    "retention_passed",
+    "task_file_states",
+]
+
+
+def read_task(conn: Connection, task_id: int) -> Task | None:
+    """The task with internal id ``task_id``, or None."""
+    return first_task(conn.execute(select(T).where(T.c.id == task_id)))
+
+
+def read_task_by_no(conn: Connection, task_no: str) -> Task | None:
+    """The task with public id ``task_no`` (``exp_...``), or None (exact match)."""
+    return first_task(conn.execute(select(T).where(T.c.task_no == task_no)))
+
+
+def list_tasks(
+    conn: Connection,
+    *,
+    scope: Scope,
+    statuses: Sequence[str] | None,
+    limit: int,
+    before_id: int | None,
+    export_types: Sequence[str] | None = None,
+) -> list[Task]:
+    """Tasks visible in ``scope`` (tenant and app always; the owner unless the scope is
+    the whole tenant), newest first, keyset paged by ``id < before_id``. The identity
+    columns compare byte for byte (binary collation), as :func:`access.in_scope` does."""
+    conds: list[Any] = [T.c.tenant_id == scope.tenant_id, T.c.app_code == scope.app_code]
+    if scope.owner is not None:
+        conds.append(T.c.requested_by == scope.owner)
+    if statuses:
+        conds.append(T.c.status.in_(list(statuses)))
+    if export_types:
+        conds.append(T.c.export_type.in_(list(export_types)))
+    if before_id is not None:
+        conds.append(T.c.id < before_id)
+    return all_tasks(conn.execute(select(T).where(*conds).order_by(T.c.id.desc()).limit(limit)))
+
+
+def active_tasks(
+    conn: Connection,
+    *,
+    tenant_id: str | None = None,
+    requested_by: str | None = None,
+    export_type: str | None = None,
+    limit: int = 100,
+) -> list[Task]:
+    """Queued and running tasks of one requester (with ``tenant_id``) or of one export
+    type, oldest first: what an active-task limit counts."""
+    conds: list[Any] = [T.c.status.in_([TaskStatus.PENDING.value, TaskStatus.RUNNING.value])]
+    if tenant_id is not None:
+        conds.append(T.c.tenant_id == tenant_id)
+    if requested_by is not None:
+        conds.append(T.c.requested_by == requested_by)
+    if export_type is not None:
+        conds.append(T.c.export_type == export_type)
+    return all_tasks(conn.execute(select(T).where(*conds).order_by(T.c.id).limit(limit)))
+
+
+def task_file_states(conn: Connection, task_nos: list[str]) -> dict[str, tuple[str, str | None]]:
+    """``{task_no: (status, object_key)}`` of the given tasks (the orphan scan)."""
+    if not task_nos:
+        return {}
+    rows = conn.execute(
+        select(T.c.task_no, T.c.status, T.c.object_key).where(T.c.task_no.in_(task_nos))
+    )
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def retention_passed(conn: Connection, task_id: int) -> bool:
+    """True when the task's file is past ``expires_at`` by the database clock."""
+    return bool(conn.execute(select(T.c.expires_at <= db_now()).where(T.c.id == task_id)).scalar())
+
+
+def deadline_passed(conn: Connection, task_id: int) -> bool:
+    """True when the task's ``execution_deadline_at`` is at or before the database clock."""
+    return bool(
+        conn.execute(
+            select(T.c.execution_deadline_at <= db_now()).where(T.c.id == task_id)
+        ).scalar()
+    )
+
+
+def cancel_or_deadline(conn: Connection, task_id: int) -> tuple[bool, bool]:
+    """``(cancel_requested, deadline_passed)`` of a task (the watchdog's poll); both False
+    when the task is gone."""
+    row = conn.execute(
+        select(T.c.cancel_requested, T.c.execution_deadline_at <= db_now()).where(T.c.id == task_id)
+    ).first()
+    return (bool(row[0]), bool(row[1])) if row is not None else (False, False)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptState:
+    """What the database says of a task when an attempt's renewal touched no row."""
+
+    status: str
+    dispatch_version: int
+    lease_owner: str | None
+    cancel_requested: bool
+    past_deadline: bool
+
+
+def attempt_state(conn: Connection, task_id: int) -> AttemptState | None:
+    """The task's status, version, lease owner, cancel flag and whether its deadline
+    passed (database clock); None when the task is gone."""
+    row = conn.execute(
+        select(
+            T.c.status,
+            T.c.dispatch_version,
+            T.c.lease_owner,
+            T.c.cancel_requested,
+            T.c.execution_deadline_at <= db_now(),
+        ).where(T.c.id == task_id)
+    ).first()
+    if row is None:
+        return None
+    return AttemptState(row[0], int(row[1]), row[2], bool(row[3]), bool(row[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimState:
+    """Why a claim may have touched no row: the task's status and version, and whether
+    its lease is live and its backoff still running (database clock)."""
+
+    status: str
+    dispatch_version: int
+    lease_live: bool
+    in_backoff: bool
+
+
+def claim_state(conn: Connection, task_no: str) -> ClaimState | None:
+    """The claim-relevant state of the task ``task_no``; None when it does not exist."""
+    row = conn.execute(
+        select(
+            T.c.status,
+            T.c.dispatch_version,
+            T.c.lease_until > db_now(),
+            T.c.next_retry_at > db_now(),
+        ).where(T.c.task_no == task_no)
+    ).first()
+    if row is None:
+        return None
+    return ClaimState(row[0], int(row[1]), bool(row[2]), bool(row[3]))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFigures:
+    """The database gauges: queue age (s), unsent outbox rows, their oldest age (s) and
+    highest attempt count."""
+
+    queue_age_seconds: float
+    outbox_pending: int
+    outbox_oldest_age_seconds: float
+    outbox_max_attempt: int
+
+
+def _age_seconds(conn: Connection, column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """Seconds from the oldest value of ``column`` to the database clock."""
+    if conn.dialect.name == "sqlite":
+        return (func.julianday(db_now()) - func.julianday(func.min(column))) * 86400.0
+    return func.timestampdiff(literal_column("MICROSECOND"), func.min(column), db_now()) / 1e6
+
+
+def queue_figures(conn: Connection) -> QueueFigures:
+    """Compute the queue and outbox gauges in three bounded aggregate queries."""
+    unsent = [OutboxStatus.PENDING.value, OutboxStatus.CLAIMED.value]
+    age = conn.execute(
+        select(_age_seconds(conn, T.c.next_retry_at)).where(
+            T.c.status == TaskStatus.PENDING.value, T.c.next_retry_at <= db_now()
+        )
+    ).scalar()
+    pending, max_attempt = conn.execute(
+        select(func.count(), func.max(O.c.attempt_count)).where(O.c.status.in_(unsent))
+    ).one()
+    oldest = conn.execute(
+        select(_age_seconds(conn, O.c.created_at)).where(O.c.status.in_(unsent))
+    ).scalar()
+    return QueueFigures(
+        queue_age_seconds=float(age or 0.0),
+        outbox_pending=int(pending),
+        outbox_oldest_age_seconds=float(oldest or 0.0),
+        outbox_max_attempt=int(max_attempt or 0),
+    )

@@ -1,0 +1,109 @@
+"""What the reconciler repairs: lost leases, files past retention.
+
+A RUNNING task whose lease ran out (by the database clock) lost its worker. Its attempt
+ends here: CANCELLED if a cancel was asked, PENDING with ``dispatch_version + 1`` when
+attempts are left, FAILED otherwise; the UPDATE names the version and still requires the
+lease to be expired, so a live attempt is never touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, and_, select, update
+
+from export_center.db import db_now
+from export_center.repository._common import all_tasks, cancelled, failed
+from export_center.repository.attempts import start_next_attempt
+from export_center.repository.rows import Recovery, Task
+from export_center.repository.tables import TASKS as T
+from export_center.states import Phase, TaskStatus
+
+__all__ = [
+    "expired_running_tasks",
+    "mark_expired",
+    "recover_expired_lease",
+    "tasks_past_retention",
+]
+
+
+def _tasks_due(
+    conn: Connection, status: TaskStatus, column: ColumnElement[Any], limit: int
+) -> list[Task]:
+    """Tasks in ``status`` whose time ``column`` has passed by the database clock, oldest first."""
+    return all_tasks(
+        conn.execute(
+            select(T)
+            .where(T.c.status == status.value, column <= db_now())
+            .order_by(column)
+            .limit(limit)
+        )
+    )
+
+
+def expired_running_tasks(conn: Connection, limit: int) -> list[Task]:
+    """RUNNING tasks whose lease ran out by the database clock, at most ``limit``."""
+    return _tasks_due(conn, TaskStatus.RUNNING, T.c.lease_until, limit)
+
+
+def tasks_past_retention(conn: Connection, limit: int) -> list[Task]:
+    """SUCCEEDED tasks whose file is past ``expires_at``, at most ``limit``."""
+    return _tasks_due(conn, TaskStatus.SUCCEEDED, T.c.expires_at, limit)
+
+
+def recover_expired_lease(conn: Connection, task: Task, *, topic: str, tag: str) -> Recovery | None:
+    """End an attempt whose worker stopped renewing its lease.
+
+    Cancel requested -> CANCELLED; attempts left -> PENDING with ``dispatch_version + 1``,
+    due now, and a new outbox row (``WORKER_LOST`` kept as the last error); otherwise
+    FAILED (``WORKER_LOST``).
+
+    Returns:
+        The recovery, or None when the task changed meanwhile (nothing was written).
+    """
+    expired = and_(
+        T.c.id == task.id,
+        T.c.status == TaskStatus.RUNNING.value,
+        T.c.dispatch_version == task.dispatch_version,
+        T.c.lease_until <= db_now(),
+    )
+    if task.cancel_requested:
+        done = conn.execute(update(T).where(expired).values(**cancelled())).rowcount
+        return Recovery.CANCELLED if done else None
+    attempt = task.attempt_count
+    if attempt < task.max_attempts:
+        requeued = start_next_attempt(
+            conn,
+            task.id,
+            expired,
+            topic=topic,
+            tag=tag,
+            failure_code="WORKER_LOST",
+            failure_message=(
+                f"{task.phase}: the worker stopped renewing its lease during attempt "
+                f"{attempt}; retrying"
+            ),
+        )
+        return Recovery.RETRY if requeued else None
+    message = (
+        f"{task.phase}: the worker stopped renewing its lease and all "
+        f"{task.max_attempts} attempts are used"
+    )
+    done = conn.execute(update(T).where(expired).values(**failed("WORKER_LOST", message))).rowcount
+    return Recovery.FAILED if done else None
+
+
+def mark_expired(conn: Connection, task_id: int, object_key: str | None) -> bool:
+    """SUCCEEDED -> EXPIRED once its file is deleted (only if the file is still the same)."""
+    return (
+        conn.execute(
+            update(T)
+            .where(
+                T.c.id == task_id,
+                T.c.status == TaskStatus.SUCCEEDED.value,
+                T.c.object_key == object_key,
+            )
+            .values(status=TaskStatus.EXPIRED.value, phase=Phase.STORE.value, updated_at=db_now())
+        ).rowcount
+        == 1
+    )

@@ -1,0 +1,213 @@
+"""Typed rows and the outcomes the repository reports.
+
+:class:`Task` and :class:`OutboxRow` are frozen snapshots of one row, read with
+attribute access (``task.dispatch_version``). They are also read-only mappings
+(``task["dispatch_version"]``, ``dict(task)``) so that logs, tests and the API
+presenter can treat a row as data. Outcomes are :class:`enum.StrEnum` values, so they
+compare and print as the short strings used in logs and metric labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Self
+
+__all__ = [
+    "AttemptEnd",
+    "CreateLimits",
+    "CreateReason",
+    "CreateResult",
+    "LimitReached",
+    "NewTask",
+    "OutboxRow",
+    "QuarantineOutcome",
+    "Recovery",
+    "StoredFile",
+    "Task",
+    "TaskRow",
+]
+
+
+class _RowMapping(Mapping[str, Any]):
+    """Read-only mapping view of a dataclass row: the keys are its column names."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return (field.name for field in dataclasses.fields(self))  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(dataclasses.fields(self))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> Self:
+        """The typed row of a ``SELECT`` of every column of the table."""
+        return cls(**{field.name: row[field.name] for field in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Task(_RowMapping):
+    """One ``export_task`` row (times are naive UTC, written by the database clock)."""
+
+    id: int
+    task_no: str
+    export_type: str
+    format: str
+    task_name: str
+    parameters_json: str
+    parameters_hash: str
+    request_id: str | None
+    tenant_id: str
+    app_code: str
+    requested_by: str
+    status: str
+    phase: str
+    processed_rows: int
+    total_rows: int | None
+    dispatch_version: int
+    attempt_count: int
+    max_attempts: int
+    next_retry_at: datetime
+    lease_owner: str | None
+    lease_until: datetime | None
+    last_heartbeat_at: datetime | None
+    execution_deadline_at: datetime | None
+    cancel_requested: bool
+    failure_code: str | None
+    failure_message: str | None
+    warning_message: str | None
+    object_key: str | None
+    file_name: str | None
+    content_type: str | None
+    size_bytes: int | None
+    row_count: int | None
+    trace_id: str
+    time_zone: str
+    requested_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    expires_at: datetime | None
+    updated_at: datetime
+
+
+#: What the repository's task functions take and return.
+TaskRow = Task
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OutboxRow(_RowMapping):
+    """One ``export_outbox`` row: the command of one dispatch version."""
+
+    id: int
+    event_id: str
+    task_id: int
+    dispatch_version: int
+    topic: str
+    tag: str
+    message_key: str
+    payload_json: str
+    status: str
+    attempt_count: int
+    next_retry_at: datetime
+    lease_owner: str | None
+    lease_until: datetime | None
+    sent_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """What a create request asks for, after validation."""
+
+    export_type: str
+    format: str
+    task_name: str
+    parameters: Mapping[str, Any]
+    tenant_id: str
+    app_code: str
+    requested_by: str
+    max_attempts: int
+    request_id: str | None = None
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateLimits:
+    """The creation guard: duplicate window (seconds) and active-task limits."""
+
+    duplicate_window_seconds: float = 60.0
+    max_active_per_user: int = 3
+    max_active_per_type: int = 5
+
+
+class CreateReason(StrEnum):
+    """Why :func:`create_task` returned its task."""
+
+    CREATED = "created"
+    IDEMPOTENT = "idempotent"
+    KEY_REUSED = "key_reused"
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateResult:
+    """Outcome of a create: the task and why it was returned."""
+
+    task: Task
+    created: bool
+    reason: CreateReason
+
+
+class LimitReached(Exception):
+    """An active-task limit refused the create; ``scope`` is ``user`` or ``type``."""
+
+    def __init__(self, scope: str, limit: int):
+        super().__init__(scope, limit)
+        self.scope = scope
+        self.limit = limit
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """The file an attempt produced: key, name, MIME type, bytes, rows, warning."""
+
+    object_key: str
+    file_name: str
+    content_type: str
+    size_bytes: int
+    row_count: int
+    warning: str | None = None
+
+
+class AttemptEnd(StrEnum):
+    """How a failed attempt ended: another attempt follows, or the task failed."""
+
+    RETRY = "retry"
+    FAILED = "failed"
+
+
+class Recovery(StrEnum):
+    """What the reconciler made of an attempt whose worker stopped renewing its lease."""
+
+    CANCELLED = "cancelled"
+    RETRY = "retry"
+    FAILED = "failed"
+
+
+class QuarantineOutcome(StrEnum):
+    """What the dead-letter handler did with a dead-lettered command."""
+
+    QUARANTINED = "quarantined"
+    STALE = "stale"
