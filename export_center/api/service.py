@@ -1,28 +1,76 @@
-"""What the routes do besides HTTP: the task lookup every route shares.
+"""What the API does, apart from HTTP: create, list, find, cancel, retry, download.
 
-:func:`visible_task` is the one lookup of list cursors, detail, download, cancel and
-retry: a task the caller may not see answers exactly like a task that does not exist
-(404 ``TASK_NOT_FOUND``), so no route is an existence oracle for other tenants' tasks.
-The rule itself is :mod:`export_center.access`.
+The routes are thin: they parse the request, call one function here and present the
+result. The rules live here, in one place:
+
+* :func:`task_in_scope` / :func:`visible_task`: the one lookup of detail, download,
+  cancel, retry and list cursors. A task the caller may not see answers exactly like a
+  task that does not exist (404 ``TASK_NOT_FOUND``), so no route is an existence oracle
+  for other tenants' tasks. The rule itself is :mod:`export_center.access`.
+* :func:`create_export`: validation against the registry, idempotency, the duplicate
+  window and the limits, in one transaction with the first outbox row.
+* :func:`list_visible`: the list in the caller's scope, re-checked row by row.
+* :func:`cancel_task`, :func:`retry_task`, :func:`signed_link_for`,
+  :func:`file_for_link`.
+
+Every error is an :class:`~export_center.errors.RequestError` with a code, a field and a
+sentence; the API maps them to HTTP in one place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from export_center import repository
+from export_center import metrics, repository
 from export_center.access import Scope, in_scope, scope_of
+from export_center.api.params import validate_parameters, validate_time_zone
+from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
-from export_center.errors import NotFound
+from export_center.commands import COMMAND_TAG
+from export_center.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    NotFound,
+    TooManyActiveTasks,
+    ValidationFailed,
+)
 from export_center.ids import TASK_NO_PATTERN
+from export_center.links import LinkGrant, sign_download, verify_download
+from export_center.registry import ExportType
+from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
+from export_center.states import TaskStatus, api_state
 
-__all__ = ["link_scope", "task_in_scope", "visible_task"]
+__all__ = [
+    "STATE_FILTER",
+    "Created",
+    "cancel_task",
+    "create_export",
+    "file_for_link",
+    "link_scope",
+    "list_visible",
+    "retry_task",
+    "signed_link_for",
+    "task_in_scope",
+    "visible_task",
+]
+
+#: API state names to stored statuses (the list's ``state`` filter).
+STATE_FILTER = {
+    "queued": TaskStatus.PENDING,
+    "running": TaskStatus.RUNNING,
+    "succeeded": TaskStatus.SUCCEEDED,
+    "failed": TaskStatus.FAILED,
+    "cancelled": TaskStatus.CANCELLED,
+    "expired": TaskStatus.EXPIRED,
+}
 
 
-def task_in_scope(runtime: Runtime, task_no: str, scope: Scope) -> Mapping[str, Any]:
-    """The task row with public id ``task_no`` when it is visible in ``scope``.
+def task_in_scope(runtime: Runtime, task_no: str, scope: Scope) -> Task:
+    """The task with public id ``task_no`` when it is visible in ``scope``.
 
     Raises:
         NotFound: ``TASK_NOT_FOUND`` when the id is malformed, the task does not exist,
@@ -38,7 +86,7 @@ def task_in_scope(runtime: Runtime, task_no: str, scope: Scope) -> Mapping[str, 
     return task
 
 
-def visible_task(runtime: Runtime, task_no: str, user: Identity) -> Mapping[str, Any]:
+def visible_task(runtime: Runtime, task_no: str, user: Identity) -> Task:
     """The task when the signed-in ``user`` may see it (:func:`task_in_scope` with the
     user's scope).
 
@@ -55,3 +103,379 @@ def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
     if task["requested_by"] == viewer.user:
         return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
     return scope
+
+
+# --------------------------------------------------------------------------- create
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What a create answered: the task, and whether it was made now, replayed for an
+    idempotency key, or the active duplicate of the same export."""
+
+    task: Task
+    reason: CreateReason
+
+
+def _export_type_for(runtime: Runtime, user: Identity, code: str) -> ExportType:
+    """The registered type ``code`` when ``user`` may create it.
+
+    Raises:
+        ValidationFailed: ``UNKNOWN_EXPORT_TYPE``.
+        Forbidden: ``PERMISSION_DENIED`` (the caller can list the types it may use).
+        Conflict: ``EXPORT_TYPE_DISABLED``.
+    """
+    etype = runtime.registry.get(code)
+    if etype is None:
+        raise ValidationFailed(
+            f"unknown export type {code!r}", code="UNKNOWN_EXPORT_TYPE", field="exportType"
+        )
+    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
+        raise Forbidden(f"you may not create {etype.code} exports", code="PERMISSION_DENIED")
+    if not etype.enabled:
+        raise Conflict(f"{etype.code} exports are disabled", code="EXPORT_TYPE_DISABLED")
+    return etype
+
+
+def _request_key(body: ExportCreate, header: str | None) -> tuple[str | None, str]:
+    """The idempotency key of a create, from ``requestId`` or the ``Idempotency-Key``
+    header, and the name the caller used for it.
+
+    Raises:
+        ValidationFailed: the two differ, or the key is not 1..128 characters.
+    """
+    if header is not None and body.requestId is not None and header != body.requestId:
+        raise ValidationFailed(
+            "Idempotency-Key and requestId differ",
+            code="IDEMPOTENCY_KEY_MISMATCH",
+            field="requestId",
+        )
+    key = body.requestId or header
+    if key is not None and not 0 < len(key) <= 128:
+        raise ValidationFailed(
+            "Idempotency-Key must have 1..128 characters",
+            code="INVALID_IDEMPOTENCY_KEY",
+            field="requestId",
+        )
+    return key, "requestId" if body.requestId is not None else "Idempotency-Key"
+
+
+def create_export(
+    runtime: Runtime, user: Identity, body: ExportCreate, idempotency_key: str | None
+) -> Created:
+    """Validate and create one export for ``user`` (or return the task it names).
+
+    Raises:
+        ValidationFailed, Forbidden, Conflict: a field at fault, a type the user may not
+            use, a disabled type, or a key used for another export
+            (``IDEMPOTENCY_KEY_REUSED``, naming what differs).
+        TooManyActiveTasks: a limit is reached; ``retry_after`` is when the first active
+            export is expected to end.
+    """
+    etype = _export_type_for(runtime, user, body.exportType)
+    fmt = body.format.strip().upper()
+    if fmt not in ("CSV", "XLSX"):
+        raise ValidationFailed(
+            f"format must be csv or xlsx, got {body.format!r}",
+            code="INVALID_FORMAT",
+            field="format",
+        )
+    key, key_name = _request_key(body, idempotency_key)
+    parameters = validate_parameters(etype, body.parameters)
+    new = repository.NewTask(
+        export_type=etype.code,
+        format=fmt,
+        task_name=(body.taskName or "").strip() or f"{etype.title} export",
+        parameters=parameters,
+        tenant_id=user.tenant,
+        app_code=user.app_code,
+        requested_by=user.user,
+        max_attempts=etype.max_attempts,
+        request_id=key,
+        time_zone=validate_time_zone(body.timeZone, runtime.settings.task.time_zone),
+    )
+    limits = runtime.settings.limits
+    try:
+        with runtime.engine.begin() as conn:
+            result = repository.create_task(
+                conn,
+                new,
+                topic=runtime.settings.command_topic,
+                tag=COMMAND_TAG,
+                limits=repository.CreateLimits(
+                    duplicate_window_seconds=limits.duplicate_window_seconds,
+                    max_active_per_user=limits.max_active_per_user,
+                    max_active_per_type=limits.max_active_per_type,
+                ),
+            )
+    except repository.LimitReached as exc:
+        raise _limit_error(runtime, user, etype, exc) from None
+    if result.reason is CreateReason.KEY_REUSED:
+        raise _key_reused(result.task, new, key_name)
+    if result.created:
+        metrics.TASKS_CREATED.labels(etype.code).inc()
+        runtime.publish_soon()  # the outbox row is committed: dispatch it now
+    return Created(result.task, result.reason)
+
+
+def _limit_error(
+    runtime: Runtime, user: Identity, etype: ExportType, exc: repository.LimitReached
+) -> TooManyActiveTasks:
+    from export_center.api.present import first_end_seconds
+
+    by_user = exc.scope == "user"
+    with runtime.engine.connect() as conn:
+        active = repository.active_tasks(
+            conn,
+            tenant_id=user.tenant if by_user else None,
+            requested_by=user.user if by_user else None,
+            export_type=None if by_user else etype.code,
+        )
+    message = (
+        f"you already have {exc.limit} exports queued or running; wait for one to finish"
+        if by_user
+        else f"too many {etype.code} exports are running right now; try again in a few minutes"
+    )
+    return TooManyActiveTasks(
+        message,
+        code="TOO_MANY_ACTIVE_TASKS" if by_user else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
+        retry_after=first_end_seconds(active),
+    )
+
+
+def _key_reused(task: Task, new: repository.NewTask, key_name: str) -> Conflict:
+    differs = [
+        name
+        for name, same in (
+            ("export type", task.export_type == new.export_type),
+            ("format", task.format == new.format),
+            ("time zone", task.time_zone == new.time_zone),
+            (
+                "parameters",
+                task.parameters_hash == repository.canonical_parameters(new.parameters)[1],
+            ),
+        )
+        if not same
+    ]
+    return Conflict(
+        f"{key_name} {new.request_id!r} was already used for another export "
+        f"({task.export_type}, {task.format.lower()}); this request differs "
+        f"in {' and '.join(differs) or 'its content'}; use a new key",
+        code="IDEMPOTENCY_KEY_REUSED",
+        field=key_name,
+    )
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _statuses(state: str | None) -> list[str] | None:
+    if not state:
+        return None
+    try:
+        return [STATE_FILTER[s.strip().lower()].value for s in state.split(",") if s.strip()]
+    except KeyError:
+        raise ValidationFailed(
+            f"state must be among {', '.join(STATE_FILTER)}", code="INVALID_STATE", field="state"
+        ) from None
+
+
+def list_visible(
+    runtime: Runtime,
+    user: Identity,
+    *,
+    state: str | None,
+    export_types: Sequence[str] | None,
+    owner: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Task], str | None]:
+    """One page of the tasks ``user`` sees, newest first.
+
+    Args:
+        state: comma-separated API states, or None for all.
+        export_types: only these types, or None for all.
+        owner: only this user's tasks (needs download-all for another user).
+        limit: page size.
+        cursor: the ``nextCursor`` of the previous page.
+
+    Returns:
+        ``(tasks, next_cursor)``; ``next_cursor`` is None on the last page.
+
+    Raises:
+        ValidationFailed: ``INVALID_STATE`` or ``INVALID_CURSOR``.
+        Forbidden: ``PERMISSION_DENIED`` for another user's tasks without download-all.
+    """
+    statuses = _statuses(state)
+    before_id = None
+    if cursor:
+        invalid = ValidationFailed(
+            "cursor must be the nextCursor of a previous page of this list",
+            code="INVALID_CURSOR",
+            field="cursor",
+        )
+        try:
+            before_id = visible_task(runtime, cursor, user).id
+        except NotFound:
+            raise invalid from None
+    scope = scope_of(user)
+    if owner is not None and owner != user.user and scope.owner is not None:
+        raise Forbidden(
+            "only platform:download:all may list other users' tasks", code="PERMISSION_DENIED"
+        )
+    if owner is not None:
+        scope = Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=owner)
+    with runtime.engine.connect() as conn:
+        rows = repository.list_tasks(
+            conn,
+            scope=scope,
+            statuses=statuses,
+            export_types=export_types,
+            limit=limit + 1,
+            before_id=before_id,
+        )
+    next_cursor = rows[limit - 1].task_no if len(rows) > limit else None
+    # The same rule in Python on every row: a database whose collation ignored case or
+    # trailing spaces still could not widen the list.
+    return [row for row in rows[:limit] if in_scope(row, scope)], next_cursor
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def cancel_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
+    """Cancel a queued task at once, or ask a running one to stop (within 10 s).
+
+    Returns:
+        The task after the request.
+
+    Raises:
+        NotFound: ``TASK_NOT_FOUND``.
+        Conflict: ``NOT_CANCELLABLE`` (it already ended).
+    """
+    task = visible_task(runtime, task_no, user)
+    with runtime.engine.begin() as conn:
+        outcome = repository.request_cancel(conn, task.id)
+        fresh = repository.read_task(conn, task.id)
+    if outcome is None:
+        raise Conflict(
+            f"the export is {api_state(task.status)} and cannot be cancelled",
+            code="NOT_CANCELLABLE",
+        )
+    assert fresh is not None
+    return fresh
+
+
+def retry_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
+    """Run a failed export again: a new dispatch version, counters and error reset.
+
+    Returns:
+        The requeued task.
+
+    Raises:
+        NotFound: ``TASK_NOT_FOUND``.
+        Conflict: ``EXPORT_TYPE_DISABLED``, or ``NOT_RETRYABLE`` when it is not FAILED.
+        Forbidden: ``PERMISSION_DENIED`` (the user may no longer run this type).
+    """
+    task = visible_task(runtime, task_no, user)
+    etype = runtime.registry.get(task.export_type)
+    if etype is None or not etype.enabled:
+        raise Conflict(f"{task.export_type} exports are disabled", code="EXPORT_TYPE_DISABLED")
+    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
+        raise Forbidden(f"you may not run {etype.code} exports", code="PERMISSION_DENIED")
+    if task.status != TaskStatus.FAILED:
+        raise Conflict(
+            f"only failed exports can be retried; this one is {api_state(task.status)}",
+            code="NOT_RETRYABLE",
+        )
+    with runtime.engine.begin() as conn:
+        fresh = repository.manual_retry(
+            conn, task.id, topic=runtime.settings.command_topic, tag=COMMAND_TAG
+        )
+    if fresh is None:
+        raise Conflict("the export changed state; reload it", code="NOT_RETRYABLE")
+    return fresh
+
+
+# --------------------------------------------------------------------------- download
+
+
+def _require_file(task: Task) -> None:
+    """Raise unless ``task`` has a file to serve.
+
+    Raises:
+        Gone: ``FILE_EXPIRED``.
+        Conflict: ``NO_FILE`` (failed or cancelled) or ``NOT_READY``.
+    """
+    status = TaskStatus(task.status)
+    if status == TaskStatus.EXPIRED:
+        raise Gone("the file has expired and was deleted; export again")
+    if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
+        raise Conflict(f"the export is {api_state(status)}; it has no file", code="NO_FILE")
+    if status != TaskStatus.SUCCEEDED or not task.object_key:
+        raise Conflict(f"the export is {api_state(status)}, no file yet", code="NOT_READY")
+
+
+def signed_link_for(runtime: Runtime, user: Identity, task_no: str) -> str:
+    """A new signed download link of ``user``'s visible task, valid for the link TTL.
+
+    Raises:
+        NotFound, Gone, Conflict: as :func:`visible_task` and the file checks.
+    """
+    task = visible_task(runtime, task_no, user)
+    _require_file(task)
+    return sign_download(
+        runtime.settings.download_secret,
+        task.task_no,
+        user.user,
+        link_scope(task, user),
+        runtime.settings.api.download_link_ttl_seconds,
+    )
+
+
+def file_for_link(
+    runtime: Runtime, task_no: str, link: Mapping[str, str], caller: Identity | None
+) -> Task:
+    """The task whose file a signed link may serve.
+
+    The signature binds the task, the user, the tenant, the app, the scope and the
+    expiry; the task is then looked up in the link's own scope, with the rule every
+    route applies, so a link never serves a file its user could not see.
+
+    Args:
+        link: the link's query fields (``expires``, ``user``, ``tenant``, ``app``,
+            ``scope``, ``signature``).
+        caller: the bearer identity sent along, if any: it must be the link's user.
+
+    Raises:
+        Forbidden: ``LINK_INVALID``, ``LINK_EXPIRED``, ``LINK_NOT_YOURS``.
+        NotFound: ``TASK_NOT_FOUND`` or ``FILE_GONE``.
+        Gone, Conflict: the file expired or does not exist yet.
+    """
+    if not TASK_NO_PATTERN.match(task_no):
+        raise NotFound("no such export task", code="TASK_NOT_FOUND")
+    grant: LinkGrant = verify_download(
+        runtime.settings.download_secret,
+        task_no,
+        user=link.get("user", ""),
+        tenant=link.get("tenant", ""),
+        app=link.get("app", ""),
+        scope=link.get("scope", ""),
+        expires=link.get("expires", ""),
+        signature=link.get("signature", ""),
+    )
+    if caller is not None and (
+        caller.user != grant.user
+        or caller.tenant != grant.scope.tenant_id
+        or caller.app_code != grant.scope.app_code
+    ):
+        raise Forbidden("this download link was issued to another user", code="LINK_NOT_YOURS")
+    task = task_in_scope(runtime, task_no, grant.scope)
+    _require_file(task)
+    with runtime.engine.connect() as conn:
+        if repository.retention_passed(conn, task.id):
+            raise Gone("the file has expired; export again")
+    assert task.object_key is not None
+    if not runtime.storage.exists(task.object_key):
+        raise NotFound("the file is no longer stored", code="FILE_GONE")
+    return task

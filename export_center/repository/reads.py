@@ -30,12 +30,18 @@ __all__ = [
     "claim_state",
     "deadline_passed",
     "list_tasks",
+    "ping",
     "queue_figures",
     "read_task",
     "read_task_by_no",
     "retention_passed",
     "task_file_states",
 ]
+
+
+def ping(conn: Connection) -> None:
+    """One round trip to the database (readiness); raises when it does not answer."""
+    conn.execute(select(literal_column("1"))).scalar()
 
 
 def read_task(conn: Connection, task_id: int) -> Task | None:

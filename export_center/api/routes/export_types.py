@@ -1,0 +1,47 @@
+"""``GET /api/v1/export-types``: the types the caller may create, with their form fields."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
+from export_center.api.openapi import AUTH, errors
+from export_center.api.schemas import ExportTypePublic, ParameterPublic
+from export_center.registry import ExportType
+
+__all__ = ["router", "type_public"]
+
+router = APIRouter(tags=["exports"], dependencies=[Depends(strict_query)])
+
+
+def type_public(etype: ExportType) -> ExportTypePublic:
+    """An export type as a create form needs it: names in English and Chinese, fields."""
+    return ExportTypePublic(
+        exportType=etype.code,
+        title=etype.title,
+        titleZh=etype.title_zh or etype.title,
+        formats=["csv", "xlsx"],
+        parameters=[
+            ParameterPublic(
+                name=p.name,
+                type=p.type,
+                required=p.required,
+                values=list(p.values) if p.values else None,
+                title=p.title or p.name,
+                titleZh=p.title_zh or p.title or p.name,
+            )
+            for p in etype.parameters
+        ],
+        dateRange=list(etype.date_range) if etype.date_range else None,
+        maxRows=etype.max_rows,
+    )
+
+
+@router.get("/api/v1/export-types", response_model=list[ExportTypePublic], responses=errors(AUTH))
+def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePublic]:
+    """Export types the caller may create (permission, app scope, enabled)."""
+    return [
+        type_public(t)
+        for t in runtime.registry
+        if t.enabled and user.can(t.required_permission) and user.app_code == t.app_scope
+    ]
