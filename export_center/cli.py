@@ -109,6 +109,15 @@ def _announce(settings: Settings, *, what: str = "") -> None:
     typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
 
 
+def _check_startup(settings: Settings) -> None:
+    """Refuse to start, with one line and exit code 2, on settings that would fail later."""
+    try:
+        settings.check_startup()
+    except ValueError as exc:
+        typer.echo(f"cannot start: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _registry_permissions(settings: Settings) -> list[str]:
     from export_center.registry import load_registry
 
@@ -256,6 +265,7 @@ def serve(
     _announce(settings, what="serve")
     host = host or settings.api.host
     port = port or settings.api.port
+    _check_startup(settings)
     try:  # fail before binding, with one line naming the key and the rule
         _registry_permissions(settings)
     except RegistryError as exc:
@@ -306,6 +316,7 @@ def worker() -> None:
 
     settings = _settings()
     _announce(settings, what="worker")
+    _check_startup(settings)
     configure_logging()
     runtime = Runtime(settings, self_url=settings.api.public_base_url)
     stop = threading.Event()

@@ -87,6 +87,7 @@ class Consumer:
         owner: this instance's lease owner id (one per process; attempts add nothing,
             the version names the attempt).
         threads: exports run at once.
+        run_factory: builds the attempt (``ExportRun``; tests inject a subclass).
     """
 
     def __init__(
@@ -97,12 +98,14 @@ class Consumer:
         *,
         owner: str,
         threads: int = 1,
+        run_factory: Callable[..., ExportRun] = ExportRun,
     ) -> None:
         self.engine = engine
         self.transport = transport
         self.context = context
         self.owner = owner
         self.threads = threads
+        self.run_factory = run_factory
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         #: The last outcomes as ``(task_no, outcome)``, newest last (bounded: a
@@ -232,7 +235,7 @@ class Consumer:
         assert task is not None
         if on_claimed is not None:
             on_claimed()
-        ExportRun(
+        self.run_factory(
             self.engine, self.context, task, command.dispatch_version, owner, object_key=object_key
         ).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Mapping
 
 from sqlalchemy import Engine
@@ -32,6 +33,9 @@ __all__ = ["DlqHandler", "DlqReceiver"]
 
 log = logging.getLogger(__name__)
 REQUIRED = commands.REQUIRED_PROPERTIES
+#: Pause after a dead letter could not be handled (the database failed), doubling.
+_FIRST_PAUSE_SECONDS = 0.5
+_MAX_PAUSE_SECONDS = 30.0
 
 
 class DlqReceiver:
@@ -57,7 +61,8 @@ class DlqHandler:
         self.receiver = receiver
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.outcomes: list[tuple[str, str, str | None]] = []  # (messageId, outcome, taskId)
+        #: The last outcomes as ``(messageId, outcome, taskId)`` (bounded diagnostic).
+        self.outcomes: deque[tuple[str, str, str | None]] = deque(maxlen=1000)
 
     def handle(self, message_id: str, properties: Mapping[str, str]) -> str:
         """Handle one dead letter; returns ``quarantined``, ``stale`` or ``missing_properties``.
@@ -137,6 +142,7 @@ class DlqHandler:
 
     def _loop(self) -> None:
         assert self.receiver is not None
+        pause = _FIRST_PAUSE_SECONDS
         while not self._stop.is_set():
             try:
                 delivery = self.receiver.receive(1.0)
@@ -144,5 +150,12 @@ class DlqHandler:
                 log.exception("dead-letter receive failed")
                 self._stop.wait(2.0)
                 continue
-            if delivery is not None:
-                self.handle_delivery(delivery)
+            if delivery is None:
+                continue
+            if self.handle_delivery(delivery) == "error":
+                # The database failed and the message went back: wait before the next
+                # try (doubling up to 30 s) instead of spinning on the same failure.
+                self._stop.wait(pause)
+                pause = min(pause * 2, _MAX_PAUSE_SECONDS)
+            else:
+                pause = _FIRST_PAUSE_SECONDS

@@ -1,37 +1,32 @@
-"""One execution attempt of an export: fetch, render, store, commit (seed 002 §8.3-§9.5).
+"""One execution attempt of an export: fetch, render, store, commit.
 
 The attempt pages through the provider with the keyset cursor and snapshot token,
-streams rows into the writer and stores the file. Every fetch, the first one too, runs
-in the attempt's fetch thread: while the writer renders batch N, batch N+1 is already
-being fetched (one batch in flight, so memory stays bounded), and the attempt's own
-thread waits for a fetch in slices of at most 0.5 s, checking the watchdog (cancel,
-deadline, lease, shutdown) and the batch's time limit between slices. When it stops
-waiting it sets the fetch's abort event and does not wait for the fetch thread (a read
-blocked inside it ends at the read timeout at worst, and its answer is never used), so
-a fetch in flight never holds a cancel past the watchdog's poll plus half a second.
-Progress is written at batch boundaries, at most once per
-``task.progress_every_seconds``. Every failure path deletes the partial file and
-ends the attempt as DESIGN.md says: permanent errors -> FAILED, transient errors ->
-PENDING with ``dispatch_version + 1`` and backoff (or FAILED when attempts are used),
-cancel -> CANCELLED, lost lease -> nothing written.
+streams rows into the writer and stores the file, in named steps (:meth:`ExportRun.run`
+drives them): the provider request, the first batch, opening the writer, then per batch
+prefetching the next one (:mod:`export_center.fetching`, one batch in flight) and
+writing this one, and finishing the file. Progress is written at batch boundaries, at
+most once per ``task.progress_every_seconds``.
+
+Every failure path deletes the partial file and ends the attempt: permanent errors ->
+FAILED, transient errors -> PENDING with ``dispatch_version + 1`` and backoff (or FAILED
+when attempts are used), cancel -> CANCELLED, shutdown -> handed back (PENDING, the
+attempt not counted), lost lease -> nothing written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, BinaryIO
 
 import orjson
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
-from export_center.columns import Column
 from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     DeadlinePassed,
@@ -46,19 +41,33 @@ from export_center.errors import (
     TransientExportError,
     WorkerStopping,
 )
+from export_center.fetching import BatchFetcher, InFlight
 from export_center.filenames import download_file_name
-from export_center.provider_client import Batch, ProviderClient, ProviderRequest, too_slow
-from export_center.registry import Registry
+from export_center.provider_client import Batch, ProviderClient, ProviderRequest
+from export_center.registry import ExportType, Registry
+from export_center.repository import AttemptEnd
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, file_extension, new_object_key
 from export_center.values import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.watchdog import Watchdog
-from export_center.writers import open_writer
+from export_center.writers import ExportWriter, WriterStats, open_writer
 
-__all__ = ["ExportRun", "RunContext"]
+__all__ = ["AttemptOutcome", "ExportRun", "RunContext"]
 
 log = logging.getLogger(__name__)
+
+
+class AttemptOutcome(StrEnum):
+    """How one attempt ended (a metric label and a log field)."""
+
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RELEASED = "released"
+    LEASE_LOST = "lease_lost"
+
 
 CONTENT_TYPES = {
     "csv": "text/csv; charset=utf-8",
@@ -77,8 +86,7 @@ class RunContext:
         provider: HTTP client for providers.
         topic: command topic for retry outbox rows.
         self_url: the API's own base URL (for ``provider_url: self``).
-        fault: optional test hook called with a point name (``fetch``, ``render``,
-            ``store``, ``before_commit``, ``after_commit``).
+        stopping: set when the process shuts down (attempts hand their task back).
     """
 
     settings: Settings
@@ -87,7 +95,6 @@ class RunContext:
     provider: ProviderClient
     topic: str
     self_url: str | None = None
-    fault: Callable[[str], None] | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
 
 
@@ -128,61 +135,13 @@ def _warning(stats: Any, notes: Sequence[str] = ()) -> str | None:
     return "; ".join(parts) or None
 
 
-_AWAIT_SLICE_SECONDS = 0.5
-"""Longest wait for a fetch between two checks of the watchdog and the batch limit."""
-_AWAIT_GRACE_SECONDS = 1.0
-"""After the batch deadline, how long the attempt still waits for the fetch thread to
-report the limit itself (its message names the last try); then it stops waiting."""
+@dataclass(slots=True)
+class _Stream:
+    """What the first batch fixes for the whole attempt."""
 
-
-@dataclass(frozen=True, slots=True)
-class _InFlight:
-    """A fetch submitted to the attempt's fetch thread.
-
-    Attributes:
-        future: the fetch's result.
-        deadline: ``time.monotonic()`` value when its time limit ends.
-        seconds: the time limit (for the message).
-    """
-
-    future: Future[Batch]
-    deadline: float
-    seconds: float
-
-
-class _CursorLog:
-    """The cursors one attempt has sent, to refuse a provider that pages in a loop.
-
-    A cursor that repeats any earlier cursor of the attempt (A -> B -> A) would send the
-    same rows again until the row cap. Only a 16-byte BLAKE2b digest per cursor is kept
-    (about 100 bytes with its dict entry, whatever the cursor's length).
-    """
-
-    def __init__(self) -> None:
-        self._seen: dict[bytes, int] = {}
-
-    def add(self, cursor: str | None, batch_no: int) -> None:
-        """Record the ``nextCursor`` of batch ``batch_no`` (which said ``hasMore``).
-
-        Raises:
-            ProviderContractError: the cursor is missing or empty, or it repeats the
-                cursor of an earlier batch (the message names both, cursor shortened).
-        """
-        if not cursor:
-            raise ProviderContractError(f"batch {batch_no} says hasMore but has no nextCursor")
-        digest = hashlib.blake2b(cursor.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        first = self._seen.get(digest)
-        if first is not None:
-            raise ProviderContractError(
-                f"nextCursor {_short(cursor)} of batch {batch_no} repeats the cursor "
-                f"already sent for batch {first} (the provider pages in a loop)"
-            )
-        self._seen[digest] = batch_no + 1
-
-
-def _short(text: str, limit: int = 40) -> str:
-    """``repr`` of ``text`` cut to ``limit`` characters (``'abc...'``)."""
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    columns_hash: str | None
+    snapshot: str | None
+    converter: BatchConverter
 
 
 class ExportRun:
@@ -235,11 +194,13 @@ class ExportRun:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self) -> str:
-        """Execute and settle the attempt.
+    def run(self) -> AttemptOutcome:
+        """Execute and settle the attempt; never raises.
 
         Returns:
-            ``succeeded``, ``retry``, ``failed``, ``cancelled`` or ``lease_lost``.
+            How the attempt ended: ``succeeded``, ``retry`` (transient failure, another
+            attempt follows), ``failed``, ``cancelled``, ``released`` (handed back on
+            shutdown) or ``lease_lost`` (another attempt owns the task; nothing written).
         """
         started = time.perf_counter()
         self.watchdog.start()
@@ -255,7 +216,7 @@ class ExportRun:
         except LeaseLost as exc:
             self._discard()
             log.warning("attempt stopped without writing: %s", exc, extra=self._log())
-            outcome = "lease_lost"
+            outcome = AttemptOutcome.LEASE_LOST
         except ExportFailure as exc:
             self._discard()
             # During a shutdown the provider may vanish first (the embedded default
@@ -274,17 +235,68 @@ class ExportRun:
         metrics.TASKS_COMPLETED.labels(self.task["export_type"], outcome).inc()
         return outcome
 
-    # ------------------------------------------------------------------ produce
-
     def _produce(self) -> repository.StoredFile:
+        """Fetch every batch, write the file and store it; the steps below in order."""
+        etype = self._export_type()
+        request = self._provider_request(etype)
+        time_limit = float(
+            etype.batch_timeout_seconds or self.ctx.settings.provider.batch_timeout_seconds
+        )
+        fetcher = BatchFetcher(
+            lambda cursor, snapshot, abort, limit: self._fetch(
+                request, cursor, snapshot, abort, limit
+            ),
+            self.watchdog.check,
+            time_limit,
+            f"fetch-{self.task_id}",
+        )
+        stream = self.ctx.storage.open_write(self.object_key)
+        writer: ExportWriter | None = None
+        try:
+            self.batch_no = 1
+            batch = fetcher.wait(fetcher.submit(None, None))
+            writer, fixed = self._open_writer(stream, batch)
+            while True:
+                following = self._prefetch(fetcher, batch, fixed)
+                self._write_batch(writer, fixed.converter, batch, etype.max_rows)
+                if following is None:
+                    break
+                batch = self._next_batch(fetcher, following, batch)
+            stats, size = self._finish(writer, stream)
+        except BaseException:
+            fetcher.abandon()  # the fetch thread stops at its next chunk; nobody waits
+            if writer is not None:
+                writer.abort()
+            if not stream.closed:
+                stream.close()
+            raise
+        fetcher.close()
+        return self._stored(stats, size, fixed.converter)
+
+    # ------------------------------------------------------------------ steps
+
+    def _export_type(self) -> ExportType:
+        """The task's type as registered now (its provider address, batch size, caps).
+
+        Raises:
+            PermanentExportError: the type is gone, or the task's format is unknown.
+        """
         etype = self.ctx.registry.get(self.task["export_type"])
         if etype is None:
             raise PermanentExportError(
                 f"export type {self.task['export_type']} is no longer registered",
                 code="UNKNOWN_EXPORT_TYPE",
             )
-        settings = self.ctx.settings
-        request = ProviderRequest(
+        if str(self.task["format"]).upper() not in ("CSV", "XLSX"):
+            raise PermanentExportError(
+                f"unknown file format {self.task['format']!r} (csv or xlsx)",
+                code="UNKNOWN_FORMAT",
+            )
+        return etype
+
+    def _provider_request(self, etype: ExportType) -> ProviderRequest:
+        """The identity part of every batch request of this attempt."""
+        return ProviderRequest(
             export_type=etype.code,
             url=etype.base_url(self.ctx.self_url) + etype.provider_path,
             task_id=self.task["task_no"],
@@ -297,76 +309,108 @@ class ExportRun:
             trace_id=self.task["trace_id"],
             time_zone=self.task["time_zone"],
         )
-        max_rows = etype.max_rows
-        max_bytes = settings.file_size_cap_bytes
-        time_limit = float(etype.batch_timeout_seconds or settings.provider.batch_timeout_seconds)
-        stream = self.ctx.storage.open_write(self.object_key)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{self.task_id}")
-        abort = threading.Event()
-        cursors = _CursorLog()
-        writer = None
-        try:
-            self.batch_no = 1
-            batch = self._await(self._submit(pool, request, None, None, abort, time_limit))
-            if batch.columns is None:
-                raise ProviderContractError("the first batch has no columns")
-            columns: list[Column] = batch.columns
-            schema_hash = batch.schema_hash
-            snapshot = batch.snapshot_token
-            self.total = batch.total_rows
-            converter = BatchConverter(columns)
-            writer = open_writer(
-                self.ext,
-                stream,
-                columns,
-                time_zone=self.task["time_zone"],
-                max_bytes=max_bytes,
+
+    def _fetch(
+        self,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> Batch:
+        """The fetch thread's work: one batch, stopping when ``abort`` is set."""
+        self.watchdog.check()
+        return self.ctx.provider.fetch(
+            request,
+            cursor=cursor,
+            snapshot_token=snapshot,
+            time_limit=time_limit,
+            abort=abort,
+        )
+
+    def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[ExportWriter, _Stream]:
+        """Open the file writer with the first batch's columns; fix its schema hash and
+        snapshot token for the attempt.
+
+        Raises:
+            ProviderContractError: the first batch declares no columns.
+        """
+        if first.columns is None:
+            raise ProviderContractError("the first batch has no columns")
+        self.total = first.total_rows
+        writer = open_writer(
+            self.ext,
+            stream,
+            first.columns,
+            time_zone=self.task["time_zone"],
+            max_bytes=self.ctx.settings.file_size_cap_bytes,
+        )
+        return writer, _Stream(
+            first.schema_hash, first.snapshot_token, BatchConverter(first.columns)
+        )
+
+    def _prefetch(self, fetcher: BatchFetcher, batch: Batch, fixed: _Stream) -> InFlight | None:
+        """Check the batch against the attempt, and start fetching the next one.
+
+        Raises:
+            SchemaChanged: the batch's ``schemaHash`` differs from the first batch's.
+            ProviderContractError: ``hasMore`` without a new cursor.
+        """
+        self.watchdog.check()
+        if batch.schema_hash != fixed.columns_hash:
+            raise SchemaChanged(
+                f"schemaHash changed from {fixed.columns_hash} to {batch.schema_hash}"
             )
-            while True:
-                self.watchdog.check()
-                if batch.schema_hash != schema_hash:
-                    raise SchemaChanged(
-                        f"schemaHash changed from {schema_hash} to {batch.schema_hash}"
-                    )
-                pending: _InFlight | None = None
-                if batch.has_more:
-                    cursors.add(batch.next_cursor, self.batch_no)
-                    pending = self._submit(
-                        pool, request, batch.next_cursor, snapshot, abort, time_limit
-                    )
-                self.phase = Phase.RENDER
-                self._fault("render")
-                if self.processed + len(batch.rows) > max_rows:
-                    raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-                typed = self._convert(batch, converter)
-                try:
-                    writer.write_columns(typed)
-                except OSError as exc:
-                    raise StorageError(f"cannot write the file: {exc}") from exc
-                self.processed += len(batch.rows)
-                self._progress()
-                if pending is None:
-                    break
-                self.phase = Phase.FETCH
-                self.cursor = batch.next_cursor
-                self.batch_no += 1
-                batch = self._await(pending)
-            self.phase = Phase.STORE
-            self._progress(force=True)
-            self._fault("store")
-            stats = writer.close()
-            stream.close()
-            self.watchdog.check()
-            size = self.ctx.storage.commit(self.object_key)
-        except BaseException:
-            abort.set()  # the fetch thread stops at its next chunk; nobody waits for it
-            pool.shutdown(wait=False, cancel_futures=True)
-            if writer is not None:
-                writer.abort()
-            if not stream.closed:
-                stream.close()
-            raise
-        pool.shutdown(wait=True)
+        if not batch.has_more:
+            return None
+        fetcher.cursors.add(batch.next_cursor, self.batch_no)
+        return fetcher.submit(batch.next_cursor, fixed.snapshot)
+
+    def _write_batch(
+        self, writer: ExportWriter, converter: BatchConverter, batch: Batch, max_rows: int
+    ) -> None:
+        """Convert and write one batch, and write progress.
+
+        Raises:
+            RowLimitExceeded: the export passes the type's ``max_rows``.
+            PermanentExportError: a row does not fit its columns (see :meth:`_convert`).
+            StorageError: the file cannot be written.
+        """
+        self.phase = Phase.RENDER
+        if self.processed + len(batch.rows) > max_rows:
+            raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
+        typed = self._convert(batch, converter)
+        try:
+            writer.write_columns(typed)
+        except OSError as exc:
+            raise StorageError(f"cannot write the file: {exc}") from exc
+        self.processed += len(batch.rows)
+        self._progress()
+
+    def _next_batch(self, fetcher: BatchFetcher, flight: InFlight, previous: Batch) -> Batch:
+        """Wait for the batch that follows ``previous``."""
+        self.phase = Phase.FETCH
+        self.cursor = previous.next_cursor
+        self.batch_no += 1
+        return fetcher.wait(flight)
+
+    def _finish(self, writer: ExportWriter, stream: BinaryIO) -> tuple[WriterStats, int]:
+        """Close the file and make it visible under its key.
+
+        Returns:
+            ``(writer stats, size in bytes)``.
+        """
+        self.phase = Phase.STORE
+        self._progress(force=True)
+        stats = writer.close()
+        stream.close()
+        self.watchdog.check()
+        return stats, self.ctx.storage.commit(self.object_key)
+
+    def _stored(
+        self, stats: WriterStats, size: int, converter: BatchConverter
+    ) -> repository.StoredFile:
+        """What the commit records: key, name, type, size, rows and the warning."""
         warning = _warning(stats, converter.notes())
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
@@ -380,66 +424,6 @@ class ExportRun:
             row_count=self.processed,
             warning=warning,
         )
-
-    def _submit(
-        self,
-        pool: ThreadPoolExecutor,
-        request: ProviderRequest,
-        cursor: str | None,
-        snapshot: str | None,
-        abort: threading.Event,
-        time_limit: float,
-    ) -> _InFlight:
-        """Start fetching one batch in the fetch thread (idle: the previous fetch ended).
-
-        Args:
-            time_limit: seconds the batch may take, retries included.
-        """
-        deadline = time.monotonic() + time_limit
-        future = pool.submit(self._fetch, request, cursor, snapshot, abort, time_limit)
-        return _InFlight(future, deadline, time_limit)
-
-    def _fetch(
-        self,
-        request: ProviderRequest,
-        cursor: str | None,
-        snapshot: str | None,
-        abort: threading.Event,
-        time_limit: float,
-    ) -> Batch:
-        """The fetch thread's work: one batch, stopping when ``abort`` is set."""
-        self.watchdog.check()
-        self._fault("fetch")
-        return self.ctx.provider.fetch(
-            request,
-            cursor=cursor,
-            snapshot_token=snapshot,
-            time_limit=time_limit,
-            abort=abort,
-        )
-
-    def _await(self, flight: _InFlight) -> Batch:
-        """Wait for a fetch, checking the watchdog and the batch limit every 0.5 s.
-
-        Returns:
-            The batch.
-
-        Raises:
-            ExportCancelled, DeadlinePassed, LeaseLost, WorkerStopping: from the
-                watchdog, within 0.5 s of its flag.
-            ProviderTooSlow: the batch's time limit passed (the fetch thread's own
-                error when it reports within a second, else this thread's).
-            ExportFailure: what the fetch raised.
-        """
-        give_up = flight.deadline + _AWAIT_GRACE_SECONDS
-        while True:
-            left = give_up - time.monotonic()
-            try:
-                return flight.future.result(timeout=max(0.0, min(_AWAIT_SLICE_SECONDS, left)))
-            except TimeoutError:
-                self.watchdog.check()
-                if time.monotonic() >= give_up:
-                    raise too_slow(flight.seconds) from None
 
     def _convert(self, batch: Batch, converter: BatchConverter) -> list[list[Any]]:
         """One batch of provider rows -> typed columns; a bad row fails the export.
@@ -488,14 +472,15 @@ class ExportRun:
             self.watchdog.abort("lease")
             self.watchdog.check()
 
-    def _fault(self, point: str) -> None:
-        if self.ctx.fault is not None:
-            self.ctx.fault(point)
-
     # ------------------------------------------------------------------ settle
 
-    def _commit(self, stored: repository.StoredFile, started: float) -> str:
-        self._fault("before_commit")
+    def _commit(self, stored: repository.StoredFile, started: float) -> AttemptOutcome:
+        """RUNNING -> SUCCEEDED, fenced by lease owner, version and deadline.
+
+        Raises:
+            DeadlinePassed: the deadline passed before the commit (transient).
+            LeaseLost: the commit touched no row otherwise.
+        """
         with self.engine.begin() as conn:
             ok = repository.commit_success(
                 conn,
@@ -511,7 +496,6 @@ class ExportRun:
             if late:
                 raise DeadlinePassed("execution ran past its deadline before commit")
             raise LeaseLost("commit touched no row: the attempt lost its lease")
-        self._fault("after_commit")
         metrics.TASK_DURATION.labels(self.task["export_type"], self.ext).observe(
             time.perf_counter() - started
         )
@@ -521,32 +505,33 @@ class ExportRun:
             stored.size_bytes,
             extra=self._log(),
         )
-        return "succeeded"
+        return AttemptOutcome.SUCCEEDED
 
     def _discard(self) -> None:
+        """Delete the attempt's partial or uncommitted file (every failure path)."""
         try:
             self.ctx.storage.delete(self.object_key)
-        except Exception:  # the reconciler's orphan scan removes it later (002 §9.5)
+        except Exception:  # the reconciler's orphan scan removes it later
             log.warning("could not delete the partial file", extra=self._log(), exc_info=True)
 
-    def _release(self) -> str:
+    def _release(self) -> AttemptOutcome:
         with self.engine.begin() as conn:
             ok = repository.release_for_shutdown(
                 conn, self.task_id, self.version, self.owner, topic=self.ctx.topic, tag=COMMAND_TAG
             )
         log.info("shutting down: attempt handed back for another worker", extra=self._log())
-        return "released" if ok else "lease_lost"
+        return AttemptOutcome.RELEASED if ok else AttemptOutcome.LEASE_LOST
 
-    def _settle_cancel(self) -> str:
+    def _settle_cancel(self) -> AttemptOutcome:
         with self.engine.begin() as conn:
             ok = repository.finish_cancelled(conn, self.task_id, self.version, self.owner)
         log.info(
             "export cancelled" if ok else "cancel arrived after the lease was lost",
             extra=self._log(),
         )
-        return "cancelled" if ok else "lease_lost"
+        return AttemptOutcome.CANCELLED if ok else AttemptOutcome.LEASE_LOST
 
-    def _settle_failure(self, exc: ExportFailure) -> str:
+    def _settle_failure(self, exc: ExportFailure) -> AttemptOutcome:
         cursor = f" (cursor {self.cursor[:40]})" if self.cursor else ""
         message = f"{self.phase.value}: batch {max(self.batch_no, 1)}{cursor}: {exc.message}"
         with self.engine.begin() as conn:
@@ -563,9 +548,11 @@ class ExportRun:
                 topic=self.ctx.topic,
                 tag=COMMAND_TAG,
             )
-        level = logging.WARNING if outcome == "retry" else logging.ERROR
+        level = logging.WARNING if outcome is AttemptEnd.RETRY else logging.ERROR
         log.log(level, "attempt failed (%s): %s", outcome, message, extra=self._log())
-        return outcome or "lease_lost"
+        if outcome is None:
+            return AttemptOutcome.LEASE_LOST
+        return AttemptOutcome(outcome.value)
 
     def _log(self) -> dict[str, Any]:
         return {

@@ -70,7 +70,6 @@ class Publisher:
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
         self.backoff_seconds = tuple(backoff_seconds)
-        self.crash_after_send = False  # fault hook for tests: send, then stop before SENT
 
     def run_once(self) -> int:
         """Claim, send and mark due rows; return how many were sent."""
@@ -110,8 +109,11 @@ class Publisher:
                 },
             )
             return False
-        if self.crash_after_send:
-            raise SystemExit("publisher crashed after send (injected)")
+        self._mark_sent(row)
+        return True
+
+    def _mark_sent(self, row: Mapping[str, Any]) -> None:
+        """CLAIMED -> SENT once the transport took the message (a lost lease leaves it:
+        the reconciler sends it again, and the consumer's claim makes that harmless)."""
         with self.engine.begin() as conn:
             repository.mark_outbox_sent(conn, row["id"], self.owner)
-        return True

@@ -78,6 +78,7 @@ class Runtime:
         migrate: bool | None = None,
     ) -> None:
         self.settings = settings
+        settings.check_startup()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.engine = make_engine(settings.resolved_database_url)
         if migrate if migrate is not None else settings.environment != "production":

@@ -350,6 +350,17 @@ class Settings(BaseSettings):
         """``X-Internal-Service-Token`` shared with providers."""
         return self._secret(self.provider.internal_token, "internal-token")
 
+    def check_startup(self) -> None:
+        """Refuse to start with settings that would fail later: every secret present
+        (and strong in production), the topic prefix set in production.
+
+        Raises:
+            ValueError: one sentence naming the setting and what to do.
+        """
+        self.prefix  # noqa: B018 - raises when production has no prefix
+        for name in ("jwt_secret", "download_secret", "internal_token"):
+            getattr(self, name)
+
     def _secret(self, value: SecretStr | None, name: str) -> str:
         if value is not None and value.get_secret_value():
             secret = value.get_secret_value()
@@ -357,7 +368,15 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name}: production secrets must be at least 32 characters")
             return secret
         if self.environment == "production":
-            raise ValueError(f"{name}: must be set explicitly in production")
+            variable = {
+                "jwt-secret": "EXPORT_CENTER_API__JWT_SECRET",
+                "download-secret": "EXPORT_CENTER_API__DOWNLOAD_SECRET",
+                "internal-token": "EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN",
+            }.get(name, name)
+            raise ValueError(
+                f"{name}: must be set explicitly in production ({variable}, at least "
+                "32 characters)"
+            )
         return load_or_create_secret(self.data_dir / f"{name}.txt")
 
 

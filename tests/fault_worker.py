@@ -16,6 +16,7 @@ import threading
 from export_center.logs import configure_logging
 from export_center.runtime import Runtime
 from export_center.settings import Settings
+from export_center.testing import FaultInjectingRun
 
 
 def _skew_python_clock(seconds: float) -> None:
@@ -61,7 +62,7 @@ def main() -> None:
             if seen["count"] == nth:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    runtime.context.fault = fault
+    runtime.consumer.run_factory = FaultInjectingRun.with_fault(fault)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if skew:

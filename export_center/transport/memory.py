@@ -2,8 +2,9 @@
 
 The database stays the source of truth (DESIGN.md): a message lost with the process
 is redispatched by the reconciler, so this adapter weakens no guarantee. A released
-message is queued again up to ``max_deliveries`` times and then moved to
-``dead_letters``, as a broker would dead-letter it.
+message is queued again up to ``max_deliveries`` times and then moved to the
+dead-letter queue (:meth:`MemoryTransport.dead_letter_receiver`), as a broker would
+dead-letter it.
 """
 
 from __future__ import annotations
@@ -49,23 +50,20 @@ class MemoryTransport:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.max_deliveries = max_deliveries
-        self.sent: list[OutgoingMessage] = []
-        self.dead_letters: list[_MemoryDelivery] = []
-        self.fail_sends = 0  # test hook: the next n sends raise TransportError
         self.closed = False
         self._dead: queue.Queue[_MemoryDelivery] = queue.Queue()
         self._dead_owner = _DeadLetters(self._dead)
 
     def send(self, message: OutgoingMessage) -> str:
-        """Queue a message; raises TransportError when closed or when told to fail."""
+        """Queue a message and return its id.
+
+        Raises:
+            TransportError: the transport is closed.
+        """
         with self._lock:
             if self.closed:
                 raise TransportError("transport is closed")
-            if self.fail_sends > 0:
-                self.fail_sends -= 1
-                raise TransportError("send refused (injected failure)")
             message_id = f"mem-{next(self._ids)}"
-            self.sent.append(message)
         self._queue.put(
             _MemoryDelivery(message_id, message.body, dict(message.properties), 1, self, message)
         )
@@ -80,7 +78,6 @@ class MemoryTransport:
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         if delivery.delivery_attempt >= self.max_deliveries:
-            self.dead_letters.append(delivery)
             self._dead.put(
                 _MemoryDelivery(
                     delivery.message_id,

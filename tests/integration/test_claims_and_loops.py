@@ -16,12 +16,11 @@ from export_center import repository
 from export_center.consumer import ClaimBranch, Command, Consumer
 from export_center.db import db_now, db_now_plus, make_engine
 from export_center.models import ExportOutbox, ExportTask
-from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.runtime import upgrade_database
 from export_center.settings import ReconcilerSettings
 from export_center.storage import LocalStorage, new_object_key
-from export_center.transport import MemoryTransport
+from export_center.testing import MemoryTransport, Publisher
 from tests.helpers import stack_settings
 
 T, O = ExportTask.__table__, ExportOutbox.__table__  # noqa: E741

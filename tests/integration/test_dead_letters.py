@@ -9,11 +9,12 @@ from export_center import metrics, repository
 from export_center.consumer import Consumer
 from export_center.dlq import DlqHandler
 from export_center.models import ExportOutbox
-from export_center.publisher import Publisher, message_for_row
+from export_center.publisher import message_for_row
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
 from export_center.storage import LocalStorage
-from export_center.transport import MemoryTransport, OutgoingMessage
+from export_center.testing import MemoryTransport, Publisher
+from export_center.transport import OutgoingMessage
 from tests.integration.test_claims_and_loops import (  # noqa: F401 - fixture
     TOPIC,
     _NoRun,

@@ -23,7 +23,8 @@ from sqlalchemy import update
 from export_center import repository
 from export_center.db import db_now_plus
 from export_center.models import ExportOutbox
-from export_center.publisher import Publisher, message_for_row
+from export_center.publisher import message_for_row
+from export_center.testing import Publisher
 from export_center.transport import OutgoingMessage
 from export_center.transport.rocketmq import RocketMQTransport
 from tests.conftest import SAMPLE_SCALE

@@ -83,3 +83,32 @@ def test_the_data_directory_never_depends_on_the_working_directory(tmp_path, mon
 def test_the_default_time_zone_must_be_a_place(tmp_path, zone):
     with pytest.raises(ValueError, match="not an IANA time zone name"):
         Settings(data_dir=tmp_path, task={"time_zone": zone})
+
+
+def test_production_refuses_to_start_without_its_secrets(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from export_center.cli import app
+
+    settings = Settings(environment="production", data_dir=tmp_path, topic_prefix="")
+    with pytest.raises(ValueError, match="EXPORT_CENTER_API__JWT_SECRET"):
+        settings.check_startup()
+    strong = "s" * 40
+    ready = Settings(
+        environment="production",
+        data_dir=tmp_path,
+        topic_prefix="",
+        api={"jwt_secret": strong, "download_secret": strong},
+        provider={"internal_token": strong},
+    )
+    ready.check_startup()  # nothing missing
+    for env in ({"EXPORT_CENTER_TOPIC_PREFIX": ""}, {}):
+        monkeypatch.setenv("EXPORT_CENTER_ENVIRONMENT", "production")
+        monkeypatch.setenv("EXPORT_CENTER_DATA_DIR", str(tmp_path))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        for command in (["serve", "--port", "1"], ["worker"]):
+            result = CliRunner().invoke(app, command)
+            assert result.exit_code == 2, result.output
+            assert "cannot start:" in result.output
+            assert "Traceback" not in result.output

@@ -1,0 +1,119 @@
+"""Test doubles of the export center's ports and loops, injected where tests need them.
+
+The service never imports this module. Each double subclasses the production class and
+adds only what a test observes or breaks:
+
+* :class:`MemoryTransport`: the in-process transport that also records what it sent and
+  dead-lettered, and can refuse the next ``fail_sends`` sends;
+* :class:`Publisher`: the outbox publisher that can stop dead right after a send, before
+  marking the row SENT (``crash_after_send``), like a process killed at that instant;
+* :class:`FaultInjectingRun`: an export attempt that calls a function at its named
+  points (``fetch``, ``render``, ``store``, ``before_commit``, ``after_commit``), for
+  crash tests; inject it with ``Consumer(run_factory=FaultInjectingRun.with_fault(f))``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
+
+from export_center import pipeline, publisher, repository
+from export_center.provider_client import Batch, ProviderRequest
+from export_center.transport import memory
+from export_center.transport.base import OutgoingMessage, TransportError
+from export_center.values import BatchConverter
+from export_center.writers import ExportWriter, WriterStats
+
+__all__ = ["FaultInjectingRun", "MemoryTransport", "Publisher"]
+
+
+class MemoryTransport(memory.MemoryTransport):
+    """:class:`export_center.transport.MemoryTransport` that records and can fail.
+
+    Attributes:
+        sent: every message sent, in order.
+        dead_letters: every delivery moved to the dead-letter queue.
+        fail_sends: the next this-many sends raise :class:`TransportError`.
+    """
+
+    def __init__(self, *, max_deliveries: int = 3) -> None:
+        super().__init__(max_deliveries=max_deliveries)
+        self.sent: list[OutgoingMessage] = []
+        self.dead_letters: list[Any] = []
+        self.fail_sends = 0
+        self._record = threading.Lock()
+
+    def send(self, message: OutgoingMessage) -> str:
+        with self._record:
+            if self.fail_sends > 0:
+                self.fail_sends -= 1
+                raise TransportError("send refused (injected failure)")
+        message_id = super().send(message)
+        with self._record:
+            self.sent.append(message)
+        return message_id
+
+    def _redeliver(self, delivery: Any) -> None:
+        if delivery.delivery_attempt >= self.max_deliveries:
+            self.dead_letters.append(delivery)
+        super()._redeliver(delivery)
+
+
+class Publisher(publisher.Publisher):
+    """:class:`export_center.publisher.Publisher` that can die right after a send.
+
+    Attributes:
+        crash_after_send: when True, the pass raises ``SystemExit`` after the transport
+            took a message and before the row is marked SENT.
+    """
+
+    crash_after_send = False
+
+    def _mark_sent(self, row: Mapping[str, Any]) -> None:
+        if self.crash_after_send:
+            raise SystemExit("publisher crashed after send (injected)")
+        super()._mark_sent(row)
+
+
+class FaultInjectingRun(pipeline.ExportRun):
+    """An export attempt that calls ``fault(point)`` at its named points.
+
+    Points: ``fetch`` (in the fetch thread, before each provider request), ``render``
+    (before each batch is written), ``store`` (before the file is closed and stored),
+    ``before_commit`` and ``after_commit``. ``fault`` may raise, or end the process.
+    """
+
+    fault: Callable[[str], None] = staticmethod(lambda point: None)
+
+    @classmethod
+    def with_fault(cls, fault: Callable[[str], None]) -> type[FaultInjectingRun]:
+        """A subclass that calls ``fault`` (pass it as the consumer's ``run_factory``)."""
+        return type("FaultyRun", (cls,), {"fault": staticmethod(fault)})
+
+    def _fetch(
+        self,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+    ) -> Batch:
+        self.fault("fetch")
+        return super()._fetch(request, cursor, snapshot, abort, time_limit)
+
+    def _write_batch(
+        self, writer: ExportWriter, converter: BatchConverter, batch: Batch, max_rows: int
+    ) -> None:
+        self.fault("render")
+        super()._write_batch(writer, converter, batch, max_rows)
+
+    def _finish(self, writer: ExportWriter, stream: BinaryIO) -> tuple[WriterStats, int]:
+        self.fault("store")
+        return super()._finish(writer, stream)
+
+    def _commit(self, stored: repository.StoredFile, started: float) -> pipeline.AttemptOutcome:
+        self.fault("before_commit")
+        outcome = super()._commit(stored, started)
+        self.fault("after_commit")
+        return outcome
