@@ -1,9 +1,9 @@
 """Identity from bearer JWTs (PyJWT, HS256) and the permission helpers.
 
 Claims: ``sub`` (user id), ``tenant`` (tenant id), ``app`` (app code: PLATFORM or
-MERCHANT), ``perms`` (list of permission strings), ``exp``. Seed 002 §12: list,
-detail, download, cancel and retry check tenant and owner, or the download-all
-permission.
+MERCHANT), ``perms`` (list of permission strings), ``exp``. Who sees which task is
+:mod:`export_center.access` (tenant and app, and the owner or the download-all
+permission).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from export_center.errors import Unauthorized
 
 __all__ = ["DOWNLOAD_ALL", "ADMIN", "Identity", "decode_token", "issue_token"]
 
-#: Lets a user see every task of the tenant (seed 002 §12 ``platform:download:all``).
+#: Lets a user see every task of the tenant.
 DOWNLOAD_ALL = "platform:download:all"
 #: Lets a user reload the registry.
 ADMIN = "platform:export:admin"

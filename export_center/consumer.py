@@ -1,15 +1,17 @@
-"""The command consumer: claim, execute, commit (seed 002 §8).
+"""The command consumer: claim, execute, commit.
 
 For each command ``{taskId, dispatchVersion}`` the consumer runs the claim UPDATE
 (status PENDING, same version, ``next_retry_at <= db now``). When it touches no row,
-the task is read again and one of the seven branches of 002 §8.2 applies; every
-branch acknowledges the command, logs why and does nothing else. When it wins the
+the task is read again to tell why (:class:`ClaimBranch`: the task is missing, the
+command is of an older version, the task ended, a live or an expired lease holds it,
+its backoff is still running, or another worker won the race); every branch
+acknowledges the command, logs why and does nothing else. When it wins the
 claim it runs :class:`~export_center.pipeline.ExportRun` under a
 :class:`~export_center.watchdog.Watchdog`.
 
 A command whose body does not parse or whose ``schemaVersion`` is unsupported is
-released, not acknowledged, so the broker redelivers it and finally dead-letters it
-(002 §6.4): the only legal source of dead letters.
+released, not acknowledged, so the broker redelivers it and finally dead-letters it:
+the only legal source of dead letters.
 """
 
 from __future__ import annotations

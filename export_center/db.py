@@ -3,7 +3,8 @@
 One schema, two dialects (SQLite for the embedded default, MySQL/MariaDB through
 PyMySQL in production). Every time that decides a lease, a backoff or a deadline is
 computed in SQL by :func:`db_now` / :func:`db_now_plus` (DESIGN.md: "All time
-comparisons ... happen in SQL with the database clock"; seed 002 §8.6).
+comparisons ... happen in SQL with the database clock"): instances' clocks drift,
+the database has one clock.
 
 On SQLite every transaction starts with ``BEGIN IMMEDIATE`` so the write lock is
 taken up front (no lock upgrade deadlocks) and the file runs in WAL mode so readers

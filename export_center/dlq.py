@@ -1,4 +1,4 @@
-"""The dead-letter handler (seed 002 §9.4).
+"""The dead-letter handler.
 
 Reads ``%DLQ%<worker group>`` with its own consumer group. It reads the message's
 user properties (``eventId``, ``taskId``, ``dispatchVersion``, ``schemaVersion``), never

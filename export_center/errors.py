@@ -12,14 +12,14 @@
     │   ├── Unauthorized            401
     │   └── Forbidden               403
     ├── ExportFailure               (one execution attempt ended; carries phase and code)
-    │   ├── PermanentExportError    task -> FAILED at once (seed 002 §9.1)
+    │   ├── PermanentExportError    task -> FAILED at once
     │   │   ├── ProviderRejected    provider 4xx (not 408/429), 501, 505, 3xx; 410 snapshot expired
     │   │   ├── ProviderContractError the answer broke the provider contract (shape, limits,
     │   │   │                       a repeated cursor, a declared column in no row)
     │   │   ├── SchemaChanged       schemaHash changed between batches
     │   │   ├── RowLimitExceeded    more rows than max_rows
     │   │   └── FileTooLarge        file size cap hit while writing
-    │   └── TransientExportError    task -> PENDING with version + 1 and backoff (002 §9.2)
+    │   └── TransientExportError    task -> PENDING with version + 1 and backoff
     │       ├── ProviderUnavailable provider 408, 429, 5xx, timeouts, connection errors
     │       │   └── ProviderTooSlow the batch took longer than its total time limit
     │       ├── StorageError        the file could not be written or moved

@@ -24,7 +24,7 @@ def new_task_no() -> str:
 
 
 def new_event_id() -> str:
-    """Return a new outbox event id (UUID4 text, 36 characters; seed 002 §6.4)."""
+    """Return a new outbox event id (UUID4 text, 36 characters)."""
     return str(uuid.uuid4())
 
 

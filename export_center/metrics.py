@@ -1,4 +1,4 @@
-"""Prometheus metrics (names of seed 002 §13 and seed 000).
+"""Prometheus metrics .
 
 Counters and histograms are updated where the event happens; the gauges that
 describe the database (queue age, outbox backlog) are computed from SQL when

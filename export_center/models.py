@@ -1,6 +1,6 @@
 """SQLAlchemy models of the export center's own tables.
 
-Columns follow DESIGN.md "Tables" and seed 002 §7.2-§7.3, §8.3.1. The reference MySQL
+Columns follow DESIGN.md "Tables". The reference MySQL
 DDL is ``sql/mysql/schema.sql``; a migration test keeps it equal to the Alembic head.
 Times are ``DATETIME(3)`` on MySQL (UTC, written by the database clock). Identity and
 key columns are :class:`~export_center.db.ExactString`: compared byte for byte on every
@@ -37,7 +37,7 @@ __all__ = [
     "GUARD_ROW_ID",
 ]
 
-#: Primary key of the single row of ``export_task_guard`` (seed 002 §7.2).
+#: Primary key of the single row of ``export_task_guard``.
 GUARD_ROW_ID = "GLOBAL_CREATE"
 
 # BIGINT on MySQL, INTEGER on SQLite (so SQLite's rowid autoincrement applies).
@@ -117,7 +117,7 @@ class ExportTask(Base):
 
 
 class ExportOutbox(Base):
-    """A command to send, written in the transaction that changed the task (002 §7.2)."""
+    """A command to send, written in the transaction that changed the task."""
 
     __tablename__ = "export_outbox"
 
@@ -147,7 +147,7 @@ class ExportOutbox(Base):
 
 
 class ExportTaskGuard(Base):
-    """The single row that task creation locks (``SELECT ... FOR UPDATE``, 002 §7.2)."""
+    """The single row that task creation locks (``SELECT ... FOR UPDATE``)."""
 
     __tablename__ = "export_task_guard"
 

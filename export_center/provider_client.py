@@ -1,4 +1,4 @@
-"""Client side of the provider contract (DESIGN.md "Provider contract", seed 002 §10).
+"""Client side of the provider contract (DESIGN.md "Provider contract").
 
 ``POST {base}/internal/exports/v1/{TYPE}/batches`` with ``X-Internal-Service-Token``
 and ``{taskId, tenantId, appCode, requestedBy, dispatchVersion, parameters, cursor,
@@ -273,7 +273,7 @@ class ProviderClient:
     Args:
         token: the ``X-Internal-Service-Token`` value.
         connect_timeout: seconds to connect.
-        read_timeout: seconds to wait for the next bytes (seed 002 §14: 15 s).
+        read_timeout: seconds to wait for the next bytes (15 s).
         attempts: tries per batch for transient answers and errors.
         retry_pause: seconds before the second try (doubled for each later one).
         max_retry_after: the longest ``Retry-After`` (seconds) waited between two tries;
@@ -547,7 +547,7 @@ def _printable(text: str | None, limit: int = 200) -> str:
 
 
 def _unwrap(data: Any) -> Mapping[str, Any]:
-    """The answer object (the ``{code, message, data}`` envelope of seed 002 is tolerated).
+    """The answer object (a ``{code, message, data}`` envelope around it is tolerated).
 
     Raises:
         ProviderContractError: the answer is not a JSON object.

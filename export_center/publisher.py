@@ -1,4 +1,4 @@
-"""The outbox publisher (seed 002 §7.4).
+"""The outbox publisher.
 
 One pass claims at most ``batch_size`` due rows (``PENDING`` and ``next_retry_at <=
 db now``, oldest first), each with its own conditional UPDATE to ``CLAIMED`` and a
@@ -50,7 +50,7 @@ class Publisher:
         engine: the export center's database.
         transport: where commands go.
         owner: this instance's lease owner id.
-        batch_size: rows claimed per pass (002 §7.4: 50).
+        batch_size: rows claimed per pass (50).
         lease_seconds: outbox claim lease; far longer than one send.
     """
 

@@ -1,4 +1,4 @@
-"""The reconciler: the only redispatch path (seed 002 §8.5, §15).
+"""The reconciler: the only redispatch path.
 
 ``run_once()`` (every 30 s) does, each step bounded and idempotent:
 
@@ -6,7 +6,7 @@
    grace with no outbox row for its version gets one; a SENT row older than the stale
    window whose task still waits in PENDING goes back to PENDING and is sent again.
    QUARANTINED rows are never touched, and ``max_attempts`` does not limit this: a
-   re-sent command is not a new attempt (002 §3 principle 5).
+   re-sent command is not a new attempt.
 2. **lease_recover**: a RUNNING task whose lease ran out gets ``dispatch_version + 1``
    and PENDING with a new outbox row, or FAILED when its attempts are used; the dead
    attempt's partial file (its key is recorded at claim) is deleted at once

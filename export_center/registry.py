@@ -1,4 +1,4 @@
-"""The export-type registry (DESIGN.md "Registry", seed 002 §10.3-§10.4).
+"""The export-type registry (DESIGN.md "Registry").
 
 Export types come from a YAML or TOML file. Every entry is validated at start-up and
 any invalid entry stops start-up with a message naming the key and the rule; a
@@ -31,7 +31,7 @@ boolean or a null where text is expected is refused with a sentence that says to
 it, never converted silently.
 
 ``provider_url: self`` means the export center's own base URL (the embedded default
-mounts the sample providers there). Which values are read when (002 §10.4):
+mounts the sample providers there). Which values are read when:
 permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
 copied into the task at creation; provider address, batch size and max rows at
 execution, and so is ``batch_timeout_seconds`` (the total time one batch may take,

@@ -2,8 +2,8 @@
 
 Every setting is an environment variable with the prefix ``EXPORT_CENTER_``; nested
 groups use ``__`` (``EXPORT_CENTER_TASK__LEASE_SECONDS=300``). ``docs/settings.md``
-lists them all. Defaults follow seed 002 §16.3 except where the embedded default needs
-something else (a SQLite file and every loop switched on).
+lists them all. The defaults are production values, except where the embedded default
+needs something else (a SQLite file and every loop switched on).
 
 The embedded default keeps all of its state under ``data_dir``: the SQLite file, the
 exported files, the generated secrets and the TPC-H sample. Its default is the user's
@@ -41,7 +41,7 @@ __all__ = [
 
 
 class LoopSettings(BaseModel):
-    """Switch and period of one background loop (seed 002 §16.3)."""
+    """Switch and period of one background loop."""
 
     enabled: bool | None = Field(
         None, description="Run this loop here; unset: on, except in production (turn on in order)"
@@ -50,14 +50,14 @@ class LoopSettings(BaseModel):
 
 
 class PublisherSettings(LoopSettings):
-    """Outbox publisher (seed 002 §7.4): claims at most ``batch_size`` rows a pass."""
+    """Outbox publisher: claims at most ``batch_size`` rows a pass."""
 
     loop_seconds: float = Field(0.5, description="Seconds between two publisher passes")
     batch_size: int = Field(50, description="Outbox rows claimed per pass")
     lease_seconds: int = Field(60, description="Lease of a claimed outbox row (far above one send)")
     backoff_seconds: list[float] = Field(
         default_factory=lambda: [5.0, 15.0, 60.0, 300.0, 900.0],
-        description="Wait after failed send n (last repeats forever; seed 002 §7.4)",
+        description="Wait after failed send n (the last repeats forever)",
     )
 
 
@@ -68,7 +68,7 @@ class ConsumerSettings(LoopSettings):
 
 
 class ReconcilerSettings(LoopSettings):
-    """Reconciler (seed 002 §8.5): the only redispatch path."""
+    """Reconciler: the only redispatch path."""
 
     loop_seconds: float = Field(30.0, description="Seconds between two reconciler passes")
     redispatch_grace_seconds: int = Field(
@@ -87,7 +87,7 @@ class ReconcilerSettings(LoopSettings):
 
 
 class TaskSettings(BaseModel):
-    """Execution of one export attempt (seed 002 §8.3, §9.2, §14)."""
+    """Execution of one export attempt."""
 
     lease_seconds: int = Field(300, description="Lease written at claim and at each renewal")
     heartbeat_seconds: float = Field(60.0, description="Watchdog renewal period")
@@ -123,7 +123,7 @@ class ProviderSettings(BaseModel):
     """How the export center calls providers, and how the sample providers behave."""
 
     connect_timeout_seconds: float = Field(3.0, description="Provider connect timeout")
-    read_timeout_seconds: float = Field(15.0, description="Provider read timeout (seed 002 §14)")
+    read_timeout_seconds: float = Field(15.0, description="Provider read timeout")
     request_attempts: int = Field(
         3,
         description="Tries per batch for 408, 429, 5xx (not 501, 505), timeouts, connection errors",
@@ -147,7 +147,7 @@ class ProviderSettings(BaseModel):
 
 
 class LimitSettings(BaseModel):
-    """Creation guard (seed 002 §14): duplicate window and active-task limits."""
+    """Creation guard: duplicate window and active-task limits."""
 
     duplicate_window_seconds: float = Field(
         60.0, description="Same request within this window returns the active task"
@@ -157,7 +157,7 @@ class LimitSettings(BaseModel):
 
 
 class RocketMQSettings(BaseModel):
-    """The RocketMQ transport (seed 002 §6): gRPC through the proxy, official client."""
+    """The RocketMQ transport: gRPC through the proxy, official client."""
 
     endpoint: str = Field("127.0.0.1:8081", description="Proxy gRPC endpoint host:port")
     invisible_seconds: int = Field(60, description="Invisible time of a received command (>= 10)")
@@ -265,7 +265,7 @@ class Settings(BaseSettings):
 
     @property
     def prefix(self) -> str:
-        """The environment prefix; production refuses an unset one (seed 002 §6.2)."""
+        """The environment prefix; production refuses an unset one."""
         if self.topic_prefix is None:
             if self.environment == "production":
                 raise ValueError("EXPORT_CENTER_TOPIC_PREFIX must be set explicitly in production")
@@ -274,7 +274,7 @@ class Settings(BaseSettings):
 
     @property
     def command_topic(self) -> str:
-        """Command topic name with the environment prefix (seed 002 §6.2)."""
+        """Command topic name with the environment prefix."""
         return f"{self.prefix}export-center-command-v1"
 
     @property
@@ -295,7 +295,7 @@ class Settings(BaseSettings):
     def loop_enabled(self, loop: LoopSettings) -> bool:
         """A loop's switch: explicit value, else on (embedded, test) or off (production).
 
-        Production turns them on one by one: reconciler, publisher, consumer (002 §18).
+        Production turns them on one by one: reconciler, publisher, consumer.
         """
         if loop.enabled is not None:
             return loop.enabled
@@ -323,7 +323,7 @@ class Settings(BaseSettings):
     @property
     def file_size_cap_bytes(self) -> int:
         """File size cap enforced while writing: the setting, else 50 MB in production
-        (seed 002 §11) and 512 MB for the embedded default, whose sample exports of all
+        and 512 MB for the embedded default, whose sample exports of all
         405,000 orders make a 63 MB CSV."""
         mb = self.task.max_file_size_mb
         if mb is None:
@@ -374,8 +374,7 @@ class Settings(BaseSettings):
                 "internal-token": "EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN",
             }.get(name, name)
             raise ValueError(
-                f"{name}: must be set explicitly in production ({variable}, at least "
-                "32 characters)"
+                f"{name}: must be set explicitly in production ({variable}, at least 32 characters)"
             )
         return load_or_create_secret(self.data_dir / f"{name}.txt")
 

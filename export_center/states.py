@@ -1,6 +1,6 @@
 """States of tasks and outbox rows, and the one table of allowed task transitions.
 
-Source: DESIGN.md "Task states" and seed 002 §5, §7.4. States are stored as short
+The task state machine of DESIGN.md "Task states". States are stored as short
 upper-case strings; the API shows tasks in lower case (``queued`` for PENDING).
 """
 
@@ -38,7 +38,7 @@ class TaskStatus(StrEnum):
 
 
 class OutboxStatus(StrEnum):
-    """Status of an ``export_outbox`` row; QUARANTINED is its only end state (002 §7.4)."""
+    """Status of an ``export_outbox`` row; QUARANTINED is its only end state."""
 
     PENDING = "PENDING"
     CLAIMED = "CLAIMED"

@@ -1,4 +1,4 @@
-"""File storage port and the local-directory adapter (DESIGN.md "Files", seed 002 §11.1).
+"""File storage port and the local-directory adapter (DESIGN.md "Files").
 
 Object keys are made only by the server: ``exports/{yyyy}/{mm}/{task_no}/{uuid}.{ext}``
 (:func:`new_object_key`); no request can name a path (CASES E33). A file is written to

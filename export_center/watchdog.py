@@ -1,4 +1,4 @@
-"""The lease watchdog of one execution attempt (seed 002 §8.3, §8.3.1).
+"""The lease watchdog of one execution attempt.
 
 A thread started right after the claim commits and stopped in ``finally``. Every
 ``heartbeat_seconds`` it renews the lease with a conditional UPDATE that also
@@ -36,7 +36,7 @@ class Watchdog:
         version: the attempt's ``dispatch_version``.
         owner: the attempt's lease owner.
         lease_seconds: lease length written at each renewal.
-        heartbeat_seconds: renewal period (002 §8.3: 60 s for a 300 s lease).
+        heartbeat_seconds: renewal period (60 s for a 300 s lease).
         cancel_poll_seconds: how often ``cancel_requested`` is read (<= 2 s).
     """
 
@@ -89,9 +89,10 @@ class Watchdog:
             self._abort.set()
 
     def check(self) -> None:
-        """Raise when the attempt must stop.
+        """Raise when the attempt must stop; return when it may go on.
 
         Raises:
+            WorkerStopping: the process is shutting down (the attempt is handed back).
             ExportCancelled: the user asked to cancel.
             DeadlinePassed: ``execution_deadline_at`` passed (transient, retried).
             LeaseLost: the lease or version is gone, or the watchdog failed.
@@ -130,7 +131,7 @@ class Watchdog:
                 if cancel:
                     self.abort("cancel")
                     return
-            except Exception:  # 002 §8.3: a dead watchdog must never go unnoticed
+            except Exception:  # a dead watchdog must never go unnoticed
                 log.exception("watchdog failed", extra={"taskId": self.task_id})
                 self.abort("error")
                 return

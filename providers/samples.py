@@ -2,8 +2,8 @@
 
 ``ORDERS``: TPC-H ``orders`` joined with ``customer``. Keyset pagination on
 ``o_orderkey``; the snapshot is the signed max order key read at the first batch, so
-orders inserted during the export are never included (seed 002 §10.2: "no rows added
-after the export started"). Parameters: ``from``/``to`` order dates (both inclusive),
+orders inserted during the export are never included (no rows added after the export
+started). Parameters: ``from``/``to`` order dates (both inclusive),
 optional ``status`` and ``priority``.
 
 How a batch is read (``bench/README.md`` has the measurements). The provider runs in

@@ -1,6 +1,6 @@
 """Validation of create-request parameters against the registry (DESIGN.md "API").
 
-General limits (seed 002 §12): at most 20 keys, 4 KB of JSON, strings of at most 256
+General limits: at most 20 keys, 4 KB of JSON, strings of at most 256
 characters, nesting depth at most 2. Then the type's own spec: known names, value
 types, enums, required names, and ``date_range`` (from <= to, both inclusive).
 Each violation raises :class:`ValidationFailed` naming the field path.

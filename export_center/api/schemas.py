@@ -70,7 +70,7 @@ class ExportCreate(BaseModel):
 
 
 class LegacyOrderExport(BaseModel):
-    """Body of ``POST /api/orders/export`` (seed 000 shape, an alias of ORDERS)."""
+    """Body of ``POST /api/orders/export`` (the older order-export shape, an alias of ORDERS)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -5,7 +5,7 @@ The publisher hands each outbox row to :meth:`Transport.send`; consumers pull
 ``ack()`` (done: never deliver again) or ``release()`` (not done: let the transport
 deliver it again later; RocketMQ dead-letters it after its retry limit).
 
-A message carries only identifiers (seed 002 §6.4): ``body`` is the outbox row's
+A message carries only identifiers: ``body`` is the outbox row's
 ``payload_json``; ``properties`` repeats ``eventId``, ``taskId``, ``dispatchVersion``
 and ``schemaVersion`` so a dead-letter handler never needs to parse a broken body.
 """

@@ -2,7 +2,7 @@
 
 Producer: message key = public task id, tag ``EXPORT_TASK``, user properties
 ``eventId``, ``taskId``, ``dispatchVersion``, ``schemaVersion`` (equal to the payload and
-to the outbox row; seed 002 §6.4); the body holds identifiers only.
+to the outbox row; :mod:`export_center.commands`); the body holds identifiers only.
 
 Consumer: ``SimpleConsumer`` in the worker group. A long export does not hold its
 message: the consumer acknowledges it as soon as the claim UPDATE has committed
@@ -219,7 +219,7 @@ class RocketMQTransport:
                 receipt = self._producer.send(m)
             except Exception as exc:
                 # A new producer next time: after a proxy restart the old channel may
-                # stay broken. The outbox row backs off and is sent again (002 §7.4).
+                # stay broken. The outbox row backs off and is sent again.
                 self._drop_producer()
                 raise TransportError(f"send failed: {exc}") from exc
         return str(receipt.message_id)

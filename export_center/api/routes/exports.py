@@ -33,7 +33,7 @@ __all__ = [
 
 router = APIRouter(prefix="/api/v1/exports", tags=["exports"], dependencies=[Depends(strict_query)])
 
-#: Error answers of create (v1 and the seed-000 alias).
+#: Error answers of create (v1 and the older order-export alias).
 CREATE_ERRORS = errors(
     BODY,
     AUTH,

@@ -118,7 +118,7 @@ def upgrade() -> None:
         sa.Column("updated_at", TS, nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_export_task_guard")),
     )
-    # The single row that task creation locks (seed 002 §7.2).
+    # The single row that task creation locks.
     guard = sa.table("export_task_guard", sa.column("id", sa.String), sa.column("updated_at", TS))
     op.execute(guard.insert().values(id="GLOBAL_CREATE", updated_at=sa.func.now()))
 
