@@ -17,12 +17,14 @@ import jwt
 
 from export_center.errors import Unauthorized
 
-__all__ = ["DOWNLOAD_ALL", "ADMIN", "Identity", "decode_token", "issue_token"]
+__all__ = ["ADMIN", "APP_CODES", "DOWNLOAD_ALL", "Identity", "decode_token", "issue_token"]
 
 #: Lets a user see every task of the tenant.
 DOWNLOAD_ALL = "platform:download:all"
 #: Lets a user reload the registry.
 ADMIN = "platform:export:admin"
+#: The app codes a token may name (the registry's ``app_scope`` values).
+APP_CODES = ("PLATFORM", "MERCHANT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,11 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
             f"{leeway_seconds:g} s clock leeway); check the issuer's clock",
             code="TOKEN_NOT_YET_VALID",
         ) from None
+    except jwt.DecodeError:
+        raise Unauthorized(
+            "the bearer token is not a JWT (three base64url parts separated by dots)",
+            code="TOKEN_INVALID",
+        ) from None
     except jwt.PyJWTError as exc:
         raise Unauthorized(f"the bearer token is not valid: {exc}", code="TOKEN_INVALID") from None
     perms = claims.get("perms") or []
@@ -109,11 +116,19 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
     user, tenant, app = claims["sub"], claims["tenant"], claims.get("app", "PLATFORM")
     if not all(isinstance(v, str) and v for v in (user, tenant, app)):
         raise Unauthorized("sub, tenant and app must be non-empty strings", code="TOKEN_INVALID")
+    if app not in APP_CODES:
+        raise Unauthorized(
+            f"the app claim must be one of {', '.join(APP_CODES)}", code="TOKEN_INVALID"
+        )
     expires = claims.get("exp")
+    try:
+        expires_at = datetime.fromtimestamp(expires, UTC) if isinstance(expires, int) else None
+    except (OverflowError, OSError, ValueError):
+        raise Unauthorized("the exp claim is out of range", code="TOKEN_INVALID") from None
     return Identity(
         user=user,
         tenant=tenant,
         app_code=app,
         permissions=frozenset(perms),
-        expires_at=datetime.fromtimestamp(expires, UTC) if isinstance(expires, int) else None,
+        expires_at=expires_at,
     )

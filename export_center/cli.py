@@ -38,13 +38,17 @@ class AppCode(StrEnum):
     MERCHANT = "MERCHANT"
 
 
+_HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
+    context_settings=_HELP,
     help="Export Center: background data exports with signed download links.",
     no_args_is_help=True,
     add_completion=False,
 )
-db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
-registry_app = typer.Typer(help="Export-type registry files.", no_args_is_help=True)
+db_app = typer.Typer(help="Database migrations.", no_args_is_help=True, context_settings=_HELP)
+registry_app = typer.Typer(
+    help="Export-type registry files.", no_args_is_help=True, context_settings=_HELP
+)
 app.add_typer(db_app, name="db")
 app.add_typer(registry_app, name="registry")
 console = Console(stderr=False)
@@ -109,6 +113,19 @@ def _announce(settings: Settings, *, what: str = "") -> None:
     typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse to start, before any loop runs, when the port is taken."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            typer.echo(f"cannot start: {host}:{port} is not free ({exc.strerror})", err=True)
+            raise typer.Exit(2) from None
+
+
 def _check_startup(settings: Settings) -> None:
     """Refuse to start, with one line and exit code 2, on settings that would fail later."""
     try:
@@ -154,8 +171,12 @@ def token(
     ] = 24 * 3600,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
-    if not user.strip() or not tenant.strip():
-        raise typer.BadParameter("--user and --tenant must not be empty")
+    for name, value in (("--user", user), ("--tenant", tenant)):
+        if not value.strip() or value != value.strip():
+            raise typer.BadParameter(
+                "must not be empty or start or end with a space (ids compare exactly)",
+                param_hint=f"'{name}'",
+            )
     settings = _settings()
     _announce(settings, what="token")
     secret_file = settings.data_dir / "jwt-secret.txt"
@@ -165,11 +186,20 @@ def token(
             "server using this data directory accepts this token.",
             err=True,
         )
-    perms = list(perm) if perm else _registry_permissions(settings)
+    known = _registry_permissions(settings)
+    perms = list(perm) if perm else known
+    unknown = sorted(set(perms) - set(known) - {DOWNLOAD_ALL, ADMIN})
+    if unknown:
+        typer.echo(
+            f"note: {', '.join(unknown)} is not a permission of the registry above; "
+            "the token carries it anyway",
+            err=True,
+        )
     if download_all:
         perms.append(DOWNLOAD_ALL)
     if admin:
         perms.append(ADMIN)
+    typer.echo(f"permissions: {', '.join(sorted(set(perms)))}", err=True)
     typer.echo(
         issue_token(
             settings.jwt_secret,
@@ -266,6 +296,7 @@ def serve(
     host = host or settings.api.host
     port = port or settings.api.port
     _check_startup(settings)
+    _check_port_free(host, port)
     try:  # fail before binding, with one line naming the key and the rule
         _registry_permissions(settings)
     except RegistryError as exc:

@@ -203,8 +203,21 @@ class Runtime:
         self.context.self_url = url
 
     def start(self) -> None:
-        """Start the enabled loops and the consumer threads."""
+        """Start the enabled loops and the consumer threads.
+
+        With the in-process transport, commands sent before this process started were
+        lost with the previous process: they are sent again at once (instead of after
+        the reconciler's stale window), so queued tasks run as soon as the service is
+        back.
+        """
         s = self.settings
+        if isinstance(self.transport, MemoryTransport) and s.loop_enabled(s.publisher):
+            with self.engine.begin() as conn:
+                lost = repository.stale_sent_outbox_ids(conn, 0, 0, 100_000)
+                for row_id in lost:
+                    repository.resend_outbox_row(conn, row_id)
+            if lost:
+                log.info("sent again %d command(s) lost with the previous process", len(lost))
         self._runner = LoopRunner()
         if s.loop_enabled(s.reconciler):
             self._runner.add("reconciler", self.reconciler, s.reconciler.loop_seconds)

@@ -106,6 +106,9 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # No redirect from /x/ to /x: it would copy a signed link's query to whatever
+        # host the Host header names.
+        redirect_slashes=False,
     )
     install_docs(app)
 
@@ -132,8 +135,11 @@ def create_app(
         code = {400: "INVALID_BODY", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "HTTP_ERROR"
         )
+        message = str(exc.detail)
+        if exc.status_code == 400:  # Starlette's "There was an error parsing the body"
+            message = "the request body cannot be read: send UTF-8 JSON"
         return JSONResponse(
-            {"code": code, "message": str(exc.detail), "field": None},
+            {"code": code, "message": message, "field": None},
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )

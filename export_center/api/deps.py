@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request, Security
+from fastapi import Depends, Header, Request, Security
 from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPBearer
 
@@ -12,7 +12,15 @@ from export_center.auth import Identity, decode_token
 from export_center.errors import RequestError, Unauthorized
 from export_center.runtime import Runtime
 
-__all__ = ["CurrentUser", "OptionalUser", "RuntimeDep", "get_runtime", "strict_query"]
+__all__ = [
+    "CurrentUser",
+    "IdempotencyKey",
+    "OptionalUser",
+    "RuntimeDep",
+    "get_runtime",
+    "idempotency_key",
+    "strict_query",
+]
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -109,3 +117,43 @@ def strict_query(request: Request) -> None:
                 code="REPEATED_PARAMETER",
                 field=name,
             )
+
+
+def idempotency_key(
+    request: Request,
+    declared: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="Idempotency key (same as requestId in the body; UTF-8)",
+        ),
+    ] = None,
+) -> str | None:
+    """The ``Idempotency-Key`` header, read as UTF-8 (HTTP hands header bytes over as
+    Latin-1, so ``新键`` would otherwise become another key than the same text in
+    ``requestId``).
+
+    Raises:
+        RequestError: 400 ``REPEATED_HEADER`` when it is sent twice;
+            ``INVALID_IDEMPOTENCY_KEY`` when it is not UTF-8 text.
+    """
+    values = request.headers.getlist("idempotency-key")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise RequestError(
+            "the Idempotency-Key header is sent more than once; send it once",
+            code="REPEATED_HEADER",
+            field="Idempotency-Key",
+        )
+    try:
+        return values[0].encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise RequestError(
+            "the Idempotency-Key header must be UTF-8 text",
+            code="INVALID_IDEMPOTENCY_KEY",
+            field="Idempotency-Key",
+        ) from None
+
+
+IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]

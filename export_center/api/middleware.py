@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -82,6 +83,10 @@ class BodyGuard:
                 "send the body as JSON with the header content-type: application/json",
             )
             return
+        duplicate = _duplicate_key(data) if path.startswith("/api/") else None
+        if duplicate is not None:
+            await _reply(send, 400, "DUPLICATE_KEY", f"the JSON body names {duplicate!r} twice")
+            return
         whole = {"type": "http.request", "body": data, "more_body": False}
         handed = False
 
@@ -93,6 +98,33 @@ class BodyGuard:
             return await receive()  # after the body: a disconnect, when it comes
 
         await self.app(scope, replay, send)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Duplicate(key)
+        seen[key] = value
+    return seen
+
+
+def _duplicate_key(data: bytes) -> str | None:
+    """The first key an object of the JSON body names twice, or None. JSON parsers keep
+    the last value silently; a body like ``{"exportType": "A", "exportType": "B"}`` is
+    refused instead of guessed. A body that is not JSON is left to the route."""
+    try:
+        json.loads(data, object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        return exc.key
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _is_json(headers: dict[bytes, bytes]) -> bool:

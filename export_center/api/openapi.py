@@ -53,7 +53,9 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "REPEATED_PARAMETER": ("query parameter 'limit' is given more than once", "limit"),
     "MALFORMED_JSON": ("the request body is not valid JSON", None),
     "BODY_REQUIRED": ("send a JSON object body with content-type application/json", None),
-    "INVALID_BODY": ("the request body cannot be read", None),
+    "INVALID_BODY": ("the request body cannot be read: send UTF-8 JSON", None),
+    "DUPLICATE_KEY": ("the JSON body names 'exportType' twice", None),
+    "REPEATED_HEADER": ("the Idempotency-Key header is sent more than once; send it once", None),
     "BODY_TOO_LARGE": ("the request body may have at most 64 KB", None),
     "UNSUPPORTED_MEDIA_TYPE": (
         "send the body as JSON with the header content-type: application/json",
@@ -101,6 +103,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),
     "NOT_FOUND": ("there is no development sign-in here", None),
+    "NOT_LOOPBACK": ("the development sign-in answers only on this machine (loopback)", None),
     "FILE_GONE": ("the file is no longer stored", None),
     "LINK_INVALID": ("the download link is not valid", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
@@ -129,7 +132,10 @@ QUERY: dict[int, list[str]] = {400: ["UNKNOWN_PARAMETER", "REPEATED_PARAMETER"]}
 #: JSON, before any route runs.
 GUARD: dict[int, list[str]] = {413: ["BODY_TOO_LARGE"], 415: ["UNSUPPORTED_MEDIA_TYPE"]}
 #: Codes of a POST that reads a JSON body (the guard's, and the JSON reader's).
-BODY: dict[int, list[str]] = {400: ["MALFORMED_JSON", "BODY_REQUIRED", "INVALID_BODY"], **GUARD}
+BODY: dict[int, list[str]] = {
+    400: ["MALFORMED_JSON", "BODY_REQUIRED", "INVALID_BODY", "DUPLICATE_KEY"],
+    **GUARD,
+}
 
 
 def errors(*groups: dict[int, list[str]]) -> dict[int | str, dict[str, Any]]:
@@ -180,8 +186,11 @@ def tidy_schema(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
         tags=app.openapi_tags,
     )
+    query = errors(QUERY)[400]
+    query_examples = query["content"]["application/json"]["examples"]
     for path in schema.get("paths", {}).values():
         for operation in path.values():
+            _add_query_errors(operation, query_examples)
             if "security" in operation:  # openapi_extra appends: keep each entry once
                 unique: list[dict[str, Any]] = []
                 for entry in operation["security"]:
@@ -200,6 +209,29 @@ def tidy_schema(app: FastAPI) -> dict[str, Any]:
     return schema
 
 
+def _add_query_errors(operation: dict[str, Any], examples: dict[str, Any]) -> None:
+    """Every route refuses query parameters it does not take (``strict_query``): add
+    those 400 codes to the operation, next to the 400 codes it declares itself."""
+    answers = operation.setdefault("responses", {})
+    answer = answers.setdefault(
+        "400",
+        {
+            "description": "",
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": "#/components/schemas/ErrorBody"},
+                    "examples": {},
+                }
+            },
+        },
+    )
+    content = answer.setdefault("content", {}).setdefault("application/json", {})
+    content.setdefault("schema", {"$ref": "#/components/schemas/ErrorBody"})
+    merged = {**content.get("examples", {}), **examples}
+    content["examples"] = merged
+    answer["description"] = "`code` is one of: " + ", ".join(f"`{c}`" for c in merged)
+
+
 def install_docs(app: FastAPI) -> None:
     """Serve Swagger UI at ``/docs`` with its assets from the package (works offline).
 
@@ -215,7 +247,12 @@ def install_docs(app: FastAPI) -> None:
             swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
             swagger_favicon_url=f"{ASSETS_PATH}/favicon-32x32.png",
-            swagger_ui_parameters={"persistAuthorization": False, "tryItOutEnabled": True},
+            # validatorUrl None: the page never asks validator.swagger.io (offline).
+            swagger_ui_parameters={
+                "persistAuthorization": False,
+                "tryItOutEnabled": True,
+                "validatorUrl": None,
+            },
         )
 
     app.openapi = lambda: tidy_schema(app)  # type: ignore[method-assign]

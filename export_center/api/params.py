@@ -8,6 +8,7 @@ Each violation raises :class:`ValidationFailed` naming the field path.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,8 @@ from export_center.errors import ValidationFailed
 from export_center.registry import ExportType, ParameterSpec
 
 __all__ = ["validate_parameters", "validate_time_zone"]
+
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 MAX_KEYS = 20
 MAX_JSON_BYTES = 4096
@@ -62,7 +65,7 @@ def _check_value(spec: ParameterSpec, value: Any, path: str) -> Any:
                 f"{spec.name} must be a date YYYY-MM-DD", code="INVALID_DATE", field=path
             )
         try:
-            if len(value) != 10:
+            if not _ISO_DAY.fullmatch(value):  # no ISO week dates ("1995-W02-1")
                 raise ValueError
             return date.fromisoformat(value)
         except ValueError:

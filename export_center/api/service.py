@@ -231,15 +231,17 @@ def _limit_error(
             requested_by=user.user if by_user else None,
             export_type=None if by_user else etype.code,
         )
+    retry_after = first_end_seconds(active)
     message = (
         f"you already have {exc.limit} exports queued or running; wait for one to finish"
         if by_user
-        else f"too many {etype.code} exports are running right now; try again in a few minutes"
+        else f"too many {etype.code} exports are running right now; try again in about "
+        f"{retry_after} s"
     )
     return TooManyActiveTasks(
         message,
         code="TOO_MANY_ACTIVE_TASKS" if by_user else "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
-        retry_after=first_end_seconds(active),
+        retry_after=retry_after,
     )
 
 

@@ -88,14 +88,15 @@ def test_examples_for_create_detail_and_errors(schema):
 EXPECTED = {
     ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "415", "422", "429"},
     ("get", "/api/v1/exports"): {"400", "401", "403", "422"},
-    ("get", "/api/v1/me"): {"401"},
+    ("get", "/api/v1/me"): {"400", "401"},
     ("get", "/api/v1/exports/{task_id}"): {"400", "401", "404"},
     ("get", "/api/v1/exports/{task_id}/download"): {"400", "401", "403", "404", "409", "410"},
-    ("post", "/api/v1/exports/{task_id}/cancel"): {"401", "404", "409", "413", "415"},
-    ("post", "/api/v1/exports/{task_id}/retry"): {"401", "403", "404", "409", "413", "415"},
-    ("get", "/api/v1/export-types"): {"401"},
-    ("post", "/api/v1/admin/registry/reload"): {"401", "403", "409", "413", "415"},
-    ("get", "/api/orders/export/{task_id}"): {"401", "404"},
+    ("post", "/api/v1/exports/{task_id}/cancel"): {"400", "401", "404", "409", "413", "415"},
+    ("post", "/api/v1/exports/{task_id}/retry"): {"400", "401", "403", "404", "409", "413", "415"},
+    ("get", "/api/v1/export-types"): {"400", "401"},
+    ("post", "/api/v1/admin/registry/reload"): {"400", "401", "403", "409", "413", "415"},
+    ("get", "/api/orders/export/{task_id}"): {"400", "401", "404"},
+    ("get", "/healthz"): {"400"},
 }
 
 
@@ -145,3 +146,12 @@ def test_download_200_is_a_file_and_create_declares_the_replayed_200(schema):
         "$ref": "#/components/schemas/ExportAccepted"
     }
     assert set(create["200"]["headers"]) == {"Idempotent-Replayed", "Duplicate-Of-Active-Task"}
+
+
+def test_every_route_declares_the_query_parameter_errors(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            names = codes(operation).get("400", [])
+            assert {"UNKNOWN_PARAMETER", "REPEATED_PARAMETER"} <= set(names), (method, path)
+    create = codes(op(schema, "post", "/api/v1/exports"))["400"]
+    assert {"MALFORMED_JSON", "DUPLICATE_KEY", "UNKNOWN_PARAMETER"} <= set(create)

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from export_center.api import service
-from export_center.api.deps import CurrentUser, OptionalUser, RuntimeDep, strict_query
+from export_center.api.deps import (
+    CurrentUser,
+    IdempotencyKey,
+    OptionalUser,
+    RuntimeDep,
+    strict_query,
+)
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.present import task_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
@@ -137,7 +143,7 @@ def create(
     user: CurrentUser,
     runtime: RuntimeDep,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> ExportAccepted:
     """Create an export task; answers at once with its id (202, or 200 for a replay)."""
     created = service.create_export(runtime, user, body, idempotency_key)

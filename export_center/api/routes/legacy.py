@@ -7,12 +7,10 @@ task detail.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Response
 
 from export_center.api import service
-from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
+from export_center.api.deps import CurrentUser, IdempotencyKey, RuntimeDep, strict_query
 from export_center.api.present import task_public
 from export_center.api.routes.exports import CREATE_ERRORS, CREATE_REPLAYED, TASK_ERRORS, accepted
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, LegacyOrderExport
@@ -36,7 +34,7 @@ def legacy_order_export(
     user: CurrentUser,
     runtime: RuntimeDep,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> ExportAccepted:
     """The older order export: an alias of the ORDERS type."""
     parameters = {k: v for k, v in {"from": body.from_, "to": body.to}.items() if v is not None}

@@ -74,7 +74,7 @@ def dev_sign_in_available(runtime: RuntimeDep, request: Request) -> dict[str, bo
 @router.post(
     "/api/v1/dev/sign-in",
     response_model=DevToken,
-    responses=errors(BODY, {403: ["PERMISSION_DENIED"], 404: ["NOT_FOUND"]}),
+    responses=errors(BODY, {403: ["NOT_LOOPBACK"], 404: ["NOT_FOUND"]}),
 )
 def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevToken:
     """Embedded default only: mint a token for a user, tenant, app and role (8 hours)."""
@@ -83,7 +83,7 @@ def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevTo
     if not _loopback(request):
         raise Forbidden(
             "the development sign-in answers only on this machine (loopback)",
-            code="PERMISSION_DENIED",
+            code="NOT_LOOPBACK",
         )
     permissions = {t.required_permission for t in runtime.registry}
     if body.role == "admin":
