@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 from sqlalchemy import func, select, update
 
+from export_center import repository
 from export_center.db import db_now_plus
 from export_center.models import ExportTask
 from tests.cases_provider import CASES_TOKEN as TOKEN
@@ -262,3 +265,68 @@ def test_default_task_names_and_cancel_requested(make_stack):
     answer = client.post(f"/api/v1/exports/{task_id}/cancel")
     assert answer.status_code == 202
     assert answer.json()["state"] == "running" and answer.json()["cancelRequested"] is True
+
+
+def test_idempotency_keys_are_utf8_in_the_header_and_the_body(stack):
+    client = stack.client()
+    body = {"exportType": "ORDERS", "format": "csv", "parameters": {"from": "1993-03-02"}}
+    first = client.post("/api/v1/exports", json=body, headers={"Idempotency-Key": "新键".encode()})
+    assert first.status_code == 202, first.text
+    again = client.post("/api/v1/exports", json={**body, "requestId": "新键"})
+    assert again.status_code == 200 and again.json()["taskId"] == first.json()["taskId"]
+    both = client.post(
+        "/api/v1/exports",
+        json={**body, "requestId": "新键"},
+        headers={"Idempotency-Key": "新键".encode()},
+    )
+    assert both.status_code == 200 and both.json()["taskId"] == first.json()["taskId"]
+    twice = client.post(
+        "/api/v1/exports", json=body, headers=[("Idempotency-Key", "a1"), ("Idempotency-Key", "a2")]
+    )
+    assert twice.status_code == 400 and twice.json()["code"] == "REPEATED_HEADER"
+    dup = client.post(
+        "/api/v1/exports",
+        content=b'{"exportType": "ORDERS", "format": "csv", "exportType": "CUSTOMERS"}',
+        headers={"content-type": "application/json"},
+    )
+    assert dup.status_code == 400
+    assert dup.json() == {
+        "code": "DUPLICATE_KEY",
+        "message": "the JSON body names 'exportType' twice",
+        "field": None,
+    }
+
+
+@pytest.mark.parametrize("day", ["1995-W02-1", "1995-W02", "19950105", "1995-1-5", "1995-01-5"])
+def test_dates_are_calendar_dates_only(stack, day):
+    answer = create(stack.client(), "csv", parameters={"from": day})
+    assert answer.status_code == 422
+    assert (answer.json()["code"], answer.json()["field"]) == ("INVALID_DATE", "parameters.from")
+
+
+def test_no_trailing_slash_redirect_carries_a_signed_link_elsewhere(stack):
+    client = stack.client()
+    detail = wait_state(
+        client, create(client, "csv", parameters={"from": "1995-01-01"}).json()["taskId"]
+    )
+    path, query = detail["downloadUrl"].split("?")
+    answer = stack.client(None).get(f"{path}/?{query}", headers={"Host": "evil.example"})
+    assert answer.status_code == 404 and "location" not in answer.headers
+
+
+def test_commands_lost_with_an_in_process_transport_are_sent_again_at_start(make_stack):
+    first = make_stack(consumer={"enabled": False})
+    client = first.client()
+    task_id = create(client, "csv", parameters={"from": "1995-01-01"}).json()["taskId"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the publisher sent it into this process's queue
+        with first.runtime.engine.connect() as conn:
+            rows = repository.outbox_rows(conn, repository.read_task_by_no(conn, task_id).id)
+        if rows[0].status == "SENT":
+            break
+        time.sleep(0.05)
+    assert rows[0].status == "SENT"
+    first.stop()  # the queue and its command are gone with the process
+    second = make_stack()  # same database; the reconciler's stale window is 10 minutes
+    detail = wait_state(second.client(), task_id, timeout=30)
+    assert detail["state"] == "succeeded"

@@ -56,3 +56,24 @@ def test_a_token_of_another_installation_says_which_key_to_use():
     with pytest.raises(Unauthorized) as error:
         decode_token(SECRET, "not.a.jwt")
     assert error.value.code == "TOKEN_INVALID"
+
+
+@pytest.mark.parametrize("exp", [10**20, 100_000_000_000_000])
+def test_an_expiry_out_of_range_is_a_401_not_a_crash(exp):
+    with pytest.raises(Unauthorized) as error:
+        decode_token(SECRET, token(exp=exp))
+    assert error.value.code == "TOKEN_INVALID" and "exp" in error.value.message
+
+
+@pytest.mark.parametrize("app", ["BOGUS", "platform", ""])
+def test_an_unknown_app_is_refused(app):
+    with pytest.raises(Unauthorized) as error:
+        decode_token(SECRET, token(app=app))
+    assert error.value.code == "TOKEN_INVALID"
+
+
+def test_garbage_is_named_as_not_a_jwt():
+    with pytest.raises(Unauthorized) as error:
+        decode_token(SECRET, "garbage.\xb7.x")
+    assert error.value.message.startswith("the bearer token is not a JWT")
+    assert "codec" not in error.value.message
