@@ -1,5 +1,5 @@
-"""What every file writer shares: the byte-counting stream, the stats, the wall clock
-and the protocol.
+"""What every file writer shares: the byte-counting stream, the stats, the wall clock,
+the date cache and the protocol.
 
 Source: DESIGN.md "Files": the file size cap (default 50 MB) is enforced *while
 writing*, so a writer never produces a file larger than the cap plus one buffer.
@@ -25,17 +25,24 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
 
 from export_center.errors import FileTooLarge
+from export_center.values import BoundedCache
 
 __all__ = [
+    "DATE_CACHE_SIZE",
     "CountingStream",
     "ExportWriter",
     "WallClock",
     "WriterStats",
+    "check_columns",
+    "date_cache",
     "has_fixed_offset",
     "wall_clock",
 ]
 
 _MB = 1024 * 1024
+
+DATE_CACHE_SIZE = 20_000
+"""Distinct dates a writer's DATE column remembers the text of (about 55 years of days)."""
 
 
 class CountingStream(io.RawIOBase):
@@ -269,6 +276,21 @@ def check_columns(columns: Sequence[Sequence[Any]], expected: int) -> None:
         raise ValueError(f"expected {expected} columns, got {len(columns)}")
     if len(set(map(len, columns))) > 1:
         raise ValueError("the columns of one batch differ in length")
+
+
+def date_cache(render: Callable[[_dt.date], str]) -> BoundedCache[_dt.date, str]:
+    """A writer's cache ``date -> text`` for one DATE column (bounded, per writer).
+
+    Args:
+        render: the text of one day (``date.isoformat`` for CSV, the Excel serial for
+            XLSX); called once per distinct day.
+
+    Returns:
+        A :class:`export_center.values.BoundedCache` of at most
+        :data:`DATE_CACHE_SIZE` days; map ``cache.__getitem__`` over a column of
+        ``date`` values to get their texts.
+    """
+    return BoundedCache(render, DATE_CACHE_SIZE)
 
 
 @runtime_checkable

@@ -91,7 +91,13 @@ from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
+from export_center.writers.base import (
+    CountingStream,
+    WriterStats,
+    check_columns,
+    date_cache,
+    wall_clock,
+)
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -289,19 +295,9 @@ def _escape_text(text: str) -> str:
     return text
 
 
-class _DateSerials(dict[_dt.date, str]):
-    """``date -> Excel serial text``, computed once per distinct date (bounded)."""
-
-    LIMIT = 20_000
-
-    def __missing__(self, day: _dt.date) -> str:
-        text = self[day] = str(_serial_day(day.toordinal()))
-        return text
-
-    def trim(self) -> None:
-        """Forget everything once more than ``LIMIT`` dates were seen (bounded memory)."""
-        if len(self) > self.LIMIT:
-            self.clear()
+def _serial_text(day: _dt.date) -> str:
+    """The Excel serial of a day from 1900-01-01 on, as ``<v>`` text (``"45292"``)."""
+    return str(_serial_day(day.toordinal()))
 
 
 class XlsxWriter:
@@ -615,11 +611,9 @@ class XlsxWriter:
         if column_type is ColumnType.DATE:
             first_date = _FIRST_EXCEL_DATE
             style = _STYLE_DATE
-            serials = _DateSerials()
+            serial = date_cache(_serial_text).__getitem__
 
             def render_dates(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                serials.trim()
-                serial = serials.__getitem__
                 return [
                     f'<c r="{letter}{n}" s="{style}"><v>{serial(v)}</v></c>'
                     if type(v) is _dt.date and v >= first_date
