@@ -77,13 +77,12 @@ restores ZIP64 entries for callers who prefer them.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import importlib
 import math
 import re
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, BinaryIO
 from xml.sax.saxutils import escape as _xml_escape
@@ -91,13 +90,7 @@ from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import (
-    CountingStream,
-    WriterStats,
-    check_columns,
-    date_cache,
-    wall_clock,
-)
+from export_center.writers.base import StreamingWriter, date_cache
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -300,8 +293,14 @@ def _serial_text(day: _dt.date) -> str:
     return str(_serial_day(day.toordinal()))
 
 
-class XlsxWriter:
+class XlsxWriter(StreamingWriter):
     """Stream rows into an XLSX workbook with typed cells.
+
+    The frame (``write_rows``, ``write_columns``, ``close``, ``abort``, the closed and
+    failed states, the stats) is :class:`~export_center.writers.base.StreamingWriter`'s;
+    this class renders the cells and owns the ZIP archive. ``write_columns`` fills the
+    current sheet until it holds ``sheet_row_limit`` data rows, then starts a new sheet
+    with the header repeated (E12).
 
     Args:
         stream: binary output (need not be seekable); it is not closed by ``close()``.
@@ -337,33 +336,21 @@ class XlsxWriter:
         compresslevel: int = 1,
         force_zip64: bool = False,
     ):
-        if not columns:
-            raise ValueError("an export needs at least one column")
         if len(columns) > 16_384:
             raise ValueError(f"XLSX allows at most 16,384 columns, got {len(columns)}")
-        if not 1 <= sheet_row_limit <= EXCEL_MAX_ROWS - 1:
+        # Checked before the frame's checks, except that no columns is reported first.
+        if columns and not 1 <= sheet_row_limit <= EXCEL_MAX_ROWS - 1:
             raise ValueError(
                 f"sheet_row_limit must be between 1 and {EXCEL_MAX_ROWS - 1}, got {sheet_row_limit}"
             )
-        self._columns = list(columns)
-        self._keys = [c.key for c in self._columns]
-        self._wall = wall_clock(time_zone)
+        super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
         self._fast_deflate = _isal_zlib if compresslevel == 1 else None
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
-        self._rows = 0
-        self._replaced = [0, 0, 0]  # control chars, non-characters, lone surrogates
-        self._truncated = 0
-        self._invalid = 0
-        self._sheet_count = 0
         self._sheet_rows = 0
         self._sheet_bytes = 0
         self._sheet: Any = None
-        self._closed = False
-        self._failed = False
-        self._stats: WriterStats | None = None
-        self._counting = CountingStream(stream, max_bytes)
         self._zip = zipfile.ZipFile(
             self._counting,
             "w",
@@ -379,98 +366,15 @@ class XlsxWriter:
         self._sheet_head = self._render_sheet_head()
         self._guarded(self._open_sheet)
 
-    # --- ExportWriter -----------------------------------------------------------------
+    # --- StreamingWriter hooks ---------------------------------------------------------
 
-    def write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Append one batch of rows (typed values keyed by column key).
-
-        Rows go into the current sheet until it holds ``sheet_row_limit`` data rows,
-        then into a new sheet with the header repeated (E12).
-
-        Args:
-            rows: the batch; keys that are not columns are ignored, missing keys are
-                empty cells.
-
-        Raises:
-            FileTooLarge: the file grew past ``max_bytes`` (the writer is then unusable
-                and the caller deletes the partial file).
-            ValueError: the writer is closed or failed before.
-        """
-        self.write_columns([[row.get(key) for row in rows] for key in self._keys])
-
-    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Append one batch given column by column (the pipeline's form).
-
-        Args:
-            columns: one sequence of typed values per column, in column order, all of
-                the same length (``None`` is an empty cell).
-
-        Raises:
-            ValueError: not one sequence per column, sequences of different lengths,
-                or the writer is closed or failed before.
-            FileTooLarge: as :meth:`write_rows`.
-        """
-        if self._closed or self._failed:
-            raise ValueError("write to a closed or failed XLSX writer")
-        check_columns(columns, len(self._keys))
-        self._guarded(self._write_columns, columns)
-
-    def close(self) -> WriterStats:
-        """Finish the workbook (sheet ends, styles, workbook parts, ZIP directory).
-
-        The output stream is flushed, not closed. Calling ``close`` again returns
-        the same stats.
-
-        Returns:
-            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars and its
-            split replaced_control_chars / replaced_noncharacters /
-            replaced_surrogates, bytes, invalid_numbers).
-
-        Raises:
-            FileTooLarge: the last bytes crossed ``max_bytes``.
-            ValueError: the writer failed before.
-        """
-        if self._failed:
-            raise ValueError("close on a failed XLSX writer")
-        if self._stats is None:
-            self._guarded(self._finish)
-            self._closed = True
-            self._stats = WriterStats(
-                rows=self._rows,
-                sheets=self._sheet_count,
-                truncated_cells=self._truncated,
-                replaced_chars=sum(self._replaced),
-                replaced_control_chars=self._replaced[0],
-                replaced_noncharacters=self._replaced[1],
-                replaced_surrogates=self._replaced[2],
-                bytes=self._counting.count,
-                invalid_numbers=self._invalid,
-            )
-        return dataclasses.replace(self._stats)
-
-    # --- sheets -----------------------------------------------------------------------
-
-    def abort(self) -> None:
-        """Abandon the file after a failure elsewhere: the ZIP ends into the void."""
-        self._failed = True
-        self._discard()
-
-    def _guarded(self, action: Callable[..., None], *args: Any) -> None:
-        """Run ``action``; on any error mark the writer failed and drop later output."""
-        try:
-            action(*args)
-        except BaseException:
-            self._failed = True
-            self._discard()
-            raise
-
-    def _discard(self) -> None:
+    def _fail(self) -> None:
         """After a failure: end the ZIP into the void.
 
         The counting stream is abandoned first, so closing the entry and the archive
         writes nothing and raises nothing (no noise from finalizers later).
         """
-        self._counting.abandon()
+        super()._fail()
         try:
             if self._sheet is not None:
                 self._sheet.close()
@@ -479,7 +383,9 @@ class XlsxWriter:
             pass
         self._sheet = None
 
-    def _write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+    # --- sheets -----------------------------------------------------------------------
+
+    def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
         """Render a batch in chunks that never cross a sheet boundary (E12)."""
         total = len(columns[0])
         done = 0
