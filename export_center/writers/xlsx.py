@@ -60,10 +60,10 @@ Cell rules (DESIGN.md "Files", CASES.md):
   (``fold=0`` and ``fold=1`` give different UTC offsets); zones with a fixed offset
   such as UTC skip it.
 
-Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
-(capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
-sheet, then a new sheet "Sheet2", ... with the header repeated (E12: no row number
-above 1,048,576).
+Sheet rules: at most ``sheet_row_limit`` data rows per sheet, then a new sheet
+"Sheet2", ... with the header repeated (E12: no row number above 1,048,576). The
+sheet head (frozen header row, column widths), the styles and the other package parts
+are in ``writers.xlsx_parts``.
 
 ZIP policy: the archive is written strictly forward (data descriptors) through a
 non-seekable ``CountingStream`` that enforces the size cap while writing. ZIP64 is
@@ -86,11 +86,21 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, BinaryIO
 from xml.sax.saxutils import escape as _xml_escape
-from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.base import StreamingWriter, date_cache
+from export_center.writers.xlsx_parts import (
+    MAX_FORMAT_SCALE,
+    SCALE_STYLES,
+    SHEET_END,
+    STYLE_DATE,
+    STYLE_DATETIME,
+    STYLE_HEADER,
+    STYLE_QUOTED,
+    package_parts,
+    sheet_head,
+)
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -135,20 +145,6 @@ _FAKE_LEAP_DAY_SERIAL = 60
 """Excel's fictitious 1900-02-29 (1900 is not a leap year; Lotus 1-2-3 compatibility)."""
 _MS_PER_DAY = 86_400_000
 
-# Style indices (cellXfs) fixed for every file; decimal styles are added after them.
-_STYLE_HEADER = 1
-_STYLE_QUOTED = 2
-_STYLE_DATE = 3
-_STYLE_DATETIME = 4
-_FIRST_DECIMAL_STYLE = 5
-"""Style of DECIMAL values with scale k (k = 0..15) is ``_FIRST_DECIMAL_STYLE + k``."""
-_FIRST_CUSTOM_NUMFMT = 164
-_DATE_FORMAT = "yyyy-mm-dd"
-_DATETIME_FORMAT = "yyyy-mm-dd hh:mm:ss"
-_MAX_FORMAT_SCALE = 15
-_DECIMAL_FORMATS = ["#,##0" + ("." + "0" * scale if scale else "") for scale in range(16)]
-"""Number formats of DECIMAL cells by the value's scale: ``#,##0``, ``#,##0.0``, ..."""
-_SCALE_STYLES = [_FIRST_DECIMAL_STYLE + scale for scale in range(_MAX_FORMAT_SCALE + 1)]
 _DIGITS = "0123456789"
 
 _QUOTE_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
@@ -179,21 +175,6 @@ _EXCEL_ESCAPE_RE = re.compile("_(?=x[0-9A-Fa-f]{4}_)")
 """The ``_`` of a literal ``_xHHHH_`` that Excel would otherwise decode."""
 
 _XML_ENTITIES = {"\r": "&#13;"}
-
-_DEFAULT_WIDTHS = {
-    ColumnType.STRING: 24,
-    ColumnType.INTEGER: 14,
-    ColumnType.DECIMAL: 16,
-    ColumnType.BOOLEAN: 9,
-    ColumnType.DATE: 12,
-    ColumnType.DATETIME: 20,
-}
-
-_CONTENT_TYPE_SHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
-_XML_HEAD = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-_NS_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-_NS_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_NS_PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
 
 
 def column_letter(index: int) -> str:
@@ -256,7 +237,7 @@ def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
         ref: the cell reference (``C12``).
         escaped: the XML-escaped text, or None when ``text`` needs no escaping.
     """
-    style = f' s="{_STYLE_QUOTED}"' if text[0] in _QUOTE_START else ""
+    style = f' s="{STYLE_QUOTED}"' if text[0] in _QUOTE_START else ""
     space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
     body = text if escaped is None else escaped
     return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
@@ -363,7 +344,7 @@ class XlsxWriter(StreamingWriter):
             for c, letter in zip(self._columns, self._letters, strict=True)
         ]
         self._header_xml = self._render_header()
-        self._sheet_head = self._render_sheet_head()
+        self._sheet_head = sheet_head(self._columns)
         self._guarded(self._open_sheet)
 
     # --- StreamingWriter hooks ---------------------------------------------------------
@@ -428,23 +409,14 @@ class XlsxWriter(StreamingWriter):
 
     def _close_sheet(self) -> None:
         """End the current sheet's XML and its ZIP entry."""
-        self._sheet.write(b"</sheetData></worksheet>")
+        self._sheet.write(SHEET_END)
         self._sheet.close()
         self._sheet = None
 
     def _finish(self) -> None:
         """End the last sheet, write the workbook parts and the ZIP directory."""
         self._close_sheet()
-        parts = {
-            "xl/styles.xml": self._styles_xml(),
-            "xl/workbook.xml": self._workbook_xml(),
-            "xl/_rels/workbook.xml.rels": self._workbook_rels_xml(),
-            "docProps/app.xml": self._app_xml(),
-            "docProps/core.xml": _core_xml(),
-            "_rels/.rels": _ROOT_RELS,
-            "[Content_Types].xml": self._content_types_xml(),
-        }
-        for name, text in parts.items():
+        for name, text in package_parts(self._sheet_count).items():
             self._zip.writestr(name, text.encode("utf-8"))
         self._zip.close()
         self._counting.flush()
@@ -516,7 +488,7 @@ class XlsxWriter(StreamingWriter):
 
         if column_type is ColumnType.DATE:
             first_date = _FIRST_EXCEL_DATE
-            style = _STYLE_DATE
+            style = STYLE_DATE
             serial = date_cache(_serial_text).__getitem__
 
             def render_dates(values: Sequence[Any], numbers: list[str]) -> list[str]:
@@ -546,7 +518,7 @@ class XlsxWriter(StreamingWriter):
             return render_booleans
 
         if column_type is ColumnType.DECIMAL:
-            scale_styles = _SCALE_STYLES
+            scale_styles = SCALE_STYLES
             short = MAX_NUMERIC_DIGITS
             digits = _DIGITS
             decimal_text = DecimalText
@@ -665,7 +637,7 @@ class XlsxWriter(StreamingWriter):
         if isinstance(value, _dt.date):
             if value >= _FIRST_EXCEL_DATE:
                 serial = _serial_day(value.toordinal())
-                return f'<c r="{ref}" s="{_STYLE_DATE}"><v>{serial}</v></c>'
+                return f'<c r="{ref}" s="{STYLE_DATE}"><v>{serial}</v></c>'
             return self._text_cell(value.isoformat(), ref)
         return self._text_cell(str(value), ref)
 
@@ -684,7 +656,7 @@ class XlsxWriter(StreamingWriter):
         if len(text) > MAX_NUMERIC_DIGITS and _significant_digits(text) > MAX_NUMERIC_DIGITS:
             return self._text_cell(text, ref)
         scale = len(text.partition(".")[2])
-        style = _SCALE_STYLES[scale] if scale <= _MAX_FORMAT_SCALE else 0  # 0: General
+        style = SCALE_STYLES[scale] if scale <= MAX_FORMAT_SCALE else 0  # 0: General
         return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
 
     def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
@@ -710,9 +682,9 @@ class XlsxWriter(StreamingWriter):
             value.hour * 3600 + value.minute * 60 + value.second
         ) * 1000 + value.microsecond // 1000
         serial = _serial_day(ordinal) + millis / _MS_PER_DAY
-        return f'<c r="{ref}" s="{_STYLE_DATETIME}"><v>{serial!r}</v></c>'
+        return f'<c r="{ref}" s="{STYLE_DATETIME}"><v>{serial!r}</v></c>'
 
-    # --- fixed parts ------------------------------------------------------------------
+    # --- header -----------------------------------------------------------------------
 
     def _render_header(self) -> str:
         """Row 1: the column titles, bold (style 1), cleaned like any text (E08, E10)."""
@@ -725,179 +697,16 @@ class XlsxWriter(StreamingWriter):
             if text:
                 space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
                 cells.append(
-                    f'<c r="{letter}1" s="{_STYLE_HEADER}" t="inlineStr"><is>'
+                    f'<c r="{letter}1" s="{STYLE_HEADER}" t="inlineStr"><is>'
                     f"<t{space}>{_escape_text(text)}</t></is></c>"
                 )
         return f'<row r="1">{"".join(cells)}</row>'
-
-    def _render_sheet_head(self) -> Callable[[bool], str]:
-        """Build ``head(first_sheet)``: XML up to ``<sheetData>`` (frozen row 1, widths)."""
-        widths = []
-        for index, column in enumerate(self._columns, start=1):
-            width = column.width
-            if width is None:
-                width = max(
-                    _DEFAULT_WIDTHS[ColumnType(column.type)], min(len(column.title) + 2, 50)
-                )
-            width = min(max(width, 0), 255)
-            widths.append(f'<col min="{index}" max="{index}" width="{width}" customWidth="1"/>')
-        cols = "".join(widths)
-
-        def head(first_sheet: bool) -> str:
-            selected = ' tabSelected="1"' if first_sheet else ""
-            return (
-                f'{_XML_HEAD}<worksheet xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
-                f'<sheetViews><sheetView workbookViewId="0"{selected}>'
-                '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
-                '<selection pane="bottomLeft" activeCell="A2" sqref="A2"/>'
-                "</sheetView></sheetViews>"
-                '<sheetFormatPr defaultRowHeight="15"/>'
-                f"<cols>{cols}</cols><sheetData>"
-            )
-
-        return head
-
-    def _styles_xml(self) -> str:
-        """``xl/styles.xml``: fixed styles 0-4, then the decimal styles of scale 0-15."""
-        formats = [
-            (_FIRST_CUSTOM_NUMFMT, _DATE_FORMAT),
-            (_FIRST_CUSTOM_NUMFMT + 1, _DATETIME_FORMAT),
-        ]
-        formats += [(_FIRST_CUSTOM_NUMFMT + 2 + i, code) for i, code in enumerate(_DECIMAL_FORMATS)]
-        numfmts = "".join(
-            f'<numFmt numFmtId="{fmt_id}" formatCode={_xml_quoteattr(code)}/>'
-            for fmt_id, code in formats
-        )
-        base = 'fontId="0" fillId="0" borderId="0" xfId="0"'
-        xfs = [
-            f'<xf numFmtId="0" {base}/>',
-            '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/>',
-            f'<xf numFmtId="0" {base} quotePrefix="1"/>',
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT}" {base} applyNumberFormat="1"/>',
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 1}" {base} applyNumberFormat="1"/>',
-        ]
-        xfs += [
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 2 + i}" {base} applyNumberFormat="1"/>'
-            for i in range(len(_DECIMAL_FORMATS))
-        ]
-        font = '<sz val="11"/><name val="Calibri"/><family val="2"/><scheme val="minor"/>'
-        return (
-            f'{_XML_HEAD}<styleSheet xmlns="{_NS_MAIN}">'
-            f'<numFmts count="{len(formats)}">{numfmts}</numFmts>'
-            f'<fonts count="2"><font>{font}</font><font><b/>{font}</font></fonts>'
-            '<fills count="2"><fill><patternFill patternType="none"/></fill>'
-            '<fill><patternFill patternType="gray125"/></fill></fills>'
-            '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/>'
-            "</border></borders>"
-            '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/>'
-            "</cellStyleXfs>"
-            f'<cellXfs count="{len(xfs)}">{"".join(xfs)}</cellXfs>'
-            '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/>'
-            "</cellStyles>"
-            "</styleSheet>"
-        )
-
-    def _sheet_names(self) -> list[str]:
-        """``Sheet1`` ... ``SheetN``."""
-        return [f"Sheet{i}" for i in range(1, self._sheet_count + 1)]
-
-    def _workbook_xml(self) -> str:
-        """``xl/workbook.xml``: the sheet list."""
-        sheets = "".join(
-            f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
-            for i, name in enumerate(self._sheet_names(), start=1)
-        )
-        return (
-            f'{_XML_HEAD}<workbook xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
-            '<bookViews><workbookView activeTab="0"/></bookViews>'
-            f"<sheets>{sheets}</sheets></workbook>"
-        )
-
-    def _workbook_rels_xml(self) -> str:
-        """``xl/_rels/workbook.xml.rels``: sheets rId1..N, then styles."""
-        rels = [
-            f'<Relationship Id="rId{i}" Type="{_NS_REL}/worksheet" '
-            f'Target="worksheets/sheet{i}.xml"/>'
-            for i in range(1, self._sheet_count + 1)
-        ]
-        rels.append(
-            f'<Relationship Id="rId{self._sheet_count + 1}" Type="{_NS_REL}/styles" '
-            'Target="styles.xml"/>'
-        )
-        return f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">{"".join(rels)}</Relationships>'
-
-    def _content_types_xml(self) -> str:
-        """``[Content_Types].xml`` for every part written."""
-        sheets = "".join(
-            f'<Override PartName="/xl/worksheets/sheet{i}.xml" '
-            f'ContentType="{_CONTENT_TYPE_SHEET}"/>'
-            for i in range(1, self._sheet_count + 1)
-        )
-        office = "application/vnd.openxmlformats-officedocument"
-        package = "application/vnd.openxmlformats-package"
-        return (
-            f"{_XML_HEAD}"
-            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            f'<Default Extension="rels" ContentType="{package}.relationships+xml"/>'
-            '<Default Extension="xml" ContentType="application/xml"/>'
-            '<Override PartName="/xl/workbook.xml" '
-            f'ContentType="{office}.spreadsheetml.sheet.main+xml"/>'
-            f'<Override PartName="/xl/styles.xml" ContentType="{office}.spreadsheetml.styles+xml"/>'
-            f"{sheets}"
-            f'<Override PartName="/docProps/core.xml" ContentType="{package}.core-properties+xml"/>'
-            '<Override PartName="/docProps/app.xml" '
-            f'ContentType="{office}.extended-properties+xml"/>'
-            "</Types>"
-        )
-
-    def _app_xml(self) -> str:
-        """``docProps/app.xml``: application name and sheet titles."""
-        names = self._sheet_names()
-        titles = "".join(f"<vt:lpstr>{name}</vt:lpstr>" for name in names)
-        return (
-            f"{_XML_HEAD}<Properties "
-            'xmlns="http://schemas.openxmlformats.org/officeDocument/2006/extended-properties" '
-            'xmlns:vt="http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes">'
-            "<Application>Export Center</Application>"
-            '<HeadingPairs><vt:vector size="2" baseType="variant">'
-            "<vt:variant><vt:lpstr>Worksheets</vt:lpstr></vt:variant>"
-            f"<vt:variant><vt:i4>{len(names)}</vt:i4></vt:variant></vt:vector></HeadingPairs>"
-            f'<TitlesOfParts><vt:vector size="{len(names)}" baseType="lpstr">{titles}</vt:vector>'
-            "</TitlesOfParts></Properties>"
-        )
-
-
-_ROOT_RELS = (
-    f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">'
-    f'<Relationship Id="rId1" Type="{_NS_REL}/officeDocument" Target="xl/workbook.xml"/>'
-    f'<Relationship Id="rId2" Type="{_NS_PKG_REL}/metadata/core-properties" '
-    'Target="docProps/core.xml"/>'
-    f'<Relationship Id="rId3" Type="{_NS_REL}/extended-properties" '
-    'Target="docProps/app.xml"/>'
-    "</Relationships>"
-)
 
 
 def _slice(values: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
     """``values[start:stop]``, keeping the :class:`DecimalColumn` mark."""
     part = values[start:stop]
     return DecimalColumn(part) if type(values) is DecimalColumn else part
-
-
-def _core_xml() -> str:
-    """``docProps/core.xml``: creator and creation time (UTC)."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return (
-        f"{_XML_HEAD}<cp:coreProperties "
-        'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
-        'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:dcterms="http://purl.org/dc/terms/" '
-        'xmlns:dcmitype="http://purl.org/dc/dcmitype/" '
-        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
-        "<dc:creator>Export Center</dc:creator>"
-        f'<dcterms:created xsi:type="dcterms:W3CDTF">{now}</dcterms:created>'
-        f'<dcterms:modified xsi:type="dcterms:W3CDTF">{now}</dcterms:modified>'
-        "</cp:coreProperties>"
-    )
 
 
 def _significant_digits(number_text: str) -> int:
