@@ -25,6 +25,7 @@ changes (UTC, ``Etc/GMT-8``) skip the check.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import datetime as _dt
 import functools
 import io
@@ -359,18 +360,18 @@ class StreamingWriter(abc.ABC):
     """The frame of a streaming export writer; :class:`ExportWriter` is its contract.
 
     It holds what both writers do the same way: the column keys, the wall clock, the
-    :class:`CountingStream` (size cap), the counts behind :class:`WriterStats` and the
-    life cycle open -> batches -> closed, or failed at any point. A subclass renders
-    the cells and implements two hooks: ``_write_batch(columns)`` writes one checked,
-    non-empty batch and adds its rows to ``_rows``; ``_finish()`` ends the file and
-    flushes it. An error in a hook, or in anything run through :meth:`_guarded`,
+    :class:`CountingStream` (size cap), the running :class:`WriterStats` and the life
+    cycle open -> batches -> closed, or failed at any point. A subclass renders the
+    cells and implements two hooks: ``_write_batch(columns)`` writes one checked,
+    non-empty batch and adds its rows to ``_stats.rows``; ``_finish()`` ends the file
+    and flushes it. An error in a hook, or in anything run through :meth:`_guarded`,
     fails the writer: it is unusable, later bytes go nowhere, and the caller deletes
     the partial file (DESIGN.md "Files"). A subclass with more output layers (the
     XLSX archive) ends them in its own :meth:`_fail`.
 
-    The counts subclasses add to: ``_rows`` (data rows), ``_sheet_count``,
-    ``_truncated``, ``_invalid`` and ``_replaced`` (by kind: control characters,
-    non-characters, lone surrogates).
+    ``_stats`` holds the running counts (rows, sheets, truncated cells, invalid
+    numbers, replaced characters by kind) that the writer and its renderers add to;
+    :meth:`close` returns a copy with ``bytes`` and the ``replaced_chars`` total.
 
     Args:
         stream: binary output; it is never closed by the writer.
@@ -404,11 +405,7 @@ class StreamingWriter(abc.ABC):
         self._columns = list(columns)
         self._keys = [c.key for c in self._columns]
         self._wall = wall_clock(time_zone)
-        self._rows = 0
-        self._sheet_count = 0
-        self._truncated = 0
-        self._invalid = 0
-        self._replaced = [0, 0, 0]  # control chars, non-characters, lone surrogates
+        self._stats = WriterStats()
         self._closed = False
         self._failed = False
         self._counting = CountingStream(stream, max_bytes)
@@ -462,18 +459,11 @@ class StreamingWriter(abc.ABC):
         if not self._closed:
             self._guarded(self._finish)
             self._closed = True
-        control, noncharacters, surrogates = self._replaced
-        return WriterStats(
-            rows=self._rows,
-            sheets=self._sheet_count,
-            truncated_cells=self._truncated,
-            replaced_chars=control + noncharacters + surrogates,
-            bytes=self._counting.count,
-            invalid_numbers=self._invalid,
-            replaced_control_chars=control,
-            replaced_noncharacters=noncharacters,
-            replaced_surrogates=surrogates,
+        stats = dataclasses.replace(self._stats, bytes=self._counting.count)
+        stats.replaced_chars = (
+            stats.replaced_control_chars + stats.replaced_noncharacters + stats.replaced_surrogates
         )
+        return stats
 
     def abort(self) -> None:
         """Abandon the file after a failure elsewhere: nothing more is written."""
@@ -483,7 +473,7 @@ class StreamingWriter(abc.ABC):
 
     @abc.abstractmethod
     def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Render and write one checked, non-empty batch; add its rows to ``_rows``."""
+        """Render and write one checked, non-empty batch; add its rows to ``_stats``."""
 
     @abc.abstractmethod
     def _finish(self) -> None:

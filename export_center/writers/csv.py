@@ -154,7 +154,7 @@ class CsvWriter(StreamingWriter):
         max_bytes: int | None = None,
     ):
         super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-        self._sheet_count = 1
+        self._stats.sheets = 1
         self._renderers = [self._renderer(ColumnType(c.type)) for c in self._columns]
         self._single = len(self._columns) == 1
         self._guarded(self._write_header)
@@ -270,12 +270,12 @@ class CsvWriter(StreamingWriter):
             return str(int(value))
         if isinstance(value, Decimal):
             if not value.is_finite():
-                self._invalid += 1
+                self._stats.invalid_numbers += 1
                 return ""
             return format(value, "f")
         if isinstance(value, float):
             if not math.isfinite(value):
-                self._invalid += 1
+                self._stats.invalid_numbers += 1
                 return ""
             return repr(value)
         if isinstance(value, _dt.datetime):
@@ -314,7 +314,7 @@ class CsvWriter(StreamingWriter):
             return text.encode("utf-8")
         except UnicodeEncodeError:
             text, replaced = _SURROGATE_RE.subn("\ufffd", text)
-            self._replaced[2] += replaced  # lone surrogates: the only kind CSV replaces
+            self._stats.replaced_surrogates += replaced  # the only kind CSV replaces
             return text.encode("utf-8")
 
     # --- StreamingWriter hooks ---------------------------------------------------------
@@ -326,7 +326,7 @@ class CsvWriter(StreamingWriter):
             for render, values in zip(self._renderers, columns, strict=True)
         ]
         self._counting.write(self._encode(self._lines(fields)))
-        self._rows += len(columns[0])
+        self._stats.rows += len(columns[0])
 
     def _finish(self) -> None:
         """Flush the output (CSV has no trailer)."""

@@ -9,23 +9,11 @@ each chunk once. Memory stays bounded by one batch (E16).
 
 Cell rules (DESIGN.md "Files", CASES.md):
 
-* STRING: inline strings (``t="inlineStr"``), XML-escaped; never a ``<f>`` element, so
-  text such as ``=cmd|' /C calc'!A0`` stays text (E07). Text starting with
-  ``= + - @`` (or their full-width forms) also gets a ``quotePrefix`` style so Excel
-  never re-evaluates it on edit. Numeric-looking text keeps its leading zeros (E03).
-  An empty string is an empty cell.
-* Characters XML 1.0 cannot carry become U+FFFD (E08), counted by kind in the
-  writer's stats: control characters ``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
-  ``\\x0e-\\x1f`` (``replaced_control_chars``), the non-characters U+FFFE and U+FFFF
-  (``replaced_noncharacters``) and lone surrogates (``replaced_surrogates``), and in
-  total (``replaced_chars``); the header row counts too. TAB, LF and CR are kept (CR
-  written as ``&#13;`` so XML parsers do not turn it into LF), and so are DEL and the
-  C1 controls (``\\x7f-\\x9f``), which XML 1.0 allows.
-* Text longer than 32,767 UTF-16 code units is cut to at most 32,767 units without
-  splitting a surrogate pair, counted in ``truncated_cells`` (E10).
-* Literal ``_xHHHH_`` sequences are written as ``_x005F_xHHHH_`` because Excel decodes
-  ``_xHHHH_`` escapes in cell text (ECMA-376 ST_Xstring). openpyxl does not decode
-  them in inline strings, so it reads such text back with the ``_x005F_`` prefix.
+* STRING: inline strings (``t="inlineStr"``); never a ``<f>`` element, so text such
+  as ``=cmd|' /C calc'!A0`` stays text (E07). Numeric-looking text keeps its leading
+  zeros (E03). An empty string is an empty cell. Characters XML cannot carry (E08),
+  the limit of 32,767 UTF-16 units (E10), escaping, ``_xHHHH_``, the quote prefix
+  and whitespace: ``writers.xlsx_text``, for every text cell and the header.
 * INTEGER: a number when it has at most 15 digits, else text (E04: Excel keeps 15
   significant digits; ``9912140633506421`` becomes text, ``999999999999999`` stays a
   number). ``bool`` is not treated as an integer.
@@ -80,12 +68,10 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import math
-import re
 import zipfile
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, BinaryIO
-from xml.sax.saxutils import escape as _xml_escape
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
@@ -97,9 +83,20 @@ from export_center.writers.xlsx_parts import (
     STYLE_DATE,
     STYLE_DATETIME,
     STYLE_HEADER,
-    STYLE_QUOTED,
     package_parts,
     sheet_head,
+)
+from export_center.writers.xlsx_text import (
+    ILLEGAL_RE,
+    MAX_CELL_UTF16_UNITS,
+    PLAIN_FIRST_EXCLUDED,
+    SAFE_CHARS,
+    SPACES,
+    SPECIAL_RE,
+    clean_text_cell,
+    count_replaced,
+    escape_text,
+    excel_text,
 )
 
 _isal_zlib: Any
@@ -120,15 +117,10 @@ __all__ = [
 EXCEL_MAX_ROWS = 1_048_576
 """Rows per worksheet in Excel, header included (E12)."""
 
-MAX_CELL_UTF16_UNITS = 32_767
-"""Longest cell text Excel accepts, in UTF-16 code units (E10)."""
-
 MAX_NUMERIC_DIGITS = 15
 """Most significant digits Excel keeps in a number; longer values become text (E04)."""
 
 _NUMERIC_LIMIT = 10**MAX_NUMERIC_DIGITS
-_SAFE_CHARS = MAX_CELL_UTF16_UNITS // 2
-"""A str of at most this many code points is at most 32,766 UTF-16 units long."""
 
 _SHEET_XML_SOFT_LIMIT = 1_500_000_000
 """Start a new sheet once its uncompressed XML passed this many bytes (ZIP policy)."""
@@ -147,35 +139,6 @@ _MS_PER_DAY = 86_400_000
 
 _DIGITS = "0123456789"
 
-_QUOTE_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
-"""First characters that get the ``quotePrefix`` style (E07)."""
-
-_SPACES = frozenset(chr(code) for code in range(0x3001) if chr(code).isspace())
-"""Whitespace characters (``str.isspace``); all of them are below U+3001."""
-
-_PLAIN_FIRST_EXCLUDED = _QUOTE_START | _SPACES
-"""A text whose first character is none of these and whose last character is not a
-space needs neither ``quotePrefix`` nor ``xml:space="preserve"``."""
-
-_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-"""Characters XML 1.0 cannot carry; replaced with U+FFFD (E08)."""
-
-_REPLACED_KINDS = (
-    re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]"),
-    re.compile("[\ufffe\uffff]"),
-    re.compile("[\ud800-\udfff]"),
-)
-"""The characters of ``_ILLEGAL_RE`` by kind, in the order of the writer's counts:
-control characters, non-characters U+FFFE/U+FFFF, lone surrogates."""
-
-_SPECIAL_RE = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-"""Anything that needs escaping or replacing; text without it is written as is."""
-
-_EXCEL_ESCAPE_RE = re.compile("_(?=x[0-9A-Fa-f]{4}_)")
-"""The ``_`` of a literal ``_xHHHH_`` that Excel would otherwise decode."""
-
-_XML_ENTITIES = {"\r": "&#13;"}
-
 
 def column_letter(index: int) -> str:
     """Spreadsheet column name of a 1-based column index (1 -> A, 27 -> AA).
@@ -190,57 +153,6 @@ def column_letter(index: int) -> str:
         index, rest = divmod(index - 1, 26)
         letters = chr(65 + rest) + letters
     return letters
-
-
-def _truncate_utf16(text: str) -> str:
-    """Cut text to at most 32,767 UTF-16 units, never inside a surrogate pair (E10)."""
-    units = text.encode("utf-16-le", "surrogatepass")
-    if len(units) <= 2 * MAX_CELL_UTF16_UNITS:
-        return text
-    cut = units[: 2 * MAX_CELL_UTF16_UNITS]
-    if 0xD8 <= cut[-1] <= 0xDB:  # last unit is a high surrogate: drop the half pair
-        cut = cut[:-2]
-    return cut.decode("utf-16-le", "surrogatepass")
-
-
-def excel_text(text: str) -> tuple[str, int, bool]:
-    """Make text safe for a cell: replace illegal characters, cut to Excel's limit.
-
-    Args:
-        text: any Python string.
-
-    Returns:
-        ``(safe_text, replaced, truncated)``: the text with XML-illegal characters
-        replaced by U+FFFD (E08) and cut to 32,767 UTF-16 units (E10), the number of
-        replaced characters, and whether it was cut. Not yet XML-escaped.
-    """
-    replaced = 0
-    if _ILLEGAL_RE.search(text) is not None:
-        text, replaced = _ILLEGAL_RE.subn("\ufffd", text)
-    truncated = False
-    if len(text) > _SAFE_CHARS:
-        cut = _truncate_utf16(text)
-        truncated = cut is not text
-        text = cut
-    return text, replaced, truncated
-
-
-def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
-    """An inline-string cell for a non-empty text without illegal characters.
-
-    Adds ``s="2"`` (quotePrefix) when the text starts like a formula (E07) and
-    ``xml:space="preserve"`` when it starts or ends with whitespace, as Excel and
-    openpyxl do.
-
-    Args:
-        text: the cell text, not escaped (decides style and space handling).
-        ref: the cell reference (``C12``).
-        escaped: the XML-escaped text, or None when ``text`` needs no escaping.
-    """
-    style = f' s="{STYLE_QUOTED}"' if text[0] in _QUOTE_START else ""
-    space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
-    body = text if escaped is None else escaped
-    return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
 
 
 def _serial_day(ordinal: int) -> int:
@@ -259,14 +171,6 @@ def _serial_day(ordinal: int) -> int:
     """
     days = ordinal - _EXCEL_EPOCH_ORDINAL
     return days if days > _FAKE_LEAP_DAY_SERIAL else days - 1
-
-
-def _escape_text(text: str) -> str:
-    """XML-escape element text (``& < >``, CR) and protect literal ``_xHHHH_``."""
-    text = _xml_escape(text, _XML_ENTITIES)
-    if "_x" in text:
-        text = _EXCEL_ESCAPE_RE.sub("_x005F_", text)
-    return text
 
 
 def _serial_text(day: _dt.date) -> str:
@@ -387,14 +291,14 @@ class XlsxWriter(StreamingWriter):
             self._sheet.write(data)
             self._sheet_bytes += len(data)
             self._sheet_rows += take
-            self._rows += take
+            self._stats.rows += take
             done += take
 
     def _open_sheet(self) -> None:
         """Start ``sheetN.xml``: sheet head (frozen pane, widths) and the header row."""
-        self._sheet_count += 1
+        self._stats.sheets += 1
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
-        name = f"xl/worksheets/sheet{self._sheet_count}.xml"
+        name = f"xl/worksheets/sheet{self._stats.sheets}.xml"
         self._sheet = self._zip.open(name, "w", force_zip64=self._force_zip64)
         if self._fast_deflate is not None and hasattr(self._sheet, "_compressor"):
             # Nothing is compressed yet: swap zipfile's zlib compressor for ISA-L's
@@ -402,7 +306,7 @@ class XlsxWriter(StreamingWriter):
             self._sheet._compressor = self._fast_deflate.compressobj(
                 1, self._fast_deflate.DEFLATED, -15
             )
-        head = (self._sheet_head(self._sheet_count == 1) + self._header_xml).encode("utf-8")
+        head = (self._sheet_head(self._stats.sheets == 1) + self._header_xml).encode("utf-8")
         self._sheet.write(head)
         self._sheet_rows = 0
         self._sheet_bytes = len(head)
@@ -416,7 +320,7 @@ class XlsxWriter(StreamingWriter):
     def _finish(self) -> None:
         """End the last sheet, write the workbook parts and the ZIP directory."""
         self._close_sheet()
-        for name, text in package_parts(self._sheet_count).items():
+        for name, text in package_parts(self._stats.sheets).items():
             self._zip.writestr(name, text.encode("utf-8"))
         self._zip.close()
         self._counting.flush()
@@ -444,17 +348,17 @@ class XlsxWriter(StreamingWriter):
 
         if column_type is ColumnType.STRING:
             text_cell = self._text_cell
-            clean_cell = _clean_text_cell
-            special_first = _PLAIN_FIRST_EXCLUDED
-            spaces = _SPACES
+            clean_cell = clean_text_cell
+            special_first = PLAIN_FIRST_EXCLUDED
+            spaces = SPACES
 
             def render_strings(values: Sequence[Any], numbers: list[str]) -> list[str]:
                 texts = [v for v in values if type(v) is str]
                 joined = "".join(texts)
                 if (
-                    _SPECIAL_RE.search(joined) is not None
+                    SPECIAL_RE.search(joined) is not None
                     or "_x" in joined
-                    or (len(joined) > _SAFE_CHARS and max(map(len, texts)) > _SAFE_CHARS)
+                    or (len(joined) > SAFE_CHARS and max(map(len, texts)) > SAFE_CHARS)
                 ):
                     return [
                         text_cell(v, letter + n) if type(v) is str else any_cell(v, letter + n)
@@ -592,23 +496,13 @@ class XlsxWriter(StreamingWriter):
         """One inline-string cell, with replacement, truncation and escaping."""
         if not text:
             return ""
-        if len(text) > _SAFE_CHARS or _ILLEGAL_RE.search(text) is not None:
+        if len(text) > SAFE_CHARS or ILLEGAL_RE.search(text) is not None:
             safe, replaced, truncated = excel_text(text)
             if replaced:
-                self._count_replaced(text)
-            self._truncated += truncated
+                count_replaced(text, self._stats)
+            self._stats.truncated_cells += truncated
             text = safe
-        return _clean_text_cell(text, ref, _escape_text(text))
-
-    def _count_replaced(self, original: str) -> None:
-        """Count by kind the characters ``excel_text`` replaces in ``original`` (E08).
-
-        Args:
-            original: a text before ``excel_text``; the kinds of ``_REPLACED_KINDS``
-                together are exactly the characters it replaces.
-        """
-        for index, kind in enumerate(_REPLACED_KINDS):
-            self._replaced[index] += len(kind.findall(original))
+        return clean_text_cell(text, ref, escape_text(text))
 
     def _any_cell(self, value: Any, ref: str) -> str:
         """Render any typed value by its Python type (all cell rules in one place)."""
@@ -629,7 +523,7 @@ class XlsxWriter(StreamingWriter):
             return self._decimal_cell(value, ref)
         if isinstance(value, float):
             if not math.isfinite(value):
-                self._invalid += 1  # E15
+                self._stats.invalid_numbers += 1  # E15
                 return ""
             return f'<c r="{ref}"><v>{value!r}</v></c>'
         if isinstance(value, _dt.datetime):
@@ -644,7 +538,7 @@ class XlsxWriter(StreamingWriter):
     def _decimal_cell(self, value: Decimal, ref: str) -> str:
         """A DECIMAL cell: exact number with a scale-based format, or text (E04, E15)."""
         if not value.is_finite():
-            self._invalid += 1  # E15: never NaN/Infinity in <v>
+            self._stats.invalid_numbers += 1  # E15: never NaN/Infinity in <v>
             return ""
         text = str(value)
         if "E" in text:
@@ -692,14 +586,10 @@ class XlsxWriter(StreamingWriter):
         for column, letter in zip(self._columns, self._letters, strict=True):
             text, replaced, truncated = excel_text(column.title)
             if replaced:
-                self._count_replaced(column.title)
-            self._truncated += truncated
+                count_replaced(column.title, self._stats)
+            self._stats.truncated_cells += truncated
             if text:
-                space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
-                cells.append(
-                    f'<c r="{letter}1" s="{STYLE_HEADER}" t="inlineStr"><is>'
-                    f"<t{space}>{_escape_text(text)}</t></is></c>"
-                )
+                cells.append(clean_text_cell(text, f"{letter}1", escape_text(text), STYLE_HEADER))
         return f'<row r="1">{"".join(cells)}</row>'
 
 
