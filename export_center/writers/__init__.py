@@ -3,6 +3,16 @@
 ``open_writer`` picks the writer for a format; both writers take typed Python values
 (see ``export_center.values``) batch by batch, enforce the file size cap while
 writing and never close the stream they write to.
+
+Modules:
+
+* ``base``: the ``ExportWriter`` contract, the ``StreamingWriter`` frame both writers
+  are built on, the byte-counting stream, ``WriterStats``, the wall clock of the
+  export time zone and the writers' bounded date cache.
+* ``csv``: ``CsvWriter`` and its field rules.
+* ``xlsx``: ``XlsxWriter`` (chunks, sheets, the ZIP archive), with
+  ``xlsx_cells`` (cell rules and per-column renderers), ``xlsx_text`` (text rules)
+  and ``xlsx_parts`` (the static package parts and style indices).
 """
 
 from __future__ import annotations

@@ -1,5 +1,13 @@
-"""What every file writer shares: the byte-counting stream, the stats, the wall clock
-and the protocol.
+"""What every file writer shares: the protocol, the writer frame, the byte-counting
+stream, the stats, the wall clock and the date cache.
+
+* :class:`ExportWriter` is the public contract (what ``open_writer`` returns).
+* :class:`StreamingWriter` is the frame both writers are built on: the closed/failed
+  state and its errors, rows to columns (``write_rows`` -> ``write_columns``), the
+  batch shape check, failure handling (``abort``, abandoning the output) and the
+  stats. A writer adds its renderers and two hooks, ``_write_batch`` and ``_finish``.
+* :class:`CountingStream` enforces the size cap, :func:`wall_clock` gives wall times
+  in the export time zone, :func:`date_cache` is a writer's bounded cache of day texts.
 
 Source: DESIGN.md "Files": the file size cap (default 50 MB) is enforced *while
 writing*, so a writer never produces a file larger than the cap plus one buffer.
@@ -16,6 +24,8 @@ changes (UTC, ``Etc/GMT-8``) skip the check.
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import datetime as _dt
 import functools
 import io
@@ -24,18 +34,27 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
 
+from export_center.columns import Column
 from export_center.errors import FileTooLarge
+from export_center.values import BoundedCache
 
 __all__ = [
+    "DATE_CACHE_SIZE",
     "CountingStream",
     "ExportWriter",
+    "StreamingWriter",
     "WallClock",
     "WriterStats",
+    "check_columns",
+    "date_cache",
     "has_fixed_offset",
     "wall_clock",
 ]
 
 _MB = 1024 * 1024
+
+DATE_CACHE_SIZE = 20_000
+"""Distinct dates a writer's DATE column remembers the text of (about 55 years of days)."""
 
 
 class CountingStream(io.RawIOBase):
@@ -271,6 +290,21 @@ def check_columns(columns: Sequence[Sequence[Any]], expected: int) -> None:
         raise ValueError("the columns of one batch differ in length")
 
 
+def date_cache(render: Callable[[_dt.date], str]) -> BoundedCache[_dt.date, str]:
+    """A writer's cache ``date -> text`` for one DATE column (bounded, per writer).
+
+    Args:
+        render: the text of one day (``date.isoformat`` for CSV, the Excel serial for
+            XLSX); called once per distinct day.
+
+    Returns:
+        A :class:`export_center.values.BoundedCache` of at most
+        :data:`DATE_CACHE_SIZE` days; map ``cache.__getitem__`` over a column of
+        ``date`` values to get their texts.
+    """
+    return BoundedCache(render, DATE_CACHE_SIZE)
+
+
 @runtime_checkable
 class ExportWriter(Protocol):
     """A streaming writer of one export file (CSV or XLSX).
@@ -320,3 +354,140 @@ class ExportWriter(Protocol):
     def abort(self) -> None:
         """Abandon the file after a failure: nothing more is written (the caller deletes it)."""
         ...
+
+
+class StreamingWriter(abc.ABC):
+    """The frame of a streaming export writer; :class:`ExportWriter` is its contract.
+
+    It holds what both writers do the same way: the column keys, the wall clock, the
+    :class:`CountingStream` (size cap), the running :class:`WriterStats` and the life
+    cycle open -> batches -> closed, or failed at any point. A subclass renders the
+    cells and implements two hooks: ``_write_batch(columns)`` writes one checked,
+    non-empty batch and adds its rows to ``_stats.rows``; ``_finish()`` ends the file
+    and flushes it. An error in a hook, or in anything run through :meth:`_guarded`,
+    fails the writer: it is unusable, later bytes go nowhere, and the caller deletes
+    the partial file (DESIGN.md "Files"). A subclass with more output layers (the
+    XLSX archive) ends them in its own :meth:`_fail`.
+
+    ``_stats`` holds the running counts (rows, sheets, truncated cells, invalid
+    numbers, replaced characters by kind) that the writer and its renderers add to;
+    :meth:`close` returns a copy with ``bytes`` and the ``replaced_chars`` total.
+
+    Args:
+        stream: binary output; it is never closed by the writer.
+        columns: the export's columns, in file order (at least one).
+        time_zone: IANA name of the export time zone (E13).
+        max_bytes: file size cap in bytes, or None for none.
+
+    Attributes:
+        content_type: the MIME type of the file (set by the subclass).
+        extension: the file name extension without the dot (set by the subclass); in
+            upper case it names the format in error messages (``CSV``, ``XLSX``).
+
+    Raises:
+        ValueError: no columns, or a negative ``max_bytes``.
+        zoneinfo.ZoneInfoNotFoundError: unknown time zone.
+    """
+
+    content_type: str
+    extension: str
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        *,
+        time_zone: str,
+        max_bytes: int | None,
+    ):
+        if not columns:
+            raise ValueError("an export needs at least one column")
+        self._columns = list(columns)
+        self._keys = [c.key for c in self._columns]
+        self._wall = wall_clock(time_zone)
+        self._stats = WriterStats()
+        self._closed = False
+        self._failed = False
+        self._counting = CountingStream(stream, max_bytes)
+
+    # --- ExportWriter -----------------------------------------------------------------
+
+    def write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append one batch of rows: turned into columns, then :meth:`write_columns`.
+
+        Args:
+            rows: typed values keyed by column key; keys that are not columns are
+                ignored, missing keys are empty cells.
+
+        Raises:
+            FileTooLarge, ValueError: as :meth:`write_columns`.
+        """
+        self.write_columns([[row.get(key) for row in rows] for key in self._keys])
+
+    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Append one batch given column by column (the pipeline's form).
+
+        Args:
+            columns: one sequence of typed values per column, in column order, all of
+                the same length (``None`` is an empty cell).
+
+        Raises:
+            ValueError: not one sequence per column, sequences of different lengths,
+                or the writer is closed or failed before.
+            FileTooLarge: the file grew past ``max_bytes`` (the writer is then failed
+                and the caller deletes the partial file).
+        """
+        if self._closed or self._failed:
+            raise ValueError(f"write to a closed or failed {self.extension.upper()} writer")
+        check_columns(columns, len(self._keys))
+        if len(columns[0]):
+            self._guarded(self._write_batch, columns)
+
+    def close(self) -> WriterStats:
+        """Finish the file and flush it; the output stream stays open. Idempotent.
+
+        Returns:
+            ``WriterStats``: rows, sheets, truncated_cells, replaced_chars and its
+            split by kind, invalid_numbers and bytes (the whole file).
+
+        Raises:
+            FileTooLarge: the last bytes crossed ``max_bytes``.
+            ValueError: the writer failed before.
+        """
+        if self._failed:
+            raise ValueError(f"close on a failed {self.extension.upper()} writer")
+        if not self._closed:
+            self._guarded(self._finish)
+            self._closed = True
+        stats = dataclasses.replace(self._stats, bytes=self._counting.count)
+        stats.replaced_chars = (
+            stats.replaced_control_chars + stats.replaced_noncharacters + stats.replaced_surrogates
+        )
+        return stats
+
+    def abort(self) -> None:
+        """Abandon the file after a failure elsewhere: nothing more is written."""
+        self._fail()
+
+    # --- for subclasses ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Render and write one checked, non-empty batch; add its rows to ``_stats``."""
+
+    @abc.abstractmethod
+    def _finish(self) -> None:
+        """Write the end of the file and flush it."""
+
+    def _guarded(self, action: Callable[..., None], *args: Any) -> None:
+        """Run ``action(*args)``; on any error fail the writer, then re-raise."""
+        try:
+            action(*args)
+        except BaseException:
+            self._fail()
+            raise
+
+    def _fail(self) -> None:
+        """Stop the writer after an error: it is unusable and later bytes go nowhere."""
+        self._failed = True
+        self._counting.abandon()

@@ -45,17 +45,16 @@ one per-value path that holds all the rules.
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import datetime as _dt
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, BinaryIO
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
+from export_center.writers.base import StreamingWriter, date_cache
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
 
@@ -120,24 +119,14 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-class _DateTexts(dict[_dt.date, str]):
-    """``date -> "YYYY-MM-DD"``, computed once per distinct date (an export's dates
-    repeat; a dict lookup is ~15x cheaper than ``date.isoformat``)."""
-
-    LIMIT = 20_000
-
-    def __missing__(self, day: _dt.date) -> str:
-        text = self[day] = day.isoformat()
-        return text
-
-    def trim(self) -> None:
-        """Forget everything once more than ``LIMIT`` dates were seen (bounded memory)."""
-        if len(self) > self.LIMIT:
-            self.clear()
-
-
-class CsvWriter:
+class CsvWriter(StreamingWriter):
     """Stream rows into a UTF-8 (BOM) RFC 4180 CSV file.
+
+    The frame (``write_rows``, ``write_columns``, ``close``, ``abort``, the closed and
+    failed states) is :class:`~export_center.writers.base.StreamingWriter`'s; this class
+    renders the fields. Its stats have ``sheets=1``, ``bytes`` with the BOM, and
+    ``replaced_chars`` equal to ``replaced_surrogates`` (lone surrogates are all that
+    CSV replaces).
 
     Args:
         stream: binary output; it is not closed by ``close()``.
@@ -164,24 +153,16 @@ class CsvWriter:
         time_zone: str = "UTC",
         max_bytes: int | None = None,
     ):
-        if not columns:
-            raise ValueError("an export needs at least one column")
-        self._columns = list(columns)
-        self._wall = wall_clock(time_zone)
-        self._stats = WriterStats(sheets=1)
-        self._replaced = 0
-        self._invalid = 0
-        self._counting = CountingStream(stream, max_bytes)
-        self._plan = [(c.key, self._renderer(ColumnType(c.type))) for c in self._columns]
+        super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+        self._stats.sheets = 1
+        self._renderers = [self._renderer(ColumnType(c.type)) for c in self._columns]
         self._single = len(self._columns) == 1
-        self._closed = False
-        self._failed = False
-        try:
-            header = [[_quote(_guard(c.title))] for c in self._columns]
-            self._counting.write(BOM + self._encode(self._lines(header)))  # one BOM (E01)
-        except BaseException:
-            self._fail()
-            raise
+        self._guarded(self._write_header)
+
+    def _write_header(self) -> None:
+        """The BOM (once per file, E01) and the row of column titles (guarded, E06)."""
+        header = [[_quote(_guard(c.title))] for c in self._columns]
+        self._counting.write(BOM + self._encode(self._lines(header)))
 
     # --- value rendering -------------------------------------------------------------
 
@@ -247,12 +228,11 @@ class CsvWriter:
             return render_decimals
 
         if column_type is ColumnType.DATE:
-            texts = _DateTexts()
+            text_of = date_cache(_dt.date.isoformat).__getitem__
 
             def render_dates(values: list[Any]) -> list[str]:
                 if set(map(type, values)) == {_dt.date}:
-                    texts.trim()
-                    return list(map(texts.__getitem__, values))
+                    return list(map(text_of, values))
                 return [field(v) for v in values]
 
             return render_dates
@@ -290,12 +270,12 @@ class CsvWriter:
             return str(int(value))
         if isinstance(value, Decimal):
             if not value.is_finite():
-                self._invalid += 1
+                self._stats.invalid_numbers += 1
                 return ""
             return format(value, "f")
         if isinstance(value, float):
             if not math.isfinite(value):
-                self._invalid += 1
+                self._stats.invalid_numbers += 1
                 return ""
             return repr(value)
         if isinstance(value, _dt.datetime):
@@ -334,85 +314,20 @@ class CsvWriter:
             return text.encode("utf-8")
         except UnicodeEncodeError:
             text, replaced = _SURROGATE_RE.subn("\ufffd", text)
-            self._replaced += replaced
+            self._stats.replaced_surrogates += replaced  # the only kind CSV replaces
             return text.encode("utf-8")
 
-    # --- ExportWriter -----------------------------------------------------------------
+    # --- StreamingWriter hooks ---------------------------------------------------------
 
-    def write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Append one batch of rows (typed values keyed by column key).
+    def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Render a batch column by column, assemble its lines, write them in one call."""
+        fields = [
+            render(values if isinstance(values, list) else list(values))
+            for render, values in zip(self._renderers, columns, strict=True)
+        ]
+        self._counting.write(self._encode(self._lines(fields)))
+        self._stats.rows += len(columns[0])
 
-        Args:
-            rows: the batch; keys that are not columns are ignored, missing keys are
-                empty cells.
-
-        Raises:
-            FileTooLarge: the file grew past ``max_bytes`` (the writer is then unusable
-                and the caller deletes the partial file).
-            ValueError: the writer is closed or failed before.
-        """
-        self.write_columns([[row.get(key) for row in rows] for key, _ in self._plan])
-
-    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Append one batch given column by column (the pipeline's form).
-
-        Args:
-            columns: one sequence of typed values per column, in column order, all of
-                the same length (``None`` is an empty field).
-
-        Raises:
-            ValueError: not one sequence per column, sequences of different lengths,
-                or the writer is closed or failed before.
-            FileTooLarge: as :meth:`write_rows`.
-        """
-        if self._closed or self._failed:
-            raise ValueError("write to a closed or failed CSV writer")
-        check_columns(columns, len(self._plan))
-        count = len(columns[0])
-        if not count:
-            return
-        try:
-            fields = [
-                render(values if isinstance(values, list) else list(values))
-                for (_, render), values in zip(self._plan, columns, strict=True)
-            ]
-            self._counting.write(self._encode(self._lines(fields)))
-        except BaseException:
-            self._fail()
-            raise
-        self._stats.rows += count
-
-    def close(self) -> WriterStats:
-        """Flush the file and return its stats; the output stream stays open.
-
-        Returns:
-            ``WriterStats`` with rows, sheets=1, replaced_chars and
-            replaced_surrogates (equal: lone surrogates are all CSV replaces),
-            invalid_numbers and bytes (BOM included).
-
-        Raises:
-            ValueError: the writer failed before.
-        """
-        if self._failed:
-            raise ValueError("close on a failed CSV writer")
-        if not self._closed:
-            try:
-                self._counting.flush()
-            except BaseException:
-                self._fail()
-                raise
-            self._closed = True
-        stats = self._stats
-        stats.replaced_chars = stats.replaced_surrogates = self._replaced
-        stats.invalid_numbers = self._invalid
-        stats.bytes = self._counting.count
-        return dataclasses.replace(stats)
-
-    def abort(self) -> None:
-        """Abandon the file after a failure elsewhere: nothing more is written."""
-        self._fail()
-
-    def _fail(self) -> None:
-        """Stop the writer after an error; later writes go nowhere."""
-        self._failed = True
-        self._counting.abandon()
+    def _finish(self) -> None:
+        """Flush the output (CSV has no trailer)."""
+        self._counting.flush()

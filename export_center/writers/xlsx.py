@@ -7,63 +7,12 @@ renders rows column by column (one list comprehension per column, no call per ce
 on the common paths) into one XML string per chunk of up to 1,000 rows and writes
 each chunk once. Memory stays bounded by one batch (E16).
 
-Cell rules (DESIGN.md "Files", CASES.md):
+Cell rules (STRING, INTEGER, DECIMAL, BOOLEAN, DATE, DATETIME, time zones):
+``writers.xlsx_cells``; text rules: ``writers.xlsx_text``; the package parts around
+the rows (sheet head, styles, workbook, content types...): ``writers.xlsx_parts``.
 
-* STRING: inline strings (``t="inlineStr"``), XML-escaped; never a ``<f>`` element, so
-  text such as ``=cmd|' /C calc'!A0`` stays text (E07). Text starting with
-  ``= + - @`` (or their full-width forms) also gets a ``quotePrefix`` style so Excel
-  never re-evaluates it on edit. Numeric-looking text keeps its leading zeros (E03).
-  An empty string is an empty cell.
-* Characters XML 1.0 cannot carry become U+FFFD (E08), counted by kind in the
-  writer's stats: control characters ``\\x00-\\x08``, ``\\x0b``, ``\\x0c``,
-  ``\\x0e-\\x1f`` (``replaced_control_chars``), the non-characters U+FFFE and U+FFFF
-  (``replaced_noncharacters``) and lone surrogates (``replaced_surrogates``), and in
-  total (``replaced_chars``); the header row counts too. TAB, LF and CR are kept (CR
-  written as ``&#13;`` so XML parsers do not turn it into LF), and so are DEL and the
-  C1 controls (``\\x7f-\\x9f``), which XML 1.0 allows.
-* Text longer than 32,767 UTF-16 code units is cut to at most 32,767 units without
-  splitting a surrogate pair, counted in ``truncated_cells`` (E10).
-* Literal ``_xHHHH_`` sequences are written as ``_x005F_xHHHH_`` because Excel decodes
-  ``_xHHHH_`` escapes in cell text (ECMA-376 ST_Xstring). openpyxl does not decode
-  them in inline strings, so it reads such text back with the ``_x005F_`` prefix.
-* INTEGER: a number when it has at most 15 digits, else text (E04: Excel keeps 15
-  significant digits; ``9912140633506421`` becomes text, ``999999999999999`` stays a
-  number). ``bool`` is not treated as an integer.
-* DECIMAL: each cell is decided on its own (E04). A value Excel holds exactly, at
-  most 15 significant digits (``1234567890123.45``, ``-0.000000000000001``,
-  ``1000000000000000000``), is a number written as exact positional text
-  (``format(d, "f")``, never ``1E-8``) with the number format ``#,##0`` plus one ``0``
-  per decimal place of the value's own scale (up to 15 places; General beyond).
-  A value with more than 15 significant digits (``12345678901234.56``) is a text cell
-  with that positional text, and only that cell: its batch neighbours stay numbers.
-  Values come as a ``DecimalColumn`` (validated text), ``DecimalText``, ``Decimal`` or
-  None. NaN/Infinity never reach a cell (E15): empty cell, counted in
-  ``invalid_numbers``.
-* BOOLEAN: ``t="b"`` with 1/0.
-* DATE: Excel serial (1900 date system) with ``yyyy-mm-dd``; DATETIME: serial with
-  the fraction of the day, truncated to milliseconds (Excel's precision), format
-  ``yyyy-mm-dd hh:mm:ss``. Serials follow Excel's 1900 leap-year rule: 1900-01-01 is
-  1, 1900-02-28 is 59, serial 60 is the fictitious 1900-02-29 and is never written,
-  1900-03-01 is 61 and later days count from 1899-12-30 (up to 2,958,465 for
-  9999-12-31), as openpyxl's ``to_excel``/``from_excel`` convert them. Days and
-  date-times before 1900-01-01, which Excel cannot show, are ISO text
-  (``1899-12-31``, ``1899-12-31 23:59:59``).
-* Time zone (E13): an aware datetime is written as its wall time in the export time
-  zone; a naive one is written as given. A wall time that occurs twice in that zone,
-  i.e. in the repeated hour of a DST fall-back (2024-11-03 01:00-01:59:59 in
-  America/New_York, once at -04:00 and once at -05:00), is a text cell with the ISO
-  text and the UTC offset, exactly as the CSV writer writes it
-  (``2024-11-03 01:30:00-04:00``, ``2024-11-03 01:30:00-05:00``): a serial cannot carry
-  the offset, and two equal serials would hide which moment is which. Every other
-  value stays a date serial. A spring-forward gap never occurs (an aware moment
-  always has a wall time that exists). Detection: ``writers.base.wall_clock``
-  (``fold=0`` and ``fold=1`` give different UTC offsets); zones with a fixed offset
-  such as UTC skip it.
-
-Sheet rules: frozen header row (bold titles), column widths from ``Column.width``
-(capped at 255) or a default per type, at most ``sheet_row_limit`` data rows per
-sheet, then a new sheet "Sheet2", ... with the header repeated (E12: no row number
-above 1,048,576).
+Sheet rules: at most ``sheet_row_limit`` data rows per sheet, then a new sheet
+"Sheet2", ... with the header repeated (E12: no row number above 1,048,576).
 
 ZIP policy: the archive is written strictly forward (data descriptors) through a
 non-seekable ``CountingStream`` that enforces the size cap while writing. ZIP64 is
@@ -77,21 +26,17 @@ restores ZIP64 entries for callers who prefer them.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
 import importlib
-import math
-import re
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import Sequence
 from typing import Any, BinaryIO
-from xml.sax.saxutils import escape as _xml_escape
-from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from export_center.columns import Column, ColumnType
-from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import CountingStream, WriterStats, check_columns, wall_clock
+from export_center.values import DecimalColumn
+from export_center.writers.base import StreamingWriter
+from export_center.writers.xlsx_cells import MAX_NUMERIC_DIGITS, CellRenderer
+from export_center.writers.xlsx_parts import SHEET_END, package_parts, sheet_head
+from export_center.writers.xlsx_text import MAX_CELL_UTF16_UNITS, excel_text
 
 _isal_zlib: Any
 try:  # optional: ISA-L's deflate, about 4x zlib level 1 at the same ratio
@@ -111,90 +56,11 @@ __all__ = [
 EXCEL_MAX_ROWS = 1_048_576
 """Rows per worksheet in Excel, header included (E12)."""
 
-MAX_CELL_UTF16_UNITS = 32_767
-"""Longest cell text Excel accepts, in UTF-16 code units (E10)."""
-
-MAX_NUMERIC_DIGITS = 15
-"""Most significant digits Excel keeps in a number; longer values become text (E04)."""
-
-_NUMERIC_LIMIT = 10**MAX_NUMERIC_DIGITS
-_SAFE_CHARS = MAX_CELL_UTF16_UNITS // 2
-"""A str of at most this many code points is at most 32,766 UTF-16 units long."""
-
 _SHEET_XML_SOFT_LIMIT = 1_500_000_000
 """Start a new sheet once its uncompressed XML passed this many bytes (ZIP policy)."""
 
 _CHUNK_ROWS = 1_000
 """Rows rendered into one XML string and written with one call."""
-
-_EXCEL_EPOCH_ORDINAL = _dt.date(1899, 12, 30).toordinal()
-"""Serial 0 as Excel counts from 1900-03-01 on (serial = days since 1899-12-30)."""
-_FIRST_EXCEL_DATE = _dt.date(1900, 1, 1)
-"""Serial 1, the first day Excel's 1900 date system shows; earlier dates are text."""
-_FIRST_EXCEL_ORDINAL = _FIRST_EXCEL_DATE.toordinal()
-_FAKE_LEAP_DAY_SERIAL = 60
-"""Excel's fictitious 1900-02-29 (1900 is not a leap year; Lotus 1-2-3 compatibility)."""
-_MS_PER_DAY = 86_400_000
-
-# Style indices (cellXfs) fixed for every file; decimal styles are added after them.
-_STYLE_HEADER = 1
-_STYLE_QUOTED = 2
-_STYLE_DATE = 3
-_STYLE_DATETIME = 4
-_FIRST_DECIMAL_STYLE = 5
-"""Style of DECIMAL values with scale k (k = 0..15) is ``_FIRST_DECIMAL_STYLE + k``."""
-_FIRST_CUSTOM_NUMFMT = 164
-_DATE_FORMAT = "yyyy-mm-dd"
-_DATETIME_FORMAT = "yyyy-mm-dd hh:mm:ss"
-_MAX_FORMAT_SCALE = 15
-_DECIMAL_FORMATS = ["#,##0" + ("." + "0" * scale if scale else "") for scale in range(16)]
-"""Number formats of DECIMAL cells by the value's scale: ``#,##0``, ``#,##0.0``, ..."""
-_SCALE_STYLES = [_FIRST_DECIMAL_STYLE + scale for scale in range(_MAX_FORMAT_SCALE + 1)]
-_DIGITS = "0123456789"
-
-_QUOTE_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
-"""First characters that get the ``quotePrefix`` style (E07)."""
-
-_SPACES = frozenset(chr(code) for code in range(0x3001) if chr(code).isspace())
-"""Whitespace characters (``str.isspace``); all of them are below U+3001."""
-
-_PLAIN_FIRST_EXCLUDED = _QUOTE_START | _SPACES
-"""A text whose first character is none of these and whose last character is not a
-space needs neither ``quotePrefix`` nor ``xml:space="preserve"``."""
-
-_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-"""Characters XML 1.0 cannot carry; replaced with U+FFFD (E08)."""
-
-_REPLACED_KINDS = (
-    re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]"),
-    re.compile("[\ufffe\uffff]"),
-    re.compile("[\ud800-\udfff]"),
-)
-"""The characters of ``_ILLEGAL_RE`` by kind, in the order of the writer's counts:
-control characters, non-characters U+FFFE/U+FFFF, lone surrogates."""
-
-_SPECIAL_RE = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-"""Anything that needs escaping or replacing; text without it is written as is."""
-
-_EXCEL_ESCAPE_RE = re.compile("_(?=x[0-9A-Fa-f]{4}_)")
-"""The ``_`` of a literal ``_xHHHH_`` that Excel would otherwise decode."""
-
-_XML_ENTITIES = {"\r": "&#13;"}
-
-_DEFAULT_WIDTHS = {
-    ColumnType.STRING: 24,
-    ColumnType.INTEGER: 14,
-    ColumnType.DECIMAL: 16,
-    ColumnType.BOOLEAN: 9,
-    ColumnType.DATE: 12,
-    ColumnType.DATETIME: 20,
-}
-
-_CONTENT_TYPE_SHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
-_XML_HEAD = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-_NS_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-_NS_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_NS_PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
 
 
 def column_letter(index: int) -> str:
@@ -212,100 +78,15 @@ def column_letter(index: int) -> str:
     return letters
 
 
-def _truncate_utf16(text: str) -> str:
-    """Cut text to at most 32,767 UTF-16 units, never inside a surrogate pair (E10)."""
-    units = text.encode("utf-16-le", "surrogatepass")
-    if len(units) <= 2 * MAX_CELL_UTF16_UNITS:
-        return text
-    cut = units[: 2 * MAX_CELL_UTF16_UNITS]
-    if 0xD8 <= cut[-1] <= 0xDB:  # last unit is a high surrogate: drop the half pair
-        cut = cut[:-2]
-    return cut.decode("utf-16-le", "surrogatepass")
-
-
-def excel_text(text: str) -> tuple[str, int, bool]:
-    """Make text safe for a cell: replace illegal characters, cut to Excel's limit.
-
-    Args:
-        text: any Python string.
-
-    Returns:
-        ``(safe_text, replaced, truncated)``: the text with XML-illegal characters
-        replaced by U+FFFD (E08) and cut to 32,767 UTF-16 units (E10), the number of
-        replaced characters, and whether it was cut. Not yet XML-escaped.
-    """
-    replaced = 0
-    if _ILLEGAL_RE.search(text) is not None:
-        text, replaced = _ILLEGAL_RE.subn("\ufffd", text)
-    truncated = False
-    if len(text) > _SAFE_CHARS:
-        cut = _truncate_utf16(text)
-        truncated = cut is not text
-        text = cut
-    return text, replaced, truncated
-
-
-def _clean_text_cell(text: str, ref: str, escaped: str | None = None) -> str:
-    """An inline-string cell for a non-empty text without illegal characters.
-
-    Adds ``s="2"`` (quotePrefix) when the text starts like a formula (E07) and
-    ``xml:space="preserve"`` when it starts or ends with whitespace, as Excel and
-    openpyxl do.
-
-    Args:
-        text: the cell text, not escaped (decides style and space handling).
-        ref: the cell reference (``C12``).
-        escaped: the XML-escaped text, or None when ``text`` needs no escaping.
-    """
-    style = f' s="{_STYLE_QUOTED}"' if text[0] in _QUOTE_START else ""
-    space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
-    body = text if escaped is None else escaped
-    return f'<c r="{ref}"{style} t="inlineStr"><is><t{space}>{body}</t></is></c>'
-
-
-def _serial_day(ordinal: int) -> int:
-    """Excel serial of a day (1900 date system), from its proleptic Gregorian ordinal.
-
-    Excel counts 1900-02-29, a day that never was, as serial 60: 1900-01-01 is 1,
-    1900-02-28 is 59 and 1900-03-01 is 61 (days since 1899-12-30 from there on).
-    openpyxl's ``utils.datetime.to_excel`` and ``from_excel`` follow the same rule.
-
-    Args:
-        ordinal: ``date.toordinal()`` of a day from 1900-01-01 (the caller writes
-            earlier days as text).
-
-    Returns:
-        The serial: 1..59 up to 1900-02-28, 61.. from 1900-03-01.
-    """
-    days = ordinal - _EXCEL_EPOCH_ORDINAL
-    return days if days > _FAKE_LEAP_DAY_SERIAL else days - 1
-
-
-def _escape_text(text: str) -> str:
-    """XML-escape element text (``& < >``, CR) and protect literal ``_xHHHH_``."""
-    text = _xml_escape(text, _XML_ENTITIES)
-    if "_x" in text:
-        text = _EXCEL_ESCAPE_RE.sub("_x005F_", text)
-    return text
-
-
-class _DateSerials(dict[_dt.date, str]):
-    """``date -> Excel serial text``, computed once per distinct date (bounded)."""
-
-    LIMIT = 20_000
-
-    def __missing__(self, day: _dt.date) -> str:
-        text = self[day] = str(_serial_day(day.toordinal()))
-        return text
-
-    def trim(self) -> None:
-        """Forget everything once more than ``LIMIT`` dates were seen (bounded memory)."""
-        if len(self) > self.LIMIT:
-            self.clear()
-
-
-class XlsxWriter:
+class XlsxWriter(StreamingWriter):
     """Stream rows into an XLSX workbook with typed cells.
+
+    The frame (``write_rows``, ``write_columns``, ``close``, ``abort``, the closed and
+    failed states, the stats) is :class:`~export_center.writers.base.StreamingWriter`'s
+    and the cells are :class:`~export_center.writers.xlsx_cells.CellRenderer`'s; this
+    class cuts batches into chunks and sheets and owns the ZIP archive.
+    ``write_columns`` fills the current sheet until it holds ``sheet_row_limit`` data
+    rows, then starts a new sheet with the header repeated (E12).
 
     Args:
         stream: binary output (need not be seekable); it is not closed by ``close()``.
@@ -341,33 +122,21 @@ class XlsxWriter:
         compresslevel: int = 1,
         force_zip64: bool = False,
     ):
-        if not columns:
-            raise ValueError("an export needs at least one column")
         if len(columns) > 16_384:
             raise ValueError(f"XLSX allows at most 16,384 columns, got {len(columns)}")
-        if not 1 <= sheet_row_limit <= EXCEL_MAX_ROWS - 1:
+        # Checked before the frame's checks, except that no columns is reported first.
+        if columns and not 1 <= sheet_row_limit <= EXCEL_MAX_ROWS - 1:
             raise ValueError(
                 f"sheet_row_limit must be between 1 and {EXCEL_MAX_ROWS - 1}, got {sheet_row_limit}"
             )
-        self._columns = list(columns)
-        self._keys = [c.key for c in self._columns]
-        self._wall = wall_clock(time_zone)
+        super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
         self._fast_deflate = _isal_zlib if compresslevel == 1 else None
         self._letters = [column_letter(i) for i in range(1, len(self._columns) + 1)]
-        self._rows = 0
-        self._replaced = [0, 0, 0]  # control chars, non-characters, lone surrogates
-        self._truncated = 0
-        self._invalid = 0
-        self._sheet_count = 0
         self._sheet_rows = 0
         self._sheet_bytes = 0
         self._sheet: Any = None
-        self._closed = False
-        self._failed = False
-        self._stats: WriterStats | None = None
-        self._counting = CountingStream(stream, max_bytes)
         self._zip = zipfile.ZipFile(
             self._counting,
             "w",
@@ -375,106 +144,24 @@ class XlsxWriter:
             compresslevel=compresslevel,
             allowZip64=True,
         )
+        cells = CellRenderer(self._stats, self._wall)
         self._renderers = [
-            self._column_renderer(ColumnType(c.type), letter)
+            cells.column_renderer(ColumnType(c.type), letter)
             for c, letter in zip(self._columns, self._letters, strict=True)
         ]
-        self._header_xml = self._render_header()
-        self._sheet_head = self._render_sheet_head()
+        self._header_xml = cells.header_row(self._columns, self._letters)
+        self._sheet_head = sheet_head(self._columns)
         self._guarded(self._open_sheet)
 
-    # --- ExportWriter -----------------------------------------------------------------
+    # --- StreamingWriter hooks ---------------------------------------------------------
 
-    def write_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Append one batch of rows (typed values keyed by column key).
-
-        Rows go into the current sheet until it holds ``sheet_row_limit`` data rows,
-        then into a new sheet with the header repeated (E12).
-
-        Args:
-            rows: the batch; keys that are not columns are ignored, missing keys are
-                empty cells.
-
-        Raises:
-            FileTooLarge: the file grew past ``max_bytes`` (the writer is then unusable
-                and the caller deletes the partial file).
-            ValueError: the writer is closed or failed before.
-        """
-        self.write_columns([[row.get(key) for row in rows] for key in self._keys])
-
-    def write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Append one batch given column by column (the pipeline's form).
-
-        Args:
-            columns: one sequence of typed values per column, in column order, all of
-                the same length (``None`` is an empty cell).
-
-        Raises:
-            ValueError: not one sequence per column, sequences of different lengths,
-                or the writer is closed or failed before.
-            FileTooLarge: as :meth:`write_rows`.
-        """
-        if self._closed or self._failed:
-            raise ValueError("write to a closed or failed XLSX writer")
-        check_columns(columns, len(self._keys))
-        self._guarded(self._write_columns, columns)
-
-    def close(self) -> WriterStats:
-        """Finish the workbook (sheet ends, styles, workbook parts, ZIP directory).
-
-        The output stream is flushed, not closed. Calling ``close`` again returns
-        the same stats.
-
-        Returns:
-            ``WriterStats`` (rows, sheets, truncated_cells, replaced_chars and its
-            split replaced_control_chars / replaced_noncharacters /
-            replaced_surrogates, bytes, invalid_numbers).
-
-        Raises:
-            FileTooLarge: the last bytes crossed ``max_bytes``.
-            ValueError: the writer failed before.
-        """
-        if self._failed:
-            raise ValueError("close on a failed XLSX writer")
-        if self._stats is None:
-            self._guarded(self._finish)
-            self._closed = True
-            self._stats = WriterStats(
-                rows=self._rows,
-                sheets=self._sheet_count,
-                truncated_cells=self._truncated,
-                replaced_chars=sum(self._replaced),
-                replaced_control_chars=self._replaced[0],
-                replaced_noncharacters=self._replaced[1],
-                replaced_surrogates=self._replaced[2],
-                bytes=self._counting.count,
-                invalid_numbers=self._invalid,
-            )
-        return dataclasses.replace(self._stats)
-
-    # --- sheets -----------------------------------------------------------------------
-
-    def abort(self) -> None:
-        """Abandon the file after a failure elsewhere: the ZIP ends into the void."""
-        self._failed = True
-        self._discard()
-
-    def _guarded(self, action: Callable[..., None], *args: Any) -> None:
-        """Run ``action``; on any error mark the writer failed and drop later output."""
-        try:
-            action(*args)
-        except BaseException:
-            self._failed = True
-            self._discard()
-            raise
-
-    def _discard(self) -> None:
+    def _fail(self) -> None:
         """After a failure: end the ZIP into the void.
 
         The counting stream is abandoned first, so closing the entry and the archive
         writes nothing and raises nothing (no noise from finalizers later).
         """
-        self._counting.abandon()
+        super()._fail()
         try:
             if self._sheet is not None:
                 self._sheet.close()
@@ -483,7 +170,9 @@ class XlsxWriter:
             pass
         self._sheet = None
 
-    def _write_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+    # --- sheets -----------------------------------------------------------------------
+
+    def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
         """Render a batch in chunks that never cross a sheet boundary (E12)."""
         total = len(columns[0])
         done = 0
@@ -504,14 +193,14 @@ class XlsxWriter:
             self._sheet.write(data)
             self._sheet_bytes += len(data)
             self._sheet_rows += take
-            self._rows += take
+            self._stats.rows += take
             done += take
 
     def _open_sheet(self) -> None:
         """Start ``sheetN.xml``: sheet head (frozen pane, widths) and the header row."""
-        self._sheet_count += 1
+        self._stats.sheets += 1
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
-        name = f"xl/worksheets/sheet{self._sheet_count}.xml"
+        name = f"xl/worksheets/sheet{self._stats.sheets}.xml"
         self._sheet = self._zip.open(name, "w", force_zip64=self._force_zip64)
         if self._fast_deflate is not None and hasattr(self._sheet, "_compressor"):
             # Nothing is compressed yet: swap zipfile's zlib compressor for ISA-L's
@@ -519,30 +208,21 @@ class XlsxWriter:
             self._sheet._compressor = self._fast_deflate.compressobj(
                 1, self._fast_deflate.DEFLATED, -15
             )
-        head = (self._sheet_head(self._sheet_count == 1) + self._header_xml).encode("utf-8")
+        head = (self._sheet_head(self._stats.sheets == 1) + self._header_xml).encode("utf-8")
         self._sheet.write(head)
         self._sheet_rows = 0
         self._sheet_bytes = len(head)
 
     def _close_sheet(self) -> None:
         """End the current sheet's XML and its ZIP entry."""
-        self._sheet.write(b"</sheetData></worksheet>")
+        self._sheet.write(SHEET_END)
         self._sheet.close()
         self._sheet = None
 
     def _finish(self) -> None:
         """End the last sheet, write the workbook parts and the ZIP directory."""
         self._close_sheet()
-        parts = {
-            "xl/styles.xml": self._styles_xml(),
-            "xl/workbook.xml": self._workbook_xml(),
-            "xl/_rels/workbook.xml.rels": self._workbook_rels_xml(),
-            "docProps/app.xml": self._app_xml(),
-            "docProps/core.xml": _core_xml(),
-            "_rels/.rels": _ROOT_RELS,
-            "[Content_Types].xml": self._content_types_xml(),
-        }
-        for name, text in parts.items():
+        for name, text in package_parts(self._stats.sheets).items():
             self._zip.writestr(name, text.encode("utf-8"))
         self._zip.close()
         self._counting.flush()
@@ -558,448 +238,8 @@ class XlsxWriter:
         rows = zip(numbers, zip(*cells, strict=True), strict=True)
         return "".join([f'<row r="{n}">{"".join(row)}</row>' for n, row in rows])
 
-    def _column_renderer(
-        self, column_type: ColumnType, letter: str
-    ) -> Callable[[Sequence[Any], list[str]], list[str]]:
-        """Build the function rendering one column's values of a chunk into its cells.
-
-        The fast paths are list comprehensions over values of the column's own type;
-        anything else (None aside) goes through ``_any_cell``.
-        """
-        any_cell = self._any_cell
-
-        if column_type is ColumnType.STRING:
-            text_cell = self._text_cell
-            clean_cell = _clean_text_cell
-            special_first = _PLAIN_FIRST_EXCLUDED
-            spaces = _SPACES
-
-            def render_strings(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                texts = [v for v in values if type(v) is str]
-                joined = "".join(texts)
-                if (
-                    _SPECIAL_RE.search(joined) is not None
-                    or "_x" in joined
-                    or (len(joined) > _SAFE_CHARS and max(map(len, texts)) > _SAFE_CHARS)
-                ):
-                    return [
-                        text_cell(v, letter + n) if type(v) is str else any_cell(v, letter + n)
-                        for v, n in zip(values, numbers, strict=True)
-                    ]
-                return [
-                    (
-                        f'<c r="{letter}{n}" t="inlineStr"><is><t>{v}</t></is></c>'
-                        if v[0] not in special_first and v[-1] not in spaces
-                        else clean_cell(v, letter + n)
-                    )
-                    if type(v) is str and v
-                    else ("" if v is None or v == "" else any_cell(v, letter + n))
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_strings
-
-        if column_type is ColumnType.INTEGER:
-            limit = _NUMERIC_LIMIT
-
-            def render_integers(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                return [
-                    f'<c r="{letter}{n}"><v>{v}</v></c>'
-                    if type(v) is int and -limit < v < limit
-                    else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_integers
-
-        if column_type is ColumnType.DATE:
-            first_date = _FIRST_EXCEL_DATE
-            style = _STYLE_DATE
-            serials = _DateSerials()
-
-            def render_dates(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                serials.trim()
-                serial = serials.__getitem__
-                return [
-                    f'<c r="{letter}{n}" s="{style}"><v>{serial(v)}</v></c>'
-                    if type(v) is _dt.date and v >= first_date
-                    else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_dates
-
-        if column_type is ColumnType.BOOLEAN:
-
-            def render_booleans(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                return [
-                    (
-                        f'<c r="{letter}{n}" t="b"><v>1</v></c>'
-                        if v
-                        else f'<c r="{letter}{n}" t="b"><v>0</v></c>'
-                    )
-                    if type(v) is bool
-                    else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_booleans
-
-        if column_type is ColumnType.DECIMAL:
-            scale_styles = _SCALE_STYLES
-            short = MAX_NUMERIC_DIGITS
-            digits = _DIGITS
-            decimal_text = DecimalText
-            decimal_text_cell = self._decimal_text_cell
-
-            def render_decimals(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                # The plain str values of a DecimalColumn are validated positional text,
-                # like DecimalText; a plain str anywhere else is not a number.
-                plain = str if type(values) is DecimalColumn else decimal_text
-                texts: list[str] = values  # type: ignore[assignment]  # checked next
-                validated = plain is str or set(map(type, values)) == {decimal_text}
-                if validated and max(map(len, texts)) <= short:
-                    # Validated positional text of at most 15 characters: at most 15
-                    # digits; the scale is the length after the dot.
-                    return [
-                        f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
-                        f"<v>{t}</v></c>"
-                        for t, n in zip(texts, numbers, strict=True)
-                    ]
-                # Each cell on its own (E04). Validated text or str(v) of a finite
-                # Decimal (it ends with a digit, "NaN" and "Infinity" do not; without
-                # "E" it is positional) of at most 15 characters has at most 15 digits
-                # and is a number here. Longer text is a number or text by its
-                # significant digits (_decimal_text_cell); None is an empty cell; any
-                # other value goes through _any_cell.
-                return [
-                    f'<c r="{letter}{n}" s="{scale_styles[len(t.partition(".")[2])]}">'
-                    f"<v>{t}</v></c>"
-                    if ((type(v) is plain or type(v) is decimal_text) and len(t := v) <= short)
-                    or (
-                        type(v) is Decimal
-                        and len(t := str(v)) <= short
-                        and t[-1] in digits
-                        and "E" not in t
-                    )
-                    else (
-                        ""
-                        if v is None
-                        else decimal_text_cell(v, letter + n)
-                        if type(v) is plain
-                        else any_cell(v, letter + n)
-                    )
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_decimals
-
-        if column_type is ColumnType.DATETIME:
-            datetime_cell = self._datetime_cell
-            moment = _dt.datetime
-
-            def render_datetimes(values: Sequence[Any], numbers: list[str]) -> list[str]:
-                return [
-                    datetime_cell(v, letter + n)
-                    if type(v) is moment
-                    else ("" if v is None else any_cell(v, letter + n))
-                    for v, n in zip(values, numbers, strict=True)
-                ]
-
-            return render_datetimes
-
-        def render_any(values: Sequence[Any], numbers: list[str]) -> list[str]:
-            return [
-                "" if v is None else any_cell(v, letter + n)
-                for v, n in zip(values, numbers, strict=True)
-            ]
-
-        return render_any
-
-    def _text_cell(self, text: str, ref: str) -> str:
-        """One inline-string cell, with replacement, truncation and escaping."""
-        if not text:
-            return ""
-        if len(text) > _SAFE_CHARS or _ILLEGAL_RE.search(text) is not None:
-            safe, replaced, truncated = excel_text(text)
-            if replaced:
-                self._count_replaced(text)
-            self._truncated += truncated
-            text = safe
-        return _clean_text_cell(text, ref, _escape_text(text))
-
-    def _count_replaced(self, original: str) -> None:
-        """Count by kind the characters ``excel_text`` replaces in ``original`` (E08).
-
-        Args:
-            original: a text before ``excel_text``; the kinds of ``_REPLACED_KINDS``
-                together are exactly the characters it replaces.
-        """
-        for index, kind in enumerate(_REPLACED_KINDS):
-            self._replaced[index] += len(kind.findall(original))
-
-    def _any_cell(self, value: Any, ref: str) -> str:
-        """Render any typed value by its Python type (all cell rules in one place)."""
-        if value is None:
-            return ""
-        if isinstance(value, DecimalText):
-            return self._decimal_text_cell(str(value), ref)
-        if isinstance(value, str):
-            return self._text_cell(str(value), ref)
-        if isinstance(value, bool):
-            return f'<c r="{ref}" t="b"><v>{1 if value else 0}</v></c>'
-        if isinstance(value, int):
-            value = int(value)
-            if -_NUMERIC_LIMIT < value < _NUMERIC_LIMIT:
-                return f'<c r="{ref}"><v>{value}</v></c>'
-            return self._text_cell(str(value), ref)  # E04: more than 15 digits
-        if isinstance(value, Decimal):
-            return self._decimal_cell(value, ref)
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                self._invalid += 1  # E15
-                return ""
-            return f'<c r="{ref}"><v>{value!r}</v></c>'
-        if isinstance(value, _dt.datetime):
-            return self._datetime_cell(value, ref)
-        if isinstance(value, _dt.date):
-            if value >= _FIRST_EXCEL_DATE:
-                serial = _serial_day(value.toordinal())
-                return f'<c r="{ref}" s="{_STYLE_DATE}"><v>{serial}</v></c>'
-            return self._text_cell(value.isoformat(), ref)
-        return self._text_cell(str(value), ref)
-
-    def _decimal_cell(self, value: Decimal, ref: str) -> str:
-        """A DECIMAL cell: exact number with a scale-based format, or text (E04, E15)."""
-        if not value.is_finite():
-            self._invalid += 1  # E15: never NaN/Infinity in <v>
-            return ""
-        text = str(value)
-        if "E" in text:
-            text = format(value, "f")
-        return self._decimal_text_cell(text, ref)
-
-    def _decimal_text_cell(self, text: str, ref: str) -> str:
-        """A DECIMAL cell from exact positional text (``DecimalText`` or formatted)."""
-        if len(text) > MAX_NUMERIC_DIGITS and _significant_digits(text) > MAX_NUMERIC_DIGITS:
-            return self._text_cell(text, ref)
-        scale = len(text.partition(".")[2])
-        style = _SCALE_STYLES[scale] if scale <= _MAX_FORMAT_SCALE else 0  # 0: General
-        return f'<c r="{ref}" s="{style}"><v>{text}</v></c>'
-
-    def _datetime_cell(self, value: _dt.datetime, ref: str) -> str:
-        """A DATETIME cell: export-zone wall time as a serial, ms precision (E13).
-
-        An aware value whose wall time occurs twice in the export zone (the repeated
-        hour of a DST fall-back) is a text cell with its UTC offset instead,
-        ``2024-11-03 01:30:00-04:00``: a serial cannot carry the offset that tells the
-        two occurrences apart. Any other value before 1900-01-01 is ISO text without
-        offset.
-        """
-        if value.tzinfo is not None:
-            try:
-                value, repeated = self._wall(value)
-            except OverflowError:  # e.g. 9999-12-31T23:00Z in a zone east of UTC
-                return self._text_cell(value.isoformat(" "), ref)
-            if repeated:
-                return self._text_cell(value.isoformat(" "), ref)
-        ordinal = value.toordinal()
-        if ordinal < _FIRST_EXCEL_ORDINAL:  # before 1900-01-01: Excel cannot show it
-            return self._text_cell(value.replace(tzinfo=None).isoformat(" "), ref)
-        millis = (
-            value.hour * 3600 + value.minute * 60 + value.second
-        ) * 1000 + value.microsecond // 1000
-        serial = _serial_day(ordinal) + millis / _MS_PER_DAY
-        return f'<c r="{ref}" s="{_STYLE_DATETIME}"><v>{serial!r}</v></c>'
-
-    # --- fixed parts ------------------------------------------------------------------
-
-    def _render_header(self) -> str:
-        """Row 1: the column titles, bold (style 1), cleaned like any text (E08, E10)."""
-        cells = []
-        for column, letter in zip(self._columns, self._letters, strict=True):
-            text, replaced, truncated = excel_text(column.title)
-            if replaced:
-                self._count_replaced(column.title)
-            self._truncated += truncated
-            if text:
-                space = ' xml:space="preserve"' if text[0] in _SPACES or text[-1] in _SPACES else ""
-                cells.append(
-                    f'<c r="{letter}1" s="{_STYLE_HEADER}" t="inlineStr"><is>'
-                    f"<t{space}>{_escape_text(text)}</t></is></c>"
-                )
-        return f'<row r="1">{"".join(cells)}</row>'
-
-    def _render_sheet_head(self) -> Callable[[bool], str]:
-        """Build ``head(first_sheet)``: XML up to ``<sheetData>`` (frozen row 1, widths)."""
-        widths = []
-        for index, column in enumerate(self._columns, start=1):
-            width = column.width
-            if width is None:
-                width = max(
-                    _DEFAULT_WIDTHS[ColumnType(column.type)], min(len(column.title) + 2, 50)
-                )
-            width = min(max(width, 0), 255)
-            widths.append(f'<col min="{index}" max="{index}" width="{width}" customWidth="1"/>')
-        cols = "".join(widths)
-
-        def head(first_sheet: bool) -> str:
-            selected = ' tabSelected="1"' if first_sheet else ""
-            return (
-                f'{_XML_HEAD}<worksheet xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
-                f'<sheetViews><sheetView workbookViewId="0"{selected}>'
-                '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>'
-                '<selection pane="bottomLeft" activeCell="A2" sqref="A2"/>'
-                "</sheetView></sheetViews>"
-                '<sheetFormatPr defaultRowHeight="15"/>'
-                f"<cols>{cols}</cols><sheetData>"
-            )
-
-        return head
-
-    def _styles_xml(self) -> str:
-        """``xl/styles.xml``: fixed styles 0-4, then the decimal styles of scale 0-15."""
-        formats = [
-            (_FIRST_CUSTOM_NUMFMT, _DATE_FORMAT),
-            (_FIRST_CUSTOM_NUMFMT + 1, _DATETIME_FORMAT),
-        ]
-        formats += [(_FIRST_CUSTOM_NUMFMT + 2 + i, code) for i, code in enumerate(_DECIMAL_FORMATS)]
-        numfmts = "".join(
-            f'<numFmt numFmtId="{fmt_id}" formatCode={_xml_quoteattr(code)}/>'
-            for fmt_id, code in formats
-        )
-        base = 'fontId="0" fillId="0" borderId="0" xfId="0"'
-        xfs = [
-            f'<xf numFmtId="0" {base}/>',
-            '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/>',
-            f'<xf numFmtId="0" {base} quotePrefix="1"/>',
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT}" {base} applyNumberFormat="1"/>',
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 1}" {base} applyNumberFormat="1"/>',
-        ]
-        xfs += [
-            f'<xf numFmtId="{_FIRST_CUSTOM_NUMFMT + 2 + i}" {base} applyNumberFormat="1"/>'
-            for i in range(len(_DECIMAL_FORMATS))
-        ]
-        font = '<sz val="11"/><name val="Calibri"/><family val="2"/><scheme val="minor"/>'
-        return (
-            f'{_XML_HEAD}<styleSheet xmlns="{_NS_MAIN}">'
-            f'<numFmts count="{len(formats)}">{numfmts}</numFmts>'
-            f'<fonts count="2"><font>{font}</font><font><b/>{font}</font></fonts>'
-            '<fills count="2"><fill><patternFill patternType="none"/></fill>'
-            '<fill><patternFill patternType="gray125"/></fill></fills>'
-            '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/>'
-            "</border></borders>"
-            '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/>'
-            "</cellStyleXfs>"
-            f'<cellXfs count="{len(xfs)}">{"".join(xfs)}</cellXfs>'
-            '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/>'
-            "</cellStyles>"
-            "</styleSheet>"
-        )
-
-    def _sheet_names(self) -> list[str]:
-        """``Sheet1`` ... ``SheetN``."""
-        return [f"Sheet{i}" for i in range(1, self._sheet_count + 1)]
-
-    def _workbook_xml(self) -> str:
-        """``xl/workbook.xml``: the sheet list."""
-        sheets = "".join(
-            f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
-            for i, name in enumerate(self._sheet_names(), start=1)
-        )
-        return (
-            f'{_XML_HEAD}<workbook xmlns="{_NS_MAIN}" xmlns:r="{_NS_REL}">'
-            '<bookViews><workbookView activeTab="0"/></bookViews>'
-            f"<sheets>{sheets}</sheets></workbook>"
-        )
-
-    def _workbook_rels_xml(self) -> str:
-        """``xl/_rels/workbook.xml.rels``: sheets rId1..N, then styles."""
-        rels = [
-            f'<Relationship Id="rId{i}" Type="{_NS_REL}/worksheet" '
-            f'Target="worksheets/sheet{i}.xml"/>'
-            for i in range(1, self._sheet_count + 1)
-        ]
-        rels.append(
-            f'<Relationship Id="rId{self._sheet_count + 1}" Type="{_NS_REL}/styles" '
-            'Target="styles.xml"/>'
-        )
-        return f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">{"".join(rels)}</Relationships>'
-
-    def _content_types_xml(self) -> str:
-        """``[Content_Types].xml`` for every part written."""
-        sheets = "".join(
-            f'<Override PartName="/xl/worksheets/sheet{i}.xml" '
-            f'ContentType="{_CONTENT_TYPE_SHEET}"/>'
-            for i in range(1, self._sheet_count + 1)
-        )
-        office = "application/vnd.openxmlformats-officedocument"
-        package = "application/vnd.openxmlformats-package"
-        return (
-            f"{_XML_HEAD}"
-            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            f'<Default Extension="rels" ContentType="{package}.relationships+xml"/>'
-            '<Default Extension="xml" ContentType="application/xml"/>'
-            '<Override PartName="/xl/workbook.xml" '
-            f'ContentType="{office}.spreadsheetml.sheet.main+xml"/>'
-            f'<Override PartName="/xl/styles.xml" ContentType="{office}.spreadsheetml.styles+xml"/>'
-            f"{sheets}"
-            f'<Override PartName="/docProps/core.xml" ContentType="{package}.core-properties+xml"/>'
-            '<Override PartName="/docProps/app.xml" '
-            f'ContentType="{office}.extended-properties+xml"/>'
-            "</Types>"
-        )
-
-    def _app_xml(self) -> str:
-        """``docProps/app.xml``: application name and sheet titles."""
-        names = self._sheet_names()
-        titles = "".join(f"<vt:lpstr>{name}</vt:lpstr>" for name in names)
-        return (
-            f"{_XML_HEAD}<Properties "
-            'xmlns="http://schemas.openxmlformats.org/officeDocument/2006/extended-properties" '
-            'xmlns:vt="http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes">'
-            "<Application>Export Center</Application>"
-            '<HeadingPairs><vt:vector size="2" baseType="variant">'
-            "<vt:variant><vt:lpstr>Worksheets</vt:lpstr></vt:variant>"
-            f"<vt:variant><vt:i4>{len(names)}</vt:i4></vt:variant></vt:vector></HeadingPairs>"
-            f'<TitlesOfParts><vt:vector size="{len(names)}" baseType="lpstr">{titles}</vt:vector>'
-            "</TitlesOfParts></Properties>"
-        )
-
-
-_ROOT_RELS = (
-    f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">'
-    f'<Relationship Id="rId1" Type="{_NS_REL}/officeDocument" Target="xl/workbook.xml"/>'
-    f'<Relationship Id="rId2" Type="{_NS_PKG_REL}/metadata/core-properties" '
-    'Target="docProps/core.xml"/>'
-    f'<Relationship Id="rId3" Type="{_NS_REL}/extended-properties" '
-    'Target="docProps/app.xml"/>'
-    "</Relationships>"
-)
-
 
 def _slice(values: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
     """``values[start:stop]``, keeping the :class:`DecimalColumn` mark."""
     part = values[start:stop]
     return DecimalColumn(part) if type(values) is DecimalColumn else part
-
-
-def _core_xml() -> str:
-    """``docProps/core.xml``: creator and creation time (UTC)."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return (
-        f"{_XML_HEAD}<cp:coreProperties "
-        'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
-        'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:dcterms="http://purl.org/dc/terms/" '
-        'xmlns:dcmitype="http://purl.org/dc/dcmitype/" '
-        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
-        "<dc:creator>Export Center</dc:creator>"
-        f'<dcterms:created xsi:type="dcterms:W3CDTF">{now}</dcterms:created>'
-        f'<dcterms:modified xsi:type="dcterms:W3CDTF">{now}</dcterms:modified>'
-        "</cp:coreProperties>"
-    )
-
-
-def _significant_digits(number_text: str) -> int:
-    """Digits from the first to the last non-zero digit ("-0.012300" -> 3, "1000" -> 1)."""
-    return len(number_text.lstrip("-+").replace(".", "").strip("0"))

@@ -137,6 +137,24 @@ def test_date_cache_is_bounded() -> None:
     assert sizes == [values._DATE_CACHE_SIZE]
 
 
+def test_bounded_cache_stops_growing_and_remembers_no_error() -> None:
+    from export_center.values import BoundedCache
+
+    calls: list[str] = []
+
+    def parse(text: str) -> dt.date:
+        calls.append(text)
+        return dt.date.fromisoformat(text)
+
+    cache: BoundedCache[str, dt.date] = BoundedCache(parse, 2)
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert [cache[d] for d in days + days] == [dt.date.fromisoformat(d) for d in days + days]
+    assert list(cache) == days[:2] and calls == days + days[2:]
+    with pytest.raises(ValueError):
+        cache["2024-02-30"]
+    assert "2024-02-30" not in cache
+
+
 # --- BatchConverter -------------------------------------------------------------------
 
 from typing import Any  # noqa: E402

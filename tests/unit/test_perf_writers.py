@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 import zipfile
 from decimal import Decimal
 from typing import Any
@@ -203,3 +204,20 @@ def test_xlsx_isal_and_zlib_write_the_same_sheet(monkeypatch: pytest.MonkeyPatch
     assert sheet_xml(fast) == sheet_xml(slow)
     with zipfile.ZipFile(io.BytesIO(fast)) as archive:
         assert archive.testzip() is None  # CRCs match
+
+
+def test_dates_past_the_writers_cache_bound_are_written_right() -> None:
+    from openpyxl.utils.datetime import to_excel
+
+    from export_center.writers.base import DATE_CACHE_SIZE
+
+    columns = [Column("day", "day", ColumnType.DATE)]
+    days = [dt.date(1900, 1, 1) + dt.timedelta(days=n) for n in range(DATE_CACHE_SIZE + 50)]
+    days += days[:30] + days[-30:]  # remembered days, then days computed past the bound
+    batches = [[{"day": d} for d in days[i : i + 5_000]] for i in range(0, len(days), 5_000)]
+    lines = write("csv", columns, batches).decode("utf-8-sig").split("\r\n")
+    assert lines == ["day", *(d.isoformat() for d in days), ""]
+    serials = re.findall(
+        r'<c r="A\d+" s="3"><v>(\d+)</v></c>', sheet_xml(write("xlsx", columns, batches))
+    )
+    assert serials == [str(int(to_excel(d))) for d in days]
