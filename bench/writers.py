@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from export_center.values import BatchConverter, DecimalText, make_converters
+from export_center.batches import BatchConverter
+from export_center.values import DecimalText, make_converters
 from export_center.writers import open_writer
 from providers.samples import ORDERS_COLUMNS  # the columns the e2e part exports
 

@@ -27,6 +27,7 @@ import orjson
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
+from export_center.batches import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     DeadlinePassed,
@@ -49,7 +50,6 @@ from export_center.repository import AttemptEnd
 from export_center.settings import Settings
 from export_center.states import Phase
 from export_center.storage import Storage, file_extension, new_object_key
-from export_center.values import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.watchdog import Watchdog
 from export_center.writers import ExportWriter, WriterStats, open_writer
 

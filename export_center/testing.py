@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from export_center import pipeline, publisher, repository
+from export_center.batches import BatchConverter
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
-from export_center.values import BatchConverter
 from export_center.writers import ExportWriter, WriterStats
 
 __all__ = ["FaultInjectingRun", "MemoryTransport", "Publisher"]

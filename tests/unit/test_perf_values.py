@@ -161,13 +161,13 @@ from typing import Any  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-from export_center.values import (  # noqa: E402
+from export_center.batches import (  # noqa: E402
     BatchConverter,
-    DecimalColumn,
     InexactNumber,
     InvalidRow,
     MissingColumns,
 )
+from export_center.values import DecimalColumn  # noqa: E402
 
 BATCH_COLUMNS = [
     Column("s", "s", ColumnType.STRING),

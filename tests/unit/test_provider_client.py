@@ -13,10 +13,10 @@ from typing import Any
 import openpyxl
 import pytest
 
+from export_center.batches import BatchConverter, InexactNumber
 from export_center.columns import Column, ColumnType
 from export_center.errors import ProviderContractError, ProviderRejected
 from export_center.provider_client import Batch, ProviderClient, retry_after_seconds
-from export_center.values import BatchConverter, InexactNumber
 from export_center.writers import open_writer
 
 COLUMNS = [
@@ -119,7 +119,7 @@ def test_exact_values_reach_the_xlsx_file() -> None:
 def test_numbers_that_do_not_fit_are_refused_naming_row_and_column(
     value: str, message: str
 ) -> None:
-    from export_center.values import InvalidRow
+    from export_center.batches import InvalidRow
 
     with pytest.raises(InvalidRow) as caught:
         typed_columns(parse(answer("[" + value + "]")))
