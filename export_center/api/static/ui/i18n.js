@@ -82,7 +82,6 @@ const EN = {
   eta: 'about {eta} left',
   waiting: 'Waiting for a free worker',
   retryPending: 'Will be retried automatically',
-  stoppedAt: 'Stopped at {done} rows',
   fileDeleted: 'The file was deleted when it expired',
   availableUntil: 'Download until {date}',
   linkUntil: 'This link works until {date}',
@@ -285,7 +284,6 @@ const ZH = {
   eta: '预计剩余 {eta}',
   waiting: '排队等待执行',
   retryPending: '稍后将自动重试',
-  stoppedAt: '停止时已处理 {done} 条',
   fileDeleted: '文件已过期删除',
   availableUntil: '可下载至 {date}',
   linkUntil: '下载链接有效期至 {date}',
@@ -469,6 +467,13 @@ export function dateTime(iso) {
   if (!iso) return '';
   const options = { dateStyle: 'short', timeStyle: 'medium' };
   return cached('dt', options, () => new Intl.DateTimeFormat(locale, options)).format(new Date(iso));
+}
+
+/** A date-time without seconds (far-away moments: when a file expires). */
+export function dateTimeShort(iso) {
+  if (!iso) return '';
+  const options = { dateStyle: 'short', timeStyle: 'short' };
+  return cached('ds', options, () => new Intl.DateTimeFormat(locale, options)).format(new Date(iso));
 }
 
 export function date(value) {

@@ -193,9 +193,7 @@ class Row {
       line2 = bits.join(' · ');
     } else if (task.state === 'succeeded' || task.state === 'expired') {
       line1 = t('rowsDone', { done });
-    } else if (task.processed > 0) {
-      line1 = t('stoppedAt', { done });
-    }
+    } // failed, cancelled: the count is of the last progress write, not where it stopped
     this.line1.textContent = line1;
     this.line2.textContent = line2;
     this.line2.hidden = !line2;
@@ -207,7 +205,7 @@ class Row {
     if (task.state !== 'succeeded') return h('span', { class: 'sub', 'aria-label': t('noFileLabel') }, t('noFile'));
     return [
       h('span', {}, i18n.bytes(task.sizeBytes)),
-      task.expiresAt ? h('span', { class: 'sub' }, t('availableUntil', { date: i18n.dateTime(task.expiresAt) })) : null,
+      task.expiresAt ? h('span', { class: 'sub' }, t('availableUntil', { date: i18n.dateTimeShort(task.expiresAt) })) : null,
     ];
   }
 
