@@ -248,6 +248,9 @@ export class TaskTable {
 
   columns() {
     const names = ['task', ...(this.ctx.showOwner ? ['owner'] : []), 'type', 'state', 'progress', 'times', 'file', 'actions'];
+    const key = `${i18n.locale}|${names}`;
+    if (this.headKey === key) return;
+    this.headKey = key;
     this.head.replaceChildren(...names.map((name) => h('th', { scope: 'col', class: `c-${name}` }, t(`col.${name}`))));
   }
 
