@@ -35,6 +35,7 @@ import hypothesis  # noqa: F401
 import rocketmq  # noqa: F401
 import ruff  # noqa: F401
 import mypy  # noqa: F401
+import playwright  # noqa: F401
 
 root = Path(sys.argv[1]).resolve()
 for module in (export_center, providers):
@@ -61,6 +62,17 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
     export DEBIAN_FRONTEND=noninteractive
     $sudo_cmd apt-get install -y -qq faketime >/dev/null 2>&1 \
         || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq faketime >/dev/null; }
+fi
+
+# Debian's Chromium runs the browser tests of the download center (tests/browser); with
+# CI set they fail without it. Playwright's own browser download is not used.
+if ! command -v chromium >/dev/null 2>&1; then
+    step "Installing chromium from Debian's packages"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq chromium >/dev/null; }
 fi
 
 step "Static checks: ruff check, ruff format --check, mypy --strict"

@@ -1,0 +1,313 @@
+// The task table: one row per export, patched in place on each refresh (focus and
+// open details survive a poll), shown as cards on a narrow screen (CSS).
+
+import { h, icon } from './dom.js';
+import * as i18n from './i18n.js';
+
+const { t } = i18n;
+
+export const ACTIVE = new Set(['queued', 'running']);
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+
+// "fetch: batch 37 (cursor 120400): provider 503 after 3 attempts" (DESIGN.md "Task states").
+const AT_BATCH = /^(queued|fetch|render|store): batch (\d+)(?: \(cursor [^)]*\))?: ([\s\S]*)$/;
+const IN_PHASE = /^(queued|fetch|render|store): ([\s\S]*)$/;
+
+/** The actions a user may take on `task` now. */
+export function actionsOf(task, canCreate) {
+  const list = [];
+  if (task.state === 'succeeded' && task.downloadUrl) list.push('download');
+  if (ACTIVE.has(task.state)) list.push('cancel');
+  if (task.state === 'failed') list.push('retry');
+  if (TERMINAL.has(task.state) && canCreate(task.exportType)) list.push('again');
+  return list;
+}
+
+/** What to tell the user about a task beyond its state: `{kind, text, detail}` or null. */
+export function explain(task) {
+  if (task.state === 'succeeded') {
+    return task.warning ? { kind: 'warning', text: t('warning'), detail: task.warning } : null;
+  }
+  if (task.state === 'expired') return { kind: 'info', text: t('expiredNote') };
+  if (task.state === 'cancelled') return { kind: 'info', text: t('cancelledByUser') };
+  const error = task.error;
+  if (!error) return null;
+  const code = error.code && i18n.has(`fail.${error.code}`) ? error.code : 'default';
+  const cause = t(`fail.${code}`);
+  const failed = task.state === 'failed';
+  const batch = AT_BATCH.exec(error.message);
+  const phase = batch ? null : IN_PHASE.exec(error.message);
+  let text;
+  if (batch) {
+    const vars = { phase: t(`phaseIn.${batch[1]}`), batch: i18n.number(Number(batch[2])), cause, n: task.attempts };
+    text = t(failed ? 'failedAt' : 'retrying', vars);
+  } else if (phase) {
+    text = t(failed ? 'failedIn' : 'retryingIn', { phase: t(`phaseIn.${phase[1]}`), cause, n: task.attempts });
+  } else {
+    text = t(failed ? 'failedPlain' : 'retryingPlain', { cause, n: task.attempts });
+  }
+  return { kind: failed ? 'error' : 'warning', text, detail: error.message };
+}
+
+function badge(state) {
+  return h('span', { class: `badge badge-${state}` }, icon(state), h('span', {}, t(`state.${state}`)));
+}
+
+function when(label, iso) {
+  if (!iso) return null;
+  return h('div', {}, h('dt', {}, label), h('dd', {}, h('time', { datetime: iso }, i18n.dateTime(iso))));
+}
+
+/** Parameters in a line a person reads: "1995-09-01 – 1995-09-30 · Order status: O". */
+function summary(task, ctx) {
+  const spec = ctx.typeOf(task.exportType);
+  const params = { ...task.parameters };
+  const parts = [];
+  const range = spec?.dateRange;
+  if (range) {
+    const [a, b] = range.map((name) => params[name]);
+    if (a && b) parts.push(`${a} – ${b}`);
+    else if (a) parts.push(t('rangeFrom', { d: a }));
+    else if (b) parts.push(t('rangeTo', { d: b }));
+    for (const name of range) delete params[name];
+  }
+  for (const [name, value] of Object.entries(params)) {
+    const p = spec?.parameters.find((x) => x.name === name);
+    const label = p ? (i18n.locale === 'zh-CN' ? p.titleZh : p.title) : name;
+    const shown = typeof value === 'boolean' ? t(value ? 'yes' : 'no') : String(value);
+    parts.push(`${label}${i18n.locale === 'zh-CN' ? '：' : ': '}${shown}`);
+  }
+  if (!parts.length) parts.push(t('allData'));
+  if (task.timeZone && task.timeZone !== i18n.browserZone) parts.push(t('fileZone', { tz: task.timeZone }));
+  return parts.join(' · ');
+}
+
+function note(info) {
+  if (!info) return null;
+  return h(
+    'div',
+    { class: `note note-${info.kind}` },
+    h('span', {}, info.text),
+    info.detail
+      ? h('details', {}, h('summary', {}, t('details')), h('p', { lang: 'en', class: 'detail' }, info.detail))
+      : null,
+  );
+}
+
+class Row {
+  constructor(table, task) {
+    this.table = table;
+    this.tr = h('tr', { dataset: { taskId: task.taskId } });
+    this.cells = {};
+    this.sigs = {};
+    this.task = null;
+  }
+
+  cell(name) {
+    if (!this.cells[name]) this.cells[name] = h('td', { class: `c-${name}` });
+    return this.cells[name];
+  }
+
+  /** Replace a cell's content only when what it shows changed. */
+  patch(name, sig, build) {
+    const td = this.cell(name);
+    td.dataset.label = t(`col.${name}`);
+    const key = `${i18n.locale}|${sig}`;
+    if (this.sigs[name] === key) return td;
+    this.sigs[name] = key;
+    td.replaceChildren(...[build()].flat().filter(Boolean));
+    return td;
+  }
+
+  update(task) {
+    const ctx = this.table.ctx;
+    const name = task.taskName;
+    this.task = task;
+    this.tr.className = `state-${task.state}`;
+    const info = explain(task);
+    const params = summary(task, ctx);
+    const stopping = ACTIVE.has(task.state) && ctx.isCancelling(task.taskId);
+    const cells = [
+      this.patch('task', JSON.stringify([name, params, info]), () => [
+        h('span', { class: 'task-name' }, name),
+        name.includes(params) ? null : h('span', { class: 'params' }, params),
+        note(info),
+      ]),
+    ];
+    if (ctx.showOwner) cells.push(this.patch('owner', task.owner, () => task.owner));
+    cells.push(
+      this.patch('type', task.exportType + task.format, () => [
+        h('span', {}, ctx.typeTitle(task.exportType)),
+        h('span', { class: 'tag' }, task.format.toUpperCase()),
+      ]),
+      this.patch('state', JSON.stringify([task.state, task.phase, task.attempts, stopping]), () => [
+        badge(task.state),
+        stopping ? h('span', { class: 'phase' }, t('stopping')) : null,
+        task.state === 'running' && !stopping ? h('span', { class: 'phase' }, t(`phase.${task.phase}`)) : null,
+        task.attempts > 0 ? h('span', { class: 'sub' }, t('attempts', { n: i18n.number(task.attempts) })) : null,
+      ]),
+      this.progress(task),
+      this.patch('times', JSON.stringify([task.requestedAt, task.startedAt, task.finishedAt]), () =>
+        h('dl', { class: 'times' }, when(t('requested'), task.requestedAt), when(t('started'), task.startedAt), when(t('finished'), task.finishedAt))),
+      this.patch('file', JSON.stringify([task.state, task.sizeBytes, task.expiresAt]), () => this.file(task)),
+      this.actions(task),
+    );
+    if (this.tr.children.length !== cells.length || cells.some((td, i) => this.tr.children[i] !== td)) {
+      this.tr.replaceChildren(...cells);
+    }
+  }
+
+  progress(task) {
+    const td = this.cell('progress');
+    td.dataset.label = t('col.progress');
+    const known = task.total != null && task.total > 0;
+    const mode = `${i18n.locale}|${task.state}|${known}|${task.error ? 1 : 0}`;
+    if (td.dataset.mode !== mode) {
+      td.dataset.mode = mode;
+      const showBar = task.state === 'running' || task.state === 'succeeded';
+      this.bar = showBar ? h('progress', { max: 1, 'aria-label': t('progressOf', { name: task.taskName }) }) : null;
+      this.pct = h('span', { class: 'pct' });
+      this.line1 = h('span', { class: 'rows' });
+      this.line2 = h('span', { class: 'sub' });
+      td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.line2].filter(Boolean));
+    }
+    const done = i18n.number(task.processed || 0);
+    let fraction = null;
+    if (task.state === 'succeeded') fraction = 1;
+    else if (task.state === 'running' && known) fraction = Math.min(1, Math.floor((task.processed / task.total) * 100) / 100);
+    if (this.bar) {
+      if (fraction == null) this.bar.removeAttribute('value');
+      else this.bar.value = fraction;
+    }
+    this.pct.textContent = fraction == null ? '' : i18n.percent(fraction);
+    let line1 = '';
+    let line2 = '';
+    if (task.state === 'queued') {
+      line1 = t('waiting');
+      line2 = task.error ? t('retryPending') : '';
+    } else if (task.state === 'running') {
+      line1 = known ? t('rowsOf', { done, total: i18n.number(task.total) }) : t('rowsSoFar', { done });
+      const bits = [];
+      if (task.rowsPerSecond != null) bits.push(t('rate', { rate: i18n.number(Math.round(task.rowsPerSecond)) }));
+      if (task.etaSeconds != null) bits.push(t('eta', { eta: i18n.duration(task.etaSeconds) }));
+      line2 = bits.join(' · ');
+    } else if (task.state === 'succeeded' || task.state === 'expired') {
+      line1 = t('rowsDone', { done });
+    } // failed, cancelled: the count is of the last progress write, not where it stopped
+    this.line1.textContent = line1;
+    this.line2.textContent = line2;
+    this.line2.hidden = !line2;
+    return td;
+  }
+
+  file(task) {
+    if (task.state === 'expired') return h('span', { class: 'sub' }, t('fileDeleted'));
+    if (task.state !== 'succeeded') return h('span', { class: 'sub', 'aria-label': t('noFileLabel') }, t('noFile'));
+    return [
+      h('span', {}, i18n.bytes(task.sizeBytes)),
+      task.expiresAt ? h('span', { class: 'sub' }, t('availableUntil', { date: i18n.dateTimeShort(task.expiresAt) })) : null,
+    ];
+  }
+
+  actions(task) {
+    const ctx = this.table.ctx;
+    const stopping = ctx.isCancelling(task.taskId);
+    const list = actionsOf(task, ctx.canCreate).filter((action) => !(stopping && action === 'cancel'));
+    const td = this.patch('actions', list.join(','), () => h('div', { class: 'actions' }, list.map((action) => this.button(action))));
+    const link = td.querySelector('a[data-action="download"]');
+    if (link) {
+      link.href = ctx.linkOf(task.downloadUrl);
+      link.title = task.downloadExpiresAt ? t('linkUntil', { date: i18n.dateTime(task.downloadExpiresAt) }) : '';
+    }
+    return td;
+  }
+
+  button(action) {
+    const ctx = this.table.ctx;
+    const label = t(`${action}Label`, { name: this.task.taskName });
+    const onclick = (event) => ctx.onAction(action, this.task, event);
+    if (action === 'download') {
+      return h('a', { class: 'btn primary', dataset: { action }, download: '', rel: 'noreferrer', 'aria-label': label, onclick }, icon('download'), h('span', {}, t('download')));
+    }
+    const kind = action === 'cancel' ? 'btn danger' : 'btn';
+    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, onclick }, t(action));
+  }
+}
+
+export class TaskTable {
+  /**
+   * @param {object} ctx `{showOwner, typeOf, typeTitle, canCreate, isCancelling, linkOf, onAction, announce}`
+   */
+  constructor(head, body, ctx) {
+    this.head = head;
+    this.body = body;
+    this.ctx = ctx;
+    this.rows = new Map();
+    this.watch = new Map(); // taskId -> {state, quarter}: what was last announced
+  }
+
+  columns() {
+    const names = ['task', ...(this.ctx.showOwner ? ['owner'] : []), 'type', 'state', 'progress', 'times', 'file', 'actions'];
+    const key = `${i18n.locale}|${names}`;
+    if (this.headKey === key) return;
+    this.headKey = key;
+    this.head.replaceChildren(...names.map((name) => h('th', { scope: 'col', class: `c-${name}` }, t(`col.${name}`))));
+  }
+
+  /** Show `items` in this order, reusing rows; announce what changed since last time. */
+  render(items, { announce = true } = {}) {
+    this.columns();
+    const seen = new Set();
+    const messages = [];
+    items.forEach((task, index) => {
+      seen.add(task.taskId);
+      let row = this.rows.get(task.taskId);
+      if (!row) {
+        row = new Row(this, task);
+        this.rows.set(task.taskId, row);
+      }
+      row.update(task);
+      if (this.body.children[index] !== row.tr) this.body.insertBefore(row.tr, this.body.children[index] || null);
+      const message = this.change(task);
+      if (announce && message) messages.push(message);
+    });
+    for (const [id, row] of this.rows) {
+      if (!seen.has(id)) {
+        row.tr.remove();
+        this.rows.delete(id);
+      }
+    }
+    if (messages.length) this.ctx.announce(messages.join(' '));
+  }
+
+  /** A state change or a new quarter of progress is worth one polite announcement. */
+  change(task) {
+    const quarter = task.state === 'running' && task.total ? Math.floor((task.processed / task.total) * 4) : 0;
+    const before = this.watch.get(task.taskId);
+    this.watch.set(task.taskId, { state: task.state, quarter });
+    if (!before) return null;
+    const name = task.taskName;
+    if (before.state !== task.state) {
+      const key = { succeeded: 'announceDone', failed: 'announceFailed', cancelled: 'announceCancelled', running: 'announceRunning' }[task.state];
+      return key ? t(key, { name }) : null;
+    }
+    if (task.state === 'running' && quarter > before.quarter && quarter < 4) {
+      return t('announceProgress', { name, pct: i18n.percent(quarter / 4) });
+    }
+    return null;
+  }
+
+  /** Language changed: rebuild every cell. */
+  relabel() {
+    for (const row of this.rows.values()) {
+      row.sigs = {};
+      if (row.cells.progress) delete row.cells.progress.dataset.mode;
+    }
+  }
+
+  clear() {
+    this.rows.clear();
+    this.watch.clear();
+    this.body.replaceChildren();
+  }
+}

@@ -1,0 +1,149 @@
+"""A list of 100 tasks in every state renders in one page; with it, two bench-style
+figures (printed and written to test-artifacts/ui-bench.json, never asserted): the
+page weight on first load and the time from navigation to the 100th row on screen."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from datetime import date, timedelta
+
+import pytest
+from sqlalchemy import update
+
+from export_center import repository
+from export_center.db import db_now, db_now_plus
+from export_center.models import ExportTask
+from tests.browser.conftest import ROOT
+from tests.conftest import SAMPLE_SCALE
+from tests.helpers import create
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture then skips (locally) or fails (CI)
+    expect = None
+
+pytestmark = pytest.mark.browser
+
+# Set on the 100th row's frame: navigation start is performance.now() == 0.
+WATCH_100TH_ROW = """
+new MutationObserver((_, observer) => {
+  if (document.querySelectorAll('#tasks-body tr').length >= 100) {
+    observer.disconnect();
+    requestAnimationFrame(() => { window.__hundredth = performance.now(); });
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+STATES = {
+    0: {"status": "PENDING"},
+    1: {
+        "status": "RUNNING",
+        "phase": "render",
+        "processed_rows": 4000,
+        "total_rows": 9000,
+        "started_at": db_now_plus(-8),
+        "lease_owner": "bench",
+        "lease_until": db_now_plus(600),
+    },
+    2: {
+        "status": "SUCCEEDED",
+        "phase": "store",
+        "processed_rows": 191,
+        "total_rows": 191,
+        "started_at": db_now_plus(-3),
+        "completed_at": db_now(),
+        "expires_at": db_now_plus(7 * 86400),
+        "file_name": "orders.csv",
+        "size_bytes": 61_234,
+        "object_key": "exports/bench.csv",
+    },
+    3: {
+        "status": "FAILED",
+        "phase": "fetch",
+        "attempt_count": 3,
+        "started_at": db_now_plus(-5),
+        "completed_at": db_now(),
+        "failure_code": "PROVIDER_UNAVAILABLE",
+        "failure_message": "fetch: batch 3 (cursor 2000): provider answered 503 on 3 attempts",
+    },
+}
+
+
+def _seed(stack) -> None:
+    """100 ORDERS tasks, one per day (the 60 s duplicate window merges equal ones), a
+    quarter each queued, running, succeeded and failed."""
+    alice = stack.client("alice")
+    day = date(1995, 1, 1)
+    for i in range(100):
+        d = (day + timedelta(days=i)).isoformat()
+        answer = create(alice, "csv", taskName=f"Orders of {d}", parameters={"from": d, "to": d})
+        assert answer.status_code == 202, answer.text
+        with stack.runtime.engine.begin() as conn:
+            task = repository.read_task_by_no(conn, answer.json()["taskId"])
+            conn.execute(
+                update(ExportTask.__table__)
+                .where(ExportTask.__table__.c.id == task["id"])
+                .values(**STATES[i % 4])
+            )
+
+
+def test_a_list_of_100_tasks_renders_on_one_page(make_stack, ui):
+    stack = make_stack(
+        SAMPLE_SCALE,
+        consumer={"enabled": False},
+        limits={"max_active_per_user": 200, "max_active_per_type": 200},
+    )
+    _seed(stack)
+    token = stack.token("alice")
+    figures: list[float] = []
+    list_ready: list[float] = []  # when the list's JSON had arrived
+    weights: dict[str, int] = {}
+    for run in range(3):  # a fresh browser context each time: nothing cached
+        view = ui(stack)
+        page = view.page
+        page.add_init_script(
+            f"sessionStorage.setItem('ec.token', {json.dumps(token)});"
+            "localStorage.setItem('ec.pageSize', '100');" + WATCH_100TH_ROW
+        )
+        loaded = []
+        page.on("response", lambda r, loaded=loaded: loaded.append(r))
+        page.goto(view.url)
+        page.wait_for_function("() => window.__hundredth !== undefined")
+        figures.append(page.evaluate("window.__hundredth"))
+        list_ready.append(
+            page.evaluate(
+                "() => performance.getEntriesByType('resource')"
+                ".find((e) => e.name.includes('/api/v1/exports?')).responseEnd"
+            )
+        )
+        rows = page.locator("#tasks-body tr")
+        expect(rows).to_have_count(100)
+        if run == 0:
+            for answer in loaded:
+                kind = answer.headers.get("content-type", "").split(";")[0]
+                if "/ui/" in answer.url and kind in ("text/html", "text/javascript", "text/css"):
+                    weights[answer.url.rsplit("/", 1)[-1] or "index.html"] = len(answer.body())
+            for state, count in (("Queued", 25), ("Running", 25), ("Completed", 25)):
+                expect(page.locator(".badge", has_text=state)).to_have_count(count)
+            expect(page.locator(".badge", has_text="Failed")).to_have_count(25)
+            expect(page.locator("a[data-action=download]")).to_have_count(25)
+            expect(page.locator(".note-error").first).to_contain_text("batch 3")
+            expect(page.locator("#next")).to_be_disabled()
+        if run < 2:
+            page.context.close()  # no page left polling while the next one is measured
+    files = {name: (ROOT / "export_center/api/static/ui" / name).read_bytes() for name in weights}
+    report = {
+        "page_weight_bytes": sum(weights.values()),
+        "page_weight_gzip_bytes": sum(len(gzip.compress(b, 9)) for b in files.values()),
+        "files": dict(sorted(weights.items())),
+        "first_render_100_rows_ms": [round(f) for f in figures],
+        "first_render_100_rows_median_ms": round(statistics.median(figures)),
+        "list_answer_received_ms": [round(f) for f in list_ready],
+    }
+    out = ROOT / "test-artifacts" / "ui-bench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print("\ndownload center:", json.dumps(report))
+    assert set(weights) == {"index.html", "app.js", "api.js", "dom.js", "i18n.js", "tasks.js",
+                            "form.js", "app.css"}  # fmt: skip
