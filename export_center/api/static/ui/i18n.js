@@ -183,6 +183,8 @@ const EN = {
   'err.NO_FILE': 'This export has no file.',
   'err.BODY_TOO_LARGE': 'The request is too large.',
   'err.NOT_FOUND': 'Not available here.',
+  'err.NOT_LOOPBACK': 'The development sign-in works only on the machine that runs the export center.',
+  'err.UNSUPPORTED_MEDIA_TYPE': 'The request was not sent as JSON. Reload the page and try again.',
   'err.4xx': 'The export center refused the request.',
   'err.5xx': 'The export center had a problem. Try again in a moment.',
   'fail.PROVIDER_UNAVAILABLE': 'the data source did not answer',
@@ -201,6 +203,7 @@ const EN = {
   'fail.INTERNAL_ERROR': 'an internal error occurred',
   'fail.INVALID_VALUE': 'the data source sent a value the file cannot hold',
   'fail.UNKNOWN_EXPORT_TYPE': 'this export type no longer exists',
+  'fail.UNKNOWN_FORMAT': 'this file format is not supported',
   'fail.default': 'an error occurred',
 };
 
@@ -385,6 +388,8 @@ const ZH = {
   'err.NO_FILE': '该导出没有生成文件。',
   'err.BODY_TOO_LARGE': '请求内容过大。',
   'err.NOT_FOUND': '此处不提供该功能。',
+  'err.NOT_LOOPBACK': '开发环境登录仅限在运行导出中心的本机上使用。',
+  'err.UNSUPPORTED_MEDIA_TYPE': '请求格式不正确，请刷新页面后重试。',
   'err.4xx': '导出中心拒绝了该请求。',
   'err.5xx': '导出中心出现问题，请稍后再试。',
   'fail.PROVIDER_UNAVAILABLE': '数据源暂时无法响应',
@@ -403,6 +408,7 @@ const ZH = {
   'fail.INTERNAL_ERROR': '系统内部错误',
   'fail.INVALID_VALUE': '数据源返回了无法写入文件的值',
   'fail.UNKNOWN_EXPORT_TYPE': '该导出类型已不存在',
+  'fail.UNKNOWN_FORMAT': '不支持该文件格式',
   'fail.default': '发生错误',
 };
 
