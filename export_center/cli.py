@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from export_center import cli_ops
 from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
 from export_center.settings import Settings
 
@@ -41,6 +42,7 @@ class AppCode(StrEnum):
 _HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     context_settings=_HELP,
+    pretty_exceptions_enable=False,
     help="Export Center: background data exports with signed download links.",
     no_args_is_help=True,
     add_completion=False,
@@ -50,6 +52,7 @@ registry_app = typer.Typer(
     help="Export-type registry files.", no_args_is_help=True, context_settings=_HELP
 )
 app.add_typer(db_app, name="db")
+cli_ops.register(app)
 app.add_typer(registry_app, name="registry")
 console = Console(stderr=False)
 

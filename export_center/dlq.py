@@ -33,6 +33,8 @@ __all__ = ["DlqHandler", "DlqReceiver"]
 
 log = logging.getLogger(__name__)
 REQUIRED = commands.REQUIRED_PROPERTIES
+#: Who the audit trail names for the handler's disposals.
+ACTOR = "system:dlq-handler"
 #: Pause after a dead letter could not be handled (the database failed), doubling.
 _FIRST_PAUSE_SECONDS = 0.5
 _MAX_PAUSE_SECONDS = 30.0
@@ -74,25 +76,44 @@ class DlqHandler:
         missing = [name for name in REQUIRED if not properties.get(name)]
         version_text = properties.get("dispatchVersion", "")
         if missing or not version_text.isdigit():
+            reason = f"missing {missing or ['dispatchVersion']}"
             log.critical(
                 "dead letter without usable properties; acknowledged without changes",
-                extra={
-                    "messageId": message_id,
-                    "reason": f"missing {missing or ['dispatchVersion']}",
-                    "properties": dict(properties),
-                },
+                extra={"messageId": message_id, "reason": reason, "properties": dict(properties)},
             )
+            with self.engine.begin() as conn:
+                repository.record_audit(
+                    conn,
+                    actor=ACTOR,
+                    action=repository.AuditAction.DEAD_LETTER,
+                    outcome="missing_properties",
+                    task_no=properties.get("taskId") or None,
+                    event_id=properties.get("eventId") or None,
+                    reason=reason,
+                    details={"messageId": message_id, "properties": dict(properties)},
+                )
             return "missing_properties"
+        reason = f"message {message_id} dead-lettered (schemaVersion {properties['schemaVersion']})"
         with self.engine.begin() as conn:
             outcome = repository.quarantine(
                 conn,
                 event_id=properties["eventId"],
                 task_no=properties["taskId"],
                 version=int(version_text),
-                reason=(
-                    f"message {message_id} dead-lettered "
-                    f"(schemaVersion {properties['schemaVersion']})"
-                ),
+                reason=reason,
+            )
+            # The disposal and its record commit together (or neither does).
+            repository.record_audit(
+                conn,
+                actor=ACTOR,
+                action=repository.AuditAction.DEAD_LETTER,
+                outcome=outcome,
+                task=repository.read_task_by_no(conn, properties["taskId"]),
+                task_no=properties["taskId"],
+                event_id=properties["eventId"],
+                dispatch_version=int(version_text),
+                reason=reason,
+                details={"messageId": message_id, "properties": dict(properties)},
             )
         level = logging.ERROR if outcome == "quarantined" else logging.WARNING
         log.log(

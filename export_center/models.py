@@ -30,6 +30,7 @@ from export_center.db import ExactString
 
 __all__ = [
     "Base",
+    "ExportAudit",
     "ExportOutbox",
     "ExportRequestKey",
     "ExportTask",
@@ -174,3 +175,33 @@ class ExportRequestKey(Base):
     created_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
 
     __table_args__ = (UniqueConstraint("tenant_id", "requested_by", "request_key"),)
+
+
+class ExportAudit(Base):
+    """One disposal, automatic or by a person: append-only.
+
+    Written in the transaction of the change it records (quarantine, manual retry or
+    cancel, lease recovery, registry reload). The product never updates or deletes a
+    row, except the retention purge of rows older than the audit retention.
+    """
+
+    __tablename__ = "export_audit"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    occurred_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    actor: Mapped[str] = mapped_column(ExactString(160), nullable=False)
+    action: Mapped[str] = mapped_column(String(32), nullable=False)
+    outcome: Mapped[str] = mapped_column(String(32), nullable=False)
+    tenant_id: Mapped[str | None] = mapped_column(ExactString(64))
+    task_id: Mapped[int | None] = mapped_column(BigInteger)
+    task_no: Mapped[str | None] = mapped_column(ExactString(32))
+    event_id: Mapped[str | None] = mapped_column(ExactString(64))
+    dispatch_version: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(String(1000))
+    details_json: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_export_audit_occurred", "occurred_at", "id"),
+        Index("ix_export_audit_task", "task_id", "id"),
+        Index("ix_export_audit_tenant", "tenant_id", "id"),
+    )

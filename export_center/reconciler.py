@@ -10,14 +10,16 @@
 2. **lease_recover**: a RUNNING task whose lease ran out gets ``dispatch_version + 1``
    and PENDING with a new outbox row, or FAILED when its attempts are used; the dead
    attempt's partial file (its key is recorded at claim) is deleted at once
-   (**partial_delete**), the orphan scan staying the net.
+   (**partial_delete**), the orphan scan staying the net; the recovery is written to the
+   audit trail in the same transaction.
 3. **outbox_release**: CLAIMED outbox rows whose publisher lease ran out return to
    PENDING.
 4. **expire**: SUCCEEDED tasks past ``expires_at`` lose their file first, then become
    EXPIRED (a failed delete keeps the state and is retried next pass);
    **orphan_clean**: files under ``exports/`` older than the orphan age that belong to
    no SUCCEEDED task (and to no running one) are deleted; **outbox_purge**: SENT rows
-   older than the retention are deleted in batches.
+   older than the retention are deleted in batches; **audit_purge**: audit rows older
+   than the audit retention are deleted in batches.
 
 Database times use the database clock; file ages use the storage's modification time.
 """
@@ -71,6 +73,7 @@ class Reconciler:
             self._expire_files,
             self._clean_orphans,
             self._purge_outbox,
+            self._purge_audit,
         ):
             try:
                 actions.update(step())
@@ -115,6 +118,16 @@ class Reconciler:
                 outcome = repository.recover_expired_lease(
                     conn, task, topic=self.topic, tag=COMMAND_TAG
                 )
+                if outcome:
+                    repository.record_audit(
+                        conn,
+                        actor="system:reconciler",
+                        action=repository.AuditAction.LEASE_RECOVERY,
+                        outcome=outcome,
+                        task=task,
+                        reason=f"the worker {task.lease_owner} stopped renewing its lease "
+                        f"during {task.phase}",
+                    )
             if outcome:
                 done["lease_recover"] += 1
                 log.warning(
@@ -195,3 +208,8 @@ class Reconciler:
         with self.engine.begin() as conn:
             purged = repository.purge_sent_outbox(conn, self.settings.outbox_retention_days, 5000)
         return Counter({"outbox_purge": purged}) if purged else Counter()
+
+    def _purge_audit(self) -> Counter[str]:
+        with self.engine.begin() as conn:
+            purged = repository.purge_audit(conn, self.settings.audit_retention_days, 5000)
+        return Counter({"audit_purge": purged}) if purged else Counter()

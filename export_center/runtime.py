@@ -186,16 +186,47 @@ class Runtime:
             allow_self=allow_self,
         )
 
-    def reload_registry(self) -> Registry:
-        """Reload the registry file; keeps the old one and raises when the new one is invalid."""
-        fresh = self.load_registry()
+    def reload_registry(self, actor: str = "system:sighup") -> Registry:
+        """Reload the registry file; keeps the old one and raises when the new one is
+        invalid. Either outcome is written to the audit trail, naming ``actor``.
+
+        Raises:
+            RegistryError: the new file is invalid (the old registry stays).
+        """
+        try:
+            fresh = self.load_registry()
+        except RegistryError as exc:
+            self._audit_reload(actor, "refused", str(exc), None)
+            raise
         self.registry.replace(fresh)
+        self._audit_reload(actor, "reloaded", None, sorted(fresh.types))
         log.info(
             "export-type registry reloaded from %s: %s",
             fresh.source,
             ", ".join(sorted(fresh.types)),
         )
         return self.registry
+
+    def _audit_reload(
+        self, actor: str, outcome: str, reason: str | None, types: list[str] | None
+    ) -> None:
+        try:
+            with self.engine.begin() as conn:
+                repository.record_audit(
+                    conn,
+                    actor=actor,
+                    action=repository.AuditAction.REGISTRY_RELOAD,
+                    outcome=outcome,
+                    reason=reason,
+                    details={
+                        "source": str(self.settings.export_types_file or "samples"),
+                        "exportTypes": types,
+                    }
+                    if types is not None
+                    else None,
+                )
+        except Exception:  # the reload itself stands; the trail gap is logged
+            log.exception("could not write the registry reload to the audit trail")
 
     def set_self_url(self, url: str) -> None:
         """Tell the runtime its own base URL once the server is bound."""

@@ -83,6 +83,9 @@ class ReconcilerSettings(LoopSettings):
     outbox_retention_days: int = Field(
         7, description="SENT outbox rows older than this are deleted"
     )
+    audit_retention_days: float = Field(
+        400.0, gt=0, description="Audit rows older than this are deleted (in bounded batches)"
+    )
     batch_size: int = Field(50, description="Rows handled per action per pass")
 
 

@@ -21,7 +21,13 @@ sys.path.insert(0, str(ROOT))
 from export_center.db import make_engine  # noqa: E402
 from export_center.runtime import upgrade_database  # noqa: E402
 
-TABLES = ("export_task", "export_outbox", "export_task_guard", "export_request_key")
+TABLES = (
+    "export_task",
+    "export_outbox",
+    "export_task_guard",
+    "export_request_key",
+    "export_audit",
+)
 HEADER = """-- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 -- Generated from the Alembic head by scripts/dump_schema.py; do not edit by hand.
 -- tests/migrations/test_migrations.py fails when this file and the migrations differ.

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from export_center import metrics, repository
+from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, scope_of
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
@@ -47,6 +47,7 @@ from export_center.states import TaskStatus, api_state
 __all__ = [
     "STATE_FILTER",
     "Created",
+    "actor_of",
     "cancel_task",
     "create_export",
     "file_for_link",
@@ -345,8 +346,16 @@ def list_visible(
 # --------------------------------------------------------------------------- actions
 
 
-def cancel_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
-    """Cancel a queued task at once, or ask a running one to stop (within 10 s).
+def actor_of(user: Identity) -> str:
+    """How the audit trail names a signed-in caller: ``user:<tenant>/<user>``."""
+    return f"user:{user.tenant}/{user.user}"
+
+
+def cancel_task(
+    runtime: Runtime, user: Identity, task_no: str, *, reason: str | None = None
+) -> Task:
+    """Cancel a task the caller sees: a queued one at once, a running one within 10 s;
+    written to the audit trail with the caller and ``reason``.
 
     Returns:
         The task after the request.
@@ -356,28 +365,22 @@ def cancel_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
         Conflict: ``NOT_CANCELLABLE`` (it already ended).
     """
     task = visible_task(runtime, task_no, user)
-    with runtime.engine.begin() as conn:
-        outcome = repository.request_cancel(conn, task.id)
-        fresh = repository.read_task(conn, task.id)
-    if outcome is None:
-        raise Conflict(
-            f"the export is {api_state(task.status)} and cannot be cancelled",
-            code="NOT_CANCELLABLE",
-        )
-    assert fresh is not None
-    return fresh
+    return operations.cancel_task(runtime, task, actor=actor_of(user), reason=reason)
 
 
-def retry_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
-    """Run a failed export again: a new dispatch version, counters and error reset.
+def retry_task(
+    runtime: Runtime, user: Identity, task_no: str, *, reason: str | None = None
+) -> Task:
+    """Run a failed export the caller sees again (new dispatch version, counters and error
+    reset), if the caller may still run its type; written to the audit trail.
 
     Returns:
         The requeued task.
 
     Raises:
         NotFound: ``TASK_NOT_FOUND``.
-        Conflict: ``EXPORT_TYPE_DISABLED``, or ``NOT_RETRYABLE`` when it is not FAILED.
         Forbidden: ``PERMISSION_DENIED`` (the user may no longer run this type).
+        Conflict: ``EXPORT_TYPE_DISABLED``, or ``NOT_RETRYABLE`` when it is not FAILED.
     """
     task = visible_task(runtime, task_no, user)
     etype = runtime.registry.get(task.export_type)
@@ -385,17 +388,8 @@ def retry_task(runtime: Runtime, user: Identity, task_no: str) -> Task:
         raise Conflict(f"{task.export_type} exports are disabled", code="EXPORT_TYPE_DISABLED")
     if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
         raise Forbidden(f"you may not run {etype.code} exports", code="PERMISSION_DENIED")
-    if task.status != TaskStatus.FAILED:
-        raise Conflict(
-            f"only failed exports can be retried; this one is {api_state(task.status)}",
-            code="NOT_RETRYABLE",
-        )
-    with runtime.engine.begin() as conn:
-        fresh = repository.manual_retry(
-            conn, task.id, topic=runtime.settings.command_topic, tag=COMMAND_TAG
-        )
-    if fresh is None:
-        raise Conflict("the export changed state; reload it", code="NOT_RETRYABLE")
+    fresh = operations.retry_task(runtime, task, actor=actor_of(user), reason=reason)
+    runtime.publish_soon()
     return fresh
 
 

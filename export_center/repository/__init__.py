@@ -20,7 +20,9 @@ Modules:
 * :mod:`.reads`: lookups, lists and the questions of consumer, watchdog and metrics;
 * :mod:`.recovery`: lost leases and files past retention (the reconciler);
 * :mod:`.actions`: cancel and manual retry (a person's actions);
-* :mod:`.quarantine`: the dead-letter disposal.
+* :mod:`.quarantine`: the dead-letter disposal;
+* :mod:`.audit`: the append-only trail of every disposal;
+* :mod:`.operators`: reads across owners for the operator tools.
 """
 
 from __future__ import annotations
@@ -38,7 +40,21 @@ from export_center.repository.attempts import (
     start_next_attempt,
     update_progress,
 )
+from export_center.repository.audit import (
+    AuditAction,
+    AuditEntry,
+    audit_entries,
+    purge_audit,
+    record_audit,
+)
 from export_center.repository.create import canonical_parameters, create_task, guard_row_exists
+from export_center.repository.operators import (
+    OutboxEntry,
+    failures_by_type,
+    outbox_entry,
+    search_tasks,
+    unsent_outbox,
+)
 from export_center.repository.outbox import (
     OUTBOX_BACKOFF_SECONDS,
     claim_outbox_row,
@@ -98,6 +114,8 @@ __all__ = [
     "OUTBOX_BACKOFF_SECONDS",
     "QUARANTINE_MESSAGE",
     "AttemptEnd",
+    "AuditAction",
+    "AuditEntry",
     "AttemptState",
     "ClaimState",
     "CreateLimits",
@@ -105,6 +123,7 @@ __all__ = [
     "CreateResult",
     "LimitReached",
     "NewTask",
+    "OutboxEntry",
     "OutboxRow",
     "QuarantineMismatch",
     "QuarantineOutcome",
@@ -115,6 +134,7 @@ __all__ = [
     "TaskRow",
     "active_tasks",
     "attempt_state",
+    "audit_entries",
     "canonical_parameters",
     "cancel_or_deadline",
     "claim_outbox_row",
@@ -127,6 +147,7 @@ __all__ = [
     "deadline_passed",
     "due_outbox_ids",
     "expired_running_tasks",
+    "failures_by_type",
     "finish_cancelled",
     "guard_row_exists",
     "insert_outbox",
@@ -135,14 +156,17 @@ __all__ = [
     "mark_expired",
     "mark_outbox_sent",
     "outbox_backoff",
+    "outbox_entry",
     "outbox_rows",
     "outbox_send_failed",
     "ping",
+    "purge_audit",
     "purge_sent_outbox",
     "quarantine",
     "queue_figures",
     "read_task",
     "read_task_by_no",
+    "record_audit",
     "record_failure",
     "recover_expired_lease",
     "release_expired_outbox_claims",
@@ -150,11 +174,13 @@ __all__ = [
     "renew_lease",
     "request_cancel",
     "resend_outbox_row",
+    "search_tasks",
     "retention_passed",
     "stale_sent_outbox_ids",
     "start_next_attempt",
     "task_file_states",
     "tasks_missing_outbox",
     "tasks_past_retention",
+    "unsent_outbox",
     "update_progress",
 ]

@@ -11,9 +11,15 @@ from typing import cast
 
 from sqlalchemy import Table
 
-from export_center.models import ExportOutbox, ExportRequestKey, ExportTask, ExportTaskGuard
+from export_center.models import (
+    ExportAudit,
+    ExportOutbox,
+    ExportRequestKey,
+    ExportTask,
+    ExportTaskGuard,
+)
 
-__all__ = ["CREATE_GUARD", "OUTBOX", "REQUEST_KEYS", "TASKS"]
+__all__ = ["AUDIT", "CREATE_GUARD", "OUTBOX", "REQUEST_KEYS", "TASKS"]
 
 #: ``export_task``: one row per export a user asked for.
 TASKS = cast(Table, ExportTask.__table__)
@@ -23,3 +29,5 @@ OUTBOX = cast(Table, ExportOutbox.__table__)
 CREATE_GUARD = cast(Table, ExportTaskGuard.__table__)
 #: ``export_request_key``: idempotency keys and the task each answered.
 REQUEST_KEYS = cast(Table, ExportRequestKey.__table__)
+#: ``export_audit``: every disposal, append-only.
+AUDIT = cast(Table, ExportAudit.__table__)

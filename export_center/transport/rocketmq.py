@@ -19,6 +19,7 @@ The client is imported lazily so the embedded default never needs it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -268,3 +269,28 @@ class RocketMQDeadLetters(_SimpleReceiver):
             request_timeout=request_timeout,
             tag="*",
         )
+
+
+def check_topic(endpoint: str, topic: str, timeout_seconds: float) -> None:
+    """Ask the proxy at ``endpoint`` for the route of ``topic`` (``export-center doctor``),
+    through a producer that sends nothing.
+
+    The client 5.1.2 fetches routes lazily (a producer of an unknown topic starts fine),
+    so the route is asked for explicitly with its route lookup (pinned client version).
+
+    Raises:
+        TransportError: the client is not installed.
+        Exception: the client's error when the route cannot be fetched ("failed to fetch
+            topic ... route").
+    """
+    rmq = _client()
+    config = rmq.ClientConfiguration(
+        endpoint, rmq.Credentials(), request_timeout=_whole_seconds(timeout_seconds)
+    )
+    producer = rmq.Producer(config, ())
+    try:
+        producer.startup()
+        producer._retrieve_topic_route_data(topic)
+    finally:
+        with contextlib.suppress(Exception):  # one that never started has nothing to stop
+            producer.shutdown()

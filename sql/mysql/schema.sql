@@ -97,5 +97,24 @@ CREATE TABLE IF NOT EXISTS `export_request_key` (
   UNIQUE KEY `uq_export_request_key_tenant_id_requested_by_request_key` (`tenant_id`,`requested_by`,`request_key`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
+CREATE TABLE IF NOT EXISTS `export_audit` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `occurred_at` datetime(3) NOT NULL,
+  `actor` varchar(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `action` varchar(32) NOT NULL,
+  `outcome` varchar(32) NOT NULL,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `task_id` bigint(20) DEFAULT NULL,
+  `task_no` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `event_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `dispatch_version` int(11) DEFAULT NULL,
+  `reason` varchar(1000) DEFAULT NULL,
+  `details_json` text DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `ix_export_audit_occurred` (`occurred_at`,`id`),
+  KEY `ix_export_audit_task` (`task_id`,`id`),
+  KEY `ix_export_audit_tenant` (`tenant_id`,`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
 -- The single row that task creation locks (seed 002 §7.2).
 INSERT IGNORE INTO `export_task_guard` (`id`, `updated_at`) VALUES ('GLOBAL_CREATE', CURRENT_TIMESTAMP(3));

@@ -60,13 +60,21 @@ def test_upgrade_downgrade_with_data(db_url):
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "base")
         conn.commit()
-    assert not {"export_task", "export_outbox", "export_task_guard", "export_request_key"} & set(
-        inspect(engine).get_table_names()
-    )
+    assert not {
+        "export_task",
+        "export_outbox",
+        "export_task_guard",
+        "export_request_key",
+        "export_audit",
+    } & set(inspect(engine).get_table_names())
     upgrade_database(engine)
-    assert {"export_task", "export_outbox", "export_task_guard", "export_request_key"} <= set(
-        inspect(engine).get_table_names()
-    )
+    assert {
+        "export_task",
+        "export_outbox",
+        "export_task_guard",
+        "export_request_key",
+        "export_audit",
+    } <= set(inspect(engine).get_table_names())
     engine.dispose()
 
 

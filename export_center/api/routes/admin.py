@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from export_center.api import service
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.auth import ADMIN
@@ -26,7 +27,7 @@ def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]
             "reloading the registry needs the admin permission", code="PERMISSION_DENIED"
         )
     try:
-        registry = runtime.reload_registry()
+        registry = runtime.reload_registry(actor=service.actor_of(user))
     except RegistryError as exc:
         raise Conflict(f"kept the previous registry: {exc}", code="REGISTRY_INVALID") from None
     return {"status": "reloaded", "exportTypes": sorted(registry.types)}
