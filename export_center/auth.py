@@ -17,12 +17,22 @@ import jwt
 
 from export_center.errors import Unauthorized
 
-__all__ = ["ADMIN", "APP_CODES", "DOWNLOAD_ALL", "Identity", "decode_token", "issue_token"]
+__all__ = [
+    "ADMIN",
+    "APP_CODES",
+    "DOWNLOAD_ALL",
+    "OPERATOR",
+    "Identity",
+    "decode_token",
+    "issue_token",
+]
 
 #: Lets a user see every task of the tenant.
 DOWNLOAD_ALL = "platform:download:all"
 #: Lets a user reload the registry.
 ADMIN = "platform:export:admin"
+#: Lets an admin act across tenants (the admin API; operators of the whole platform).
+OPERATOR = "platform:operator"
 #: The app codes a token may name (the registry's ``app_scope`` values).
 APP_CODES = ("PLATFORM", "MERCHANT")
 

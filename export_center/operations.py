@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from export_center import repository
 from export_center.commands import COMMAND_TAG
-from export_center.errors import Conflict, NotFound
+from export_center.errors import Conflict, NotFound, ValidationFailed
 from export_center.registry import Registry
 from export_center.repository import AuditEntry, OutboxEntry, QueueFigures, Task
 from export_center.settings import Settings
@@ -92,14 +92,20 @@ def list_tasks(
     since: datetime | None = None,
     limit: int = 50,
 ) -> list[Task]:
-    """Tasks by any filter, newest first; ``states`` are API states (``failed``...)."""
+    """Tasks by any filter, newest first; ``states`` are API states (``failed``...).
+
+    Raises:
+        ValidationFailed: ``INVALID_STATE`` for a state name that does not exist.
+    """
     statuses = None
     if states:
         known = {api_state(s): s.value for s in TaskStatus}
         unknown = [s for s in states if s not in known]
         if unknown:
-            raise NotFound(
-                f"unknown state {unknown[0]!r}; one of {', '.join(known)}", code="INVALID_STATE"
+            raise ValidationFailed(
+                f"unknown state {unknown[0]!r}; one of {', '.join(known)}",
+                code="INVALID_STATE",
+                field="state",
             )
         statuses = [known[s] for s in states]
     with ctx.engine.connect() as conn:

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests.cases_provider import CASES_TOKEN, CasesServer
+from tests.fault_provider import FAULT_TOKEN, FaultProviderServer, registry_file
 from tests.helpers import Stack
 
 SAMPLE_SCALE = 0.01  # 15,000 orders, 1,500 customers
@@ -142,3 +143,37 @@ def cases(tmp_path: Path) -> Iterator[CasesServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def faulty() -> Iterator[FaultProviderServer]:
+    """The FLAKY provider (tests/fault_provider.py) serving on loopback."""
+    server = FaultProviderServer(FAULT_TOKEN)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def flaky_stack(
+    make_stack: Callable[..., Stack], faulty: FaultProviderServer, tmp_path: Path
+) -> Callable[..., Stack]:
+    """Factory for a stack whose FLAKY export type calls ``faulty``."""
+
+    def factory(
+        max_attempts: int = 3,
+        max_rows: int = 5_000_000,
+        batch_timeout_seconds: int | None = None,
+        **overrides: Any,
+    ) -> Stack:
+        registry = registry_file(
+            tmp_path,
+            faulty.url,
+            max_rows=max_rows,
+            max_attempts=max_attempts,
+            batch_timeout_seconds=batch_timeout_seconds,
+        )
+        provider = {"internal_token": FAULT_TOKEN, **overrides.pop("provider", {})}
+        return make_stack(export_types_file=str(registry), provider=provider, **overrides)
+
+    return factory

@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
@@ -28,6 +29,8 @@ from export_center.embedded import ServerThread, free_port
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault
 
 TOKEN_ENV = "the-internal-token-of-the-tests"
+FAULT_TOKEN = "internal-token-for-fault-tests-0123456789"
+FLAKY = ["export:flaky:create", "export:orders:create"]
 
 
 @dataclass
@@ -204,3 +207,10 @@ FLAKY:
     path = directory / "export_types.yaml"
     path.write_text(text)
     return path
+
+
+def flaky(client: httpx.Client, **body: Any) -> httpx.Response:
+    """Create a FLAKY export (CSV) as ``client``'s user."""
+    from tests.helpers import create
+
+    return create(client, "csv", exportType="FLAKY", **body)

@@ -102,6 +102,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_STATE": ("state must be among queued, running, ...", "state"),
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),
+    "EVENT_NOT_FOUND": ("no command with event id 1b9d...", None),
     "NOT_FOUND": ("there is no development sign-in here", None),
     "NOT_LOOPBACK": ("the development sign-in answers only on this machine (loopback)", None),
     "FILE_GONE": ("the file is no longer stored", None),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_provider import FaultProviderServer, registry_file
+from tests.fault_provider import FAULT_TOKEN, registry_file
 from tests.helpers import create, read_csv, wait_state
 
 try:
@@ -19,23 +19,13 @@ except ImportError:  # the browser fixture then skips (locally) or fails (CI)
 
 pytestmark = pytest.mark.browser
 
-TOKEN = "internal-token-for-browser-tests-0123456789"
-
-
-@pytest.fixture
-def faulty():
-    server = FaultProviderServer(TOKEN)
-    server.start()
-    yield server
-    server.stop()
-
 
 @pytest.fixture
 def flaky_stack(make_stack, faulty, tmp_path):
     registry = registry_file(tmp_path, faulty.url, max_attempts=1)
     return make_stack(
         export_types_file=str(registry),
-        provider={"internal_token": TOKEN},
+        provider={"internal_token": FAULT_TOKEN},
         api={"dev_sign_in": True},
     )
 

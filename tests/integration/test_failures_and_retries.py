@@ -18,44 +18,8 @@ from sqlalchemy import func, select
 
 from export_center import repository
 from export_center.models import ExportOutbox, ExportTask
-from tests.fault_provider import FaultProviderServer, registry_file
+from tests.fault_provider import FLAKY, flaky
 from tests.helpers import create, download, read_csv, wait_state
-
-TOKEN = "internal-token-for-fault-tests-0123456789"
-FLAKY = ["export:flaky:create", "export:orders:create"]
-
-
-@pytest.fixture
-def faulty():
-    server = FaultProviderServer(TOKEN)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def flaky_stack(make_stack, faulty, tmp_path):
-    def factory(
-        max_attempts: int = 3,
-        max_rows: int = 5_000_000,
-        batch_timeout_seconds: int | None = None,
-        **overrides,
-    ):
-        registry = registry_file(
-            tmp_path,
-            faulty.url,
-            max_rows=max_rows,
-            max_attempts=max_attempts,
-            batch_timeout_seconds=batch_timeout_seconds,
-        )
-        provider = {"internal_token": TOKEN, **overrides.pop("provider", {})}
-        return make_stack(export_types_file=str(registry), provider=provider, **overrides)
-
-    return factory
-
-
-def flaky(client, **body):
-    return create(client, "csv", exportType="FLAKY", **body)
 
 
 def files(stack):

@@ -85,6 +85,7 @@ def test_examples_for_create_detail_and_errors(schema):
     }
 
 
+ADMIN_ACTION = {"400", "401", "403", "404", "413", "415", "422"}
 EXPECTED = {
     ("post", "/api/v1/exports"): {"400", "401", "403", "409", "413", "415", "422", "429"},
     ("get", "/api/v1/exports"): {"400", "401", "403", "422"},
@@ -95,6 +96,14 @@ EXPECTED = {
     ("post", "/api/v1/exports/{task_id}/retry"): {"400", "401", "403", "404", "409", "413", "415"},
     ("get", "/api/v1/export-types"): {"400", "401"},
     ("post", "/api/v1/admin/registry/reload"): {"400", "401", "403", "409", "413", "415"},
+    ("get", "/api/v1/admin/overview"): {"400", "401", "403"},
+    ("get", "/api/v1/admin/tasks"): {"400", "401", "403", "422"},
+    ("get", "/api/v1/admin/tasks/{task_id}"): {"400", "401", "403", "404"},
+    ("post", "/api/v1/admin/tasks/{task_id}/retry"): ADMIN_ACTION | {"409"},
+    ("post", "/api/v1/admin/tasks/{task_id}/cancel"): ADMIN_ACTION | {"409"},
+    ("get", "/api/v1/admin/outbox"): {"400", "401", "403", "422"},
+    ("get", "/api/v1/admin/dlq"): {"400", "401", "403", "422"},
+    ("get", "/api/v1/admin/dlq/{event_id}"): {"400", "401", "403", "404"},
     ("get", "/api/orders/export/{task_id}"): {"400", "401", "404"},
     ("get", "/healthz"): {"400"},
 }

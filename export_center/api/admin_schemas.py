@@ -1,0 +1,238 @@
+"""Bodies of the admin API (operators' reads and actions), JSON in camelCase."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from export_center.operations import DeadLetter, Overview, TaskReport
+from export_center.repository import AuditEntry, OutboxEntry, OutboxRow, Task
+from export_center.states import api_state
+
+__all__ = [
+    "ActionBody",
+    "AdminTask",
+    "AuditPublic",
+    "CommandPublic",
+    "DeadLetterPublic",
+    "DeadLetterReportPublic",
+    "OverviewPublic",
+    "TaskReportPublic",
+]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class ActionBody(BaseModel):
+    """Body of an admin retry or cancel: why (kept in the audit trail)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=3, max_length=500, description="Why, for the audit trail")
+
+
+class AdminTask(BaseModel):
+    """A task as an operator sees it (ids, attempt and lease included)."""
+
+    taskId: str
+    tenant: str
+    app: str
+    owner: str
+    exportType: str
+    format: str
+    state: str
+    phase: str
+    processed: int
+    total: int | None
+    attempts: int
+    maxAttempts: int
+    dispatchVersion: int
+    traceId: str
+    leaseOwner: str | None
+    leaseUntil: datetime | None
+    requestedAt: datetime | None
+    startedAt: datetime | None
+    finishedAt: datetime | None
+    errorCode: str | None
+    error: str | None
+
+    @classmethod
+    def of(cls, task: Task) -> AdminTask:
+        """The admin view of a task row."""
+        return cls(
+            taskId=task.task_no,
+            tenant=task.tenant_id,
+            app=task.app_code,
+            owner=task.requested_by,
+            exportType=task.export_type,
+            format=task.format.lower(),
+            state=api_state(task.status),
+            phase=task.phase,
+            processed=task.processed_rows,
+            total=task.total_rows,
+            attempts=task.attempt_count,
+            maxAttempts=task.max_attempts,
+            dispatchVersion=task.dispatch_version,
+            traceId=task.trace_id,
+            leaseOwner=task.lease_owner,
+            leaseUntil=_utc(task.lease_until),
+            requestedAt=_utc(task.requested_at),
+            startedAt=_utc(task.started_at),
+            finishedAt=_utc(task.completed_at),
+            errorCode=task.failure_code,
+            error=task.failure_message,
+        )
+
+
+class CommandPublic(BaseModel):
+    """One command (outbox row): one per dispatch version."""
+
+    eventId: str
+    taskId: str | None
+    dispatchVersion: int
+    status: str
+    sends: int
+    ageSeconds: float | None
+    createdAt: datetime | None
+    sentAt: datetime | None
+    nextTryAt: datetime | None
+    lastError: str | None
+
+    @classmethod
+    def of(
+        cls, row: OutboxRow, task_no: str | None = None, age: float | None = None
+    ) -> CommandPublic:
+        """The public view of an outbox row."""
+        return cls(
+            eventId=row.event_id,
+            taskId=task_no or row.message_key,
+            dispatchVersion=row.dispatch_version,
+            status=row.status.lower(),
+            sends=row.attempt_count,
+            ageSeconds=age,
+            createdAt=_utc(row.created_at),
+            sentAt=_utc(row.sent_at),
+            nextTryAt=_utc(row.next_retry_at),
+            lastError=row.last_error,
+        )
+
+    @classmethod
+    def of_entry(cls, entry: OutboxEntry) -> CommandPublic:
+        """The public view of an outbox row with its task id and age."""
+        return cls.of(entry.row, entry.task_no, round(entry.age_seconds, 1))
+
+
+class AuditPublic(BaseModel):
+    """One audit entry."""
+
+    at: datetime
+    actor: str
+    action: str
+    outcome: str
+    taskId: str | None
+    eventId: str | None
+    dispatchVersion: int | None
+    reason: str | None
+    details: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> AuditPublic:
+        """The public view of an audit row."""
+        at = _utc(entry.occurred_at)
+        assert at is not None
+        return cls(
+            at=at,
+            actor=entry.actor,
+            action=entry.action,
+            outcome=entry.outcome,
+            taskId=entry.task_no,
+            eventId=entry.event_id,
+            dispatchVersion=entry.dispatch_version,
+            reason=entry.reason,
+            details=entry.details,
+        )
+
+
+class TaskReportPublic(BaseModel):
+    """A task, its commands, its audit trail (newest first) and its last failure."""
+
+    task: AdminTask
+    commands: list[CommandPublic]
+    audit: list[AuditPublic]
+
+    @classmethod
+    def of(cls, report: TaskReport) -> TaskReportPublic:
+        """The public view of an operator's task report."""
+        return cls(
+            task=AdminTask.of(report.task),
+            commands=[CommandPublic.of(row) for row in report.outbox],
+            audit=[AuditPublic.of(a) for a in report.audit],
+        )
+
+
+class DeadLetterPublic(BaseModel):
+    """A quarantined command, its task's state, and the audit entry that set it aside."""
+
+    command: CommandPublic
+    taskState: str
+    quarantinedAt: datetime | None
+    reason: str | None
+
+    @classmethod
+    def of(cls, letter: DeadLetter) -> DeadLetterPublic:
+        """The public view of a dead letter."""
+        return cls(
+            command=CommandPublic.of_entry(letter.entry),
+            taskState=api_state(letter.entry.task_status),
+            quarantinedAt=_utc(letter.audit.occurred_at) if letter.audit else None,
+            reason=letter.audit.reason if letter.audit else letter.entry.row.last_error,
+        )
+
+
+class DeadLetterReportPublic(BaseModel):
+    """One command by its event id, its task's state and every audit entry about it."""
+
+    command: CommandPublic
+    taskState: str
+    audit: list[AuditPublic]
+
+    @classmethod
+    def of(cls, entry: OutboxEntry, audit: list[AuditEntry]) -> DeadLetterReportPublic:
+        """The public view of one dead letter with its audit trail."""
+        return cls(
+            command=CommandPublic.of_entry(entry),
+            taskState=api_state(entry.task_status),
+            audit=[AuditPublic.of(a) for a in audit],
+        )
+
+
+class OverviewPublic(BaseModel):
+    """What the operations view shows first (the figures of the whole service)."""
+
+    queueAgeSeconds: float
+    outboxPending: int
+    outboxOldestAgeSeconds: float
+    outboxMaxAttempt: int
+    quarantined: list[DeadLetterPublic]
+    failuresByType: dict[str, int] = Field(description="FAILED in the last 24 h, by type")
+    failed: list[AdminTask]
+    audit: list[AuditPublic]
+
+    @classmethod
+    def of(cls, overview: Overview) -> OverviewPublic:
+        """The public view of the operations overview."""
+        figures = overview.figures
+        return cls(
+            queueAgeSeconds=round(figures.queue_age_seconds, 1),
+            outboxPending=figures.outbox_pending,
+            outboxOldestAgeSeconds=round(figures.outbox_oldest_age_seconds, 1),
+            outboxMaxAttempt=figures.outbox_max_attempt,
+            quarantined=[DeadLetterPublic.of(d) for d in overview.quarantined],
+            failuresByType=overview.failures_by_type,
+            failed=[AdminTask.of(t) for t in overview.failed],
+            audit=[AuditPublic.of(a) for a in overview.audit],
+        )
