@@ -193,7 +193,10 @@ def test_tenant_app_and_owner_variants_see_nothing(stack):
     for kind, app in variants("PLATFORM").items():
         if kind == "upper":
             continue
-        _routes_answer_as_missing(stack.client("alice", tenant="acme-café", app_code=app), task_id)
+        # An app claim other than exactly PLATFORM or MERCHANT is refused outright.
+        refused = stack.client("alice", tenant="acme-café", app_code=app).get("/api/v1/exports")
+        assert refused.status_code == 401, (kind, refused.text)
+        assert refused.json()["code"] == "TOKEN_INVALID"
     for user in variants("alice").values():
         _routes_answer_as_missing(stack.client(user, tenant="acme-café"), task_id)
     # The exact tenant-wide admin sees it and its link serves the file (the control).
