@@ -28,6 +28,7 @@ from sqlalchemy import Engine
 from export_center import repository
 from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
+from export_center.logs import log_context
 from export_center.pipeline import ExportRun, RunContext
 from export_center.states import TaskStatus
 from export_center.storage import file_extension, new_object_key
@@ -173,13 +174,20 @@ class Consumer:
                 acked = True
                 delivery.ack()
 
-        try:
-            outcome = self.handle(command, on_claimed=ack_once)
-        except Exception:
-            # The database decides what happens next (the reconciler recovers the
-            # task); redelivering would only repeat the same failure.
-            log.exception("command handling failed", extra={"taskId": command.task_no})
-            outcome = ClaimBranch.ERROR
+        with log_context(
+            taskId=command.task_no,
+            eventId=command.event_id,
+            dispatchVersion=command.dispatch_version,
+            traceId=command.trace_id,
+            messageId=delivery.message_id,
+        ):
+            try:
+                outcome = self.handle(command, on_claimed=ack_once)
+            except Exception:
+                # The database decides what happens next (the reconciler recovers the
+                # task); redelivering would only repeat the same failure.
+                log.exception("command handling failed")
+                outcome = ClaimBranch.ERROR
         ack_once()
         return outcome
 

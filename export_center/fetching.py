@@ -15,6 +15,7 @@ repeats any earlier cursor of the attempt is a contract error at once.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 import time
@@ -111,7 +112,14 @@ class BatchFetcher:
     def submit(self, cursor: str | None, snapshot: str | None) -> InFlight:
         """Start fetching the batch at ``cursor`` (the fetch thread is idle)."""
         deadline = time.monotonic() + self.time_limit
-        future = self._pool.submit(self._fetch, cursor, snapshot, self._abort, self.time_limit)
+        future = self._pool.submit(
+            contextvars.copy_context().run,  # the fetch thread logs with the task's ids
+            self._fetch,
+            cursor,
+            snapshot,
+            self._abort,
+            self.time_limit,
+        )
         return InFlight(future, deadline, self.time_limit)
 
     def wait(self, flight: InFlight) -> Batch:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import logging
 import math
 import threading
 import time
@@ -66,6 +67,7 @@ from export_center.errors import (
     ProviderTooSlow,
     ProviderUnavailable,
 )
+from export_center.ids import new_span_id, traceparent
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -77,6 +79,8 @@ __all__ = [
     "ProviderClient",
     "ProviderRequest",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_COLUMNS = 100
@@ -355,10 +359,7 @@ class ProviderClient:
                 "timeZone": request.time_zone,
             }
         )
-        headers = {
-            "X-Internal-Service-Token": self.token,
-            "traceparent": f"00-{request.trace_id}-{'0' * 15}1-01",
-        }
+        headers = {"X-Internal-Service-Token": self.token}
         limits = _Limits(
             abort=abort or threading.Event(),
             deadline=None if time_limit is None else time.monotonic() + time_limit,
@@ -371,6 +372,9 @@ class ProviderClient:
             limits.check(last if attempt > 1 else None)
             started = time.perf_counter()
             asked = 0.0
+            # Every HTTP call is a new span of the task's trace (W3C Trace Context).
+            span = new_span_id()
+            headers["traceparent"] = traceparent(request.trace_id, span)
             try:
                 answer = self._post(request.url, body, headers, limits=limits)
             except httpx.TimeoutException:
@@ -389,6 +393,13 @@ class ProviderClient:
                 last = f"answered {answer.status}"
                 metrics.PROVIDER_FAILURES.labels(kind, str(answer.status)[0] + "xx").inc()
                 asked = self._retry_after(answer)
+            log.warning(
+                "provider call %d of %d failed: %s",
+                attempt,
+                self.attempts,
+                last,
+                extra={"exportType": kind, "spanId": span, "attempt": attempt},
+            )
             if attempt < self.attempts:
                 limits.pause(max(pause, asked), last)
                 pause *= 2

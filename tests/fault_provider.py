@@ -58,6 +58,7 @@ class Behaviour:
     drip_for: float = 60.0
     drip_bytes_sent: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    traceparents: list[str | None] = field(default_factory=list)  # one per HTTP call
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -143,6 +144,7 @@ class FaultProviderServer:
         @app.post(provider.path)
         async def batches(request: Request) -> Response:
             raw = await request.body()
+            behaviour.traceparents.append(request.headers.get("traceparent"))
             response = await run_in_threadpool(
                 provider.handle, raw, request.headers.get("x-internal-service-token")
             )

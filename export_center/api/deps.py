@@ -10,6 +10,7 @@ from fastapi.security import HTTPBearer
 
 from export_center.auth import Identity, decode_token
 from export_center.errors import RequestError, Unauthorized
+from export_center.ids import trace_id_of
 from export_center.runtime import Runtime
 
 __all__ = [
@@ -157,3 +158,24 @@ def idempotency_key(
 
 
 IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]
+
+
+def trace_context(
+    request: Request,
+    declared: Annotated[
+        str | None,
+        Header(
+            alias="traceparent",
+            description="W3C trace context; the task keeps its trace id "
+            "(an invalid header is ignored and a new trace started)",
+            examples=["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+        ),
+    ] = None,
+) -> str | None:
+    """The trace id of the request's ``traceparent`` header, or None to start a new
+    trace: when it is absent, sent more than once, or not valid W3C Trace Context."""
+    values = request.headers.getlist("traceparent")
+    return trace_id_of(values[0]) if len(values) == 1 else None
+
+
+TraceId = Annotated[str | None, Depends(trace_context)]

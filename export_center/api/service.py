@@ -162,9 +162,16 @@ def _request_key(body: ExportCreate, header: str | None) -> tuple[str | None, st
 
 
 def create_export(
-    runtime: Runtime, user: Identity, body: ExportCreate, idempotency_key: str | None
+    runtime: Runtime,
+    user: Identity,
+    body: ExportCreate,
+    idempotency_key: str | None,
+    trace_id: str | None = None,
 ) -> Created:
     """Validate and create one export for ``user`` (or return the task it names).
+
+    ``trace_id`` (from the caller's ``traceparent``) becomes the task's trace id, which
+    its commands, logs and provider calls carry; None starts a new trace.
 
     Raises:
         ValidationFailed, Forbidden, Conflict: a field at fault, a type the user may not
@@ -194,6 +201,7 @@ def create_export(
         max_attempts=etype.max_attempts,
         request_id=key,
         time_zone=validate_time_zone(body.timeZone, runtime.settings.task.time_zone),
+        trace_id=trace_id,
     )
     limits = runtime.settings.limits
     try:

@@ -163,7 +163,7 @@ def create_task(
             max_attempts=new.max_attempts,
             next_retry_at=db_now(),
             cancel_requested=False,
-            trace_id=new_trace_id(),
+            trace_id=new.trace_id or new_trace_id(),
             time_zone=new.time_zone,
             requested_at=db_now(),
             updated_at=db_now(),

@@ -141,6 +141,7 @@ class NewTask:
     max_attempts: int
     request_id: str | None = None
     time_zone: str = "UTC"
+    trace_id: str | None = None  # from the caller's traceparent; None starts a new trace
 
 
 @dataclass(frozen=True, slots=True)

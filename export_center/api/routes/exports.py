@@ -18,6 +18,7 @@ from export_center.api.deps import (
     IdempotencyKey,
     OptionalUser,
     RuntimeDep,
+    TraceId,
     strict_query,
 )
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
@@ -144,9 +145,10 @@ def create(
     runtime: RuntimeDep,
     response: Response,
     idempotency_key: IdempotencyKey,
+    trace_id: TraceId,
 ) -> ExportAccepted:
     """Create an export task; answers at once with its id (202, or 200 for a replay)."""
-    created = service.create_export(runtime, user, body, idempotency_key)
+    created = service.create_export(runtime, user, body, idempotency_key, trace_id)
     return accepted(created, response, "/api/v1/exports/")
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Response
 
 from export_center.api import service
-from export_center.api.deps import CurrentUser, IdempotencyKey, RuntimeDep, strict_query
+from export_center.api.deps import (
+    CurrentUser,
+    IdempotencyKey,
+    RuntimeDep,
+    TraceId,
+    strict_query,
+)
 from export_center.api.present import task_public
 from export_center.api.routes.exports import CREATE_ERRORS, CREATE_REPLAYED, TASK_ERRORS, accepted
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, LegacyOrderExport
@@ -35,6 +41,7 @@ def legacy_order_export(
     runtime: RuntimeDep,
     response: Response,
     idempotency_key: IdempotencyKey,
+    trace_id: TraceId,
 ) -> ExportAccepted:
     """The older order export: an alias of the ORDERS type."""
     parameters = {k: v for k, v in {"from": body.from_, "to": body.to}.items() if v is not None}
@@ -46,7 +53,7 @@ def legacy_order_export(
         requestId=body.requestId,
     )
     try:
-        created = service.create_export(runtime, user, create, idempotency_key)
+        created = service.create_export(runtime, user, create, idempotency_key, trace_id)
     except RequestError as exc:
         # This body has from/to at the top level: name the field the caller sent.
         if exc.field in ("parameters.from", "parameters.to"):
