@@ -1,16 +1,19 @@
 """The alert rules pass promtool: ``check rules`` and the unit tests of
 deploy/prometheus/alerts.test.yml, which must hold a firing and a quiet case for every
-alert. Every alert links its runbook section of docs/operations.md."""
+alert. Every alert links its runbook section of docs/operations.md. promtool also
+parses every expression of the Grafana dashboard."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.prometheus import ALERTS, require_binary
+from tests.prometheus import ALERTS, ROOT, require_binary
+from tests.promql import substitute_grafana_variables
 
 pytestmark = pytest.mark.prometheus
 
@@ -108,3 +111,25 @@ def test_every_alert_has_a_severity_a_summary_and_its_runbook_section():
         assert rule["labels"]["severity"] in ("page", "warning"), name
         assert len(rule["annotations"]["summary"]) > 40, name
         assert rule["annotations"]["runbook_url"] == f"docs/operations.md#{name.lower()}", name
+
+
+def test_promtool_parses_every_dashboard_expression(tmp_path):
+    """Each panel's expression, Grafana variables filled in, as a recording rule that
+    ``promtool check rules`` must accept (a PromQL syntax error fails it)."""
+    board = json.loads((ROOT / "deploy" / "grafana" / "export-center.json").read_text())
+    rules = [
+        {"record": f"dashboard:panel_{panel['id']}_{target['refId']}", "expr": expr}
+        for panel in board["panels"]
+        for target in panel["targets"]
+        if (expr := substitute_grafana_variables(target["expr"]))
+    ]
+    assert len(rules) >= 16
+    path = tmp_path / "dashboard-rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = promtool("check", "rules", path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+    path.write_text(
+        yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "x:y", "expr": "sum(("}]}]})
+    )
+    assert promtool("check", "rules", path).returncode == 1  # the check above can fail
