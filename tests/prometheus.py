@@ -212,6 +212,28 @@ class Prometheus:
         """Active alerts (pending and firing): ``labels``, ``annotations``, ``state``."""
         return list(self._api("alerts")["alerts"])
 
+    def rule(self, alertname: str) -> dict[str, Any]:
+        """The alerting rule ``alertname`` as Prometheus evaluates it: ``state``
+        (``inactive``, ``pending`` or ``firing``), ``lastEvaluation``, ``health``."""
+        for group in self._api("rules", type="alert")["groups"]:
+            for rule in group["rules"]:
+                if rule["name"] == alertname:
+                    return dict(rule)
+        raise AssertionError(f"no alerting rule {alertname} loaded")
+
+    def wait_for_evaluations(self, alertname: str, count: int = 2, timeout: float = 30.0) -> None:
+        """Wait until the rule ``alertname`` has been evaluated ``count`` more times, so
+        its state reflects every sample scraped before this call."""
+        seen = [self.rule(alertname)["lastEvaluation"]]
+
+        def evaluated() -> bool:
+            last = self.rule(alertname)["lastEvaluation"]
+            if last != seen[-1]:
+                seen.append(last)
+            return len(seen) > count
+
+        self.wait_until(f"{count} evaluations of {alertname}", evaluated, timeout)
+
     def targets_up(self) -> dict[str, str]:
         """Each target's scrape health by ``instance``: ``up``, ``down`` or ``unknown``."""
         active = self._api("targets")["activeTargets"]
