@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -141,12 +142,17 @@ def processes(
     for process in reversed(started):
         if process.popen.poll() is None:
             process.popen.send_signal(signal.SIGTERM)
+    codes = {}
     for process in started:
         try:
-            process.popen.wait(timeout=60)
+            codes[process.name] = process.popen.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.popen.kill()
-            process.popen.wait(timeout=10)
+            codes[process.name] = process.popen.wait(timeout=10)
+    # SIGTERM is a clean stop for a worker, metrics server included. (serve ends by the
+    # re-raised SIGTERM, as uvicorn does.)
+    workers = {name: code for name, code in codes.items() if name != "api"}
+    assert workers == dict.fromkeys(workers, 0), codes
 
 
 def scrape(process: Process) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -252,3 +258,21 @@ def test_counters_add_up_across_processes_and_database_gauges_are_not_multiplied
         assert prom.value("count(export_outbox_pending)") == 3  # one series per target
         assert prom.value("max(export_outbox_pending)") == 2
         assert prom.value("max(export_outbox_max_attempt)") == 3
+
+
+def test_a_worker_refuses_a_metrics_port_that_is_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "export_center.cli", "worker", "--metrics-port", str(port)],
+            env=_env(tmp_path / "data", f"sqlite:///{tmp_path / 'export-center.db'}"),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    assert f"cannot start: 127.0.0.1:{port} is not free" in result.stderr
+    assert not (tmp_path / "export-center.db").exists()  # refused before any loop or migration
