@@ -336,23 +336,46 @@ def serve(
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve this process's Prometheus metrics on this port (any path, /metrics "
+            "included); unset: none. Each worker is its own scrape target "
+            "(docs/operations.md).",
+            min=1,
+            max=65535,
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Bind address of --metrics-port (0.0.0.0: every interface)")
+    ] = "127.0.0.1",
+) -> None:
     """Run only the loops (reconciler, publisher, consumer) without the API.
 
     Providers registered as ``self`` are called on ``EXPORT_CENTER_API__PUBLIC_BASE_URL``.
-    Stops cleanly on SIGTERM/SIGINT: running exports end or are recovered by lease.
+    Stops cleanly on SIGTERM/SIGINT: running exports end or are recovered by lease. With
+    ``--metrics-port`` the process's metrics stay scrapeable until the loops have stopped.
     """
     import signal
     import threading
 
     from export_center.logs import configure_logging
+    from export_center.metrics import start_metrics_server
     from export_center.runtime import Runtime
 
     settings = _settings()
     _announce(settings, what="worker")
     _check_startup(settings)
+    if metrics_port is not None:
+        _check_port_free(metrics_host, metrics_port)
     configure_logging()
     runtime = Runtime(settings, self_url=settings.api.public_base_url)
+    exporter = (
+        start_metrics_server(runtime.engine, metrics_host, metrics_port)
+        if metrics_port is not None
+        else None
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -361,6 +384,8 @@ def worker() -> None:
         stop.wait()
     finally:
         runtime.stop()
+        if exporter is not None:
+            exporter.close()
 
 
 def _peak_rss_mb() -> float:

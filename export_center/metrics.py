@@ -1,14 +1,37 @@
-"""Prometheus metrics .
+"""Prometheus metrics of the export center.
 
-Counters and histograms are updated where the event happens; the gauges that
-describe the database (queue age, outbox backlog) are computed from SQL when
-``/metrics`` is scraped (:func:`refresh_gauges`), so every instance reports the same
-truth.
+Rule: every process serves its own metrics and is its own scrape target. ``serve``
+answers ``GET /metrics`` on its API port; each ``export-center worker --metrics-port
+PORT`` answers on its own port (:func:`start_metrics_server`). Prometheus scrapes all
+of them under one job and sums the counters across targets.
+
+Why one port per process and not prometheus-client's multiprocess mode
+(``PROMETHEUS_MULTIPROC_DIR``): workers are separate commands that usually run on
+separate hosts or containers, and multiprocess mode only adds up processes that share
+one directory on one host, which must also be wiped before every start. A scrape
+target per process also gives each process its own ``up`` series, so a dead worker is
+seen (alert ``ExportMetricsDown``) instead of silently leaving the sum. The cost is one
+scrape target per worker (service discovery lists them).
+
+Counters and histograms live in the process's default registry and are updated where
+the event happens; they are per process and restart at 0 with it (``rate()`` and
+``increase()`` handle that). The gauges that describe the database (queue age, outbox
+backlog) are not stored in any process: :class:`DatabaseGauges` computes them with
+:func:`export_center.repository.queue_figures` when a scrape collects, on the
+database clock, so every target reports the same database truth of that moment. Read
+them with ``max()`` across targets, never ``sum()``.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import REGISTRY, Counter, Histogram, generate_latest, start_http_server
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 __all__ = [
@@ -22,7 +45,12 @@ __all__ = [
     "TASKS_COMPLETED",
     "TASKS_CREATED",
     "TASK_DURATION",
-    "refresh_gauges",
+    "DatabaseGauges",
+    "MetricsServer",
+    "ProcessMetrics",
+    "exposition",
+    "series_names",
+    "start_metrics_server",
 ]
 
 TASKS_CREATED = Counter("export_task_created_total", "Tasks created", ["type"])
@@ -47,19 +75,160 @@ RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actio
 DLQ_MESSAGES = Counter("export_dlq_messages_total", "Messages read from the dead-letter queue")
 STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")
 
-QUEUE_AGE = Gauge("export_task_queue_age_seconds", "Age of the oldest due PENDING task")
-OUTBOX_PENDING = Gauge("export_outbox_pending", "Outbox rows not yet sent")
-OUTBOX_OLDEST_AGE = Gauge("export_outbox_oldest_age_seconds", "Age of the oldest unsent row")
-OUTBOX_MAX_ATTEMPT = Gauge("export_outbox_max_attempt", "Highest attempt_count of unsent rows")
+# increase() needs a sample before the first event: a series born at 1 shows no
+# increase, so the first lease recovery of a process would never reach the alert
+# ExportLeaseRecoveries. The series is exported at 0 from the start.
+RECONCILER_ACTIONS.labels("lease_recover")
+
+_PROCESS_METRICS: tuple[Counter | Histogram, ...] = (
+    TASKS_CREATED,
+    TASKS_COMPLETED,
+    TASK_DURATION,
+    ROWS_PROCESSED,
+    PROVIDER_SECONDS,
+    PROVIDER_FAILURES,
+    OUTBOX_SEND_FAILURES,
+    RECONCILER_ACTIONS,
+    DLQ_MESSAGES,
+    STORAGE_BYTES,
+)
+
+# Sample names Prometheus stores for each metric type (the family name plus these).
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gauge": ("",),
+}
 
 
-def refresh_gauges(engine: Engine) -> None:
-    """Recompute the database gauges with the database clock (three bounded queries)."""
-    from export_center import repository
+class DatabaseGauges(Collector):
+    """Queue and outbox gauges read from the database when a scrape collects.
 
-    with engine.connect() as conn:
-        figures = repository.queue_figures(conn)
-    QUEUE_AGE.set(figures.queue_age_seconds)
-    OUTBOX_PENDING.set(figures.outbox_pending)
-    OUTBOX_MAX_ATTEMPT.set(figures.outbox_max_attempt)
-    OUTBOX_OLDEST_AGE.set(figures.outbox_oldest_age_seconds)
+    Nothing is stored between scrapes, so no process can report a stale or summed
+    value: each collect runs :func:`export_center.repository.queue_figures` (bounded
+    aggregate queries on one connection, database clock). A database that does not
+    answer makes the scrape fail, which ``ExportMetricsDown`` reports, rather than
+    dropping the gauges (that would quietly resolve ``ExportOutboxBacklog``).
+
+    Args:
+        engine: the process's database engine.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily(
+                "export_task_queue_age_seconds",
+                "Seconds the oldest due PENDING task has waited (database clock)",
+            ),
+            GaugeMetricFamily("export_outbox_pending", "Outbox rows not yet sent"),
+            GaugeMetricFamily(
+                "export_outbox_oldest_age_seconds",
+                "Seconds since the oldest unsent outbox row was written (database clock)",
+            ),
+            GaugeMetricFamily(
+                "export_outbox_max_attempt", "Highest attempt_count of unsent outbox rows"
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        """The four gauge families without values (no query)."""
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        """The four gauges with the values of one :func:`queue_figures` call.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database did not answer.
+        """
+        from export_center import repository
+
+        with self.engine.connect() as conn:
+            figures = repository.queue_figures(conn)
+        age, pending, oldest, max_attempt = self._families()
+        age.add_metric([], figures.queue_age_seconds)
+        pending.add_metric([], figures.outbox_pending)
+        oldest.add_metric([], figures.outbox_oldest_age_seconds)
+        max_attempt.add_metric([], figures.outbox_max_attempt)
+        return (age, pending, oldest, max_attempt)
+
+
+class ProcessMetrics(Collector):
+    """What one process exposes: its counters and histograms (and prometheus-client's
+    process and Python collectors) from the default registry, then the database gauges.
+
+    Args:
+        engine: the process's database engine, read at every collect.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.database = DatabaseGauges(engine)
+
+    def collect(self) -> Iterator[Metric]:
+        """Every metric family of this process, database gauges computed now."""
+        yield from REGISTRY.collect()
+        yield from self.database.collect()
+
+
+def exposition(engine: Engine) -> bytes:
+    """This process's metrics in the Prometheus text format (``GET /metrics``).
+
+    Args:
+        engine: the database the gauges are read from.
+
+    Returns:
+        UTF-8 text, content type ``prometheus_client.CONTENT_TYPE_LATEST``.
+    """
+    return generate_latest(ProcessMetrics(engine))
+
+
+@dataclass
+class MetricsServer:
+    """A running metrics endpoint of one process (see :func:`start_metrics_server`)."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        return int(self.server.server_address[1])
+
+    def close(self) -> None:
+        """Stop answering scrapes and release the port."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+def start_metrics_server(engine: Engine, host: str, port: int) -> MetricsServer:
+    """Serve this process's metrics (any path, ``/metrics`` included) on ``host:port``
+    from a daemon thread; what ``export-center worker --metrics-port`` runs.
+
+    Args:
+        engine: the database the gauges are read from at each scrape.
+        host: bind address (``0.0.0.0`` for a Prometheus on another host).
+        port: TCP port.
+
+    Returns:
+        The running server; :meth:`MetricsServer.close` stops it.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    server, thread = start_http_server(port, addr=host, registry=ProcessMetrics(engine))
+    return MetricsServer(server, thread)
+
+
+def series_names() -> frozenset[str]:
+    """Every sample name the export center's own metrics produce, as Prometheus stores
+    them: counters with ``_total`` and ``_created``, histograms with ``_bucket``,
+    ``_count``, ``_sum`` and ``_created``, gauges as named. Process and Python
+    collectors of prometheus-client are not included.
+    """
+    families: list[Metric] = [f for m in _PROCESS_METRICS for f in m.describe()]
+    families.extend(DatabaseGauges._families())
+    return frozenset(f.name + suffix for f in families for suffix in _SUFFIXES[f.type])

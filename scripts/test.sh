@@ -64,6 +64,19 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
         || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq faketime >/dev/null; }
 fi
 
+# Debian's prometheus package provides promtool (alert-rule tests) and the prometheus
+# server the alert tests start on loopback (tests/prometheus.py); with CI set they fail
+# without it. --no-install-recommends: the node exporter is not needed.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    step "Installing prometheus (promtool) from Debian's packages"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
+        || { $sudo_cmd apt-get update -qq \
+            && $sudo_cmd apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+fi
+
 # Debian's Chromium runs the browser tests of the download center (tests/browser); with
 # CI set they fail without it. Playwright's own browser download is not used.
 if ! command -v chromium >/dev/null 2>&1; then

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from export_center import metrics, repository
 from export_center.api.deps import RuntimeDep, strict_query
@@ -39,6 +39,5 @@ router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=Fals
 
 @router.get("/metrics")
 def prometheus_metrics(runtime: RuntimeDep) -> Response:
-    """Prometheus metrics; database gauges are computed with the database clock."""
-    metrics.refresh_gauges(runtime.engine)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus metrics of this process; database gauges are read now (database clock)."""
+    return Response(metrics.exposition(runtime.engine), media_type=CONTENT_TYPE_LATEST)
