@@ -18,14 +18,23 @@ from functools import cached_property
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Engine
 
 from export_center import operations
+from export_center.api.admin_schemas import (
+    AdminTask,
+    CommandPublic,
+    DeadLetterPublic,
+    DeadLetterReportPublic,
+    TaskReportPublic,
+)
 from export_center.errors import RequestError
 from export_center.registry import Registry
 from export_center.settings import Settings
+from export_center.states import api_state
 
 __all__ = ["dlq_app", "doctor", "outbox_app", "register", "tasks_app"]
 
@@ -112,6 +121,11 @@ def _plain(value: Any) -> Any:
 
 
 def _json(value: Any) -> None:
+    """Print ``value`` as JSON; the admin API's bodies print as that API answers them."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        value = [v.model_dump(mode="json") for v in value]
     typer.echo(json.dumps(_plain(value), ensure_ascii=False, indent=2))
 
 
@@ -120,14 +134,15 @@ def _when(value: datetime | None) -> str:
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    table = Table(title=title, title_justify="left")
+    if not rows:
+        out.print(f"{title}: (none)")
+        return
+    table = Table(title=title, title_justify="left", show_header=any(columns))
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*["" if v is None else str(v) for v in row])
     out.print(table)
-    if not rows:
-        out.print("(none)")
 
 
 def _fail(exc: RequestError) -> typer.Exit:
@@ -164,7 +179,7 @@ def tasks_list(
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json([dict(t) for t in tasks])
+        _json([AdminTask.of(t) for t in tasks])
         return
     _table(
         f"tasks ({len(tasks)})",
@@ -173,8 +188,8 @@ def tasks_list(
             [
                 t.task_no,
                 t.export_type,
-                t.format,
-                t.status,
+                t.format.lower(),
+                api_state(t.status),
                 t.phase,
                 t.processed_rows,
                 t.tenant_id,
@@ -215,20 +230,13 @@ def tasks_show(
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json(
-            {
-                "task": dict(report.task),
-                "outbox": [dict(r) for r in report.outbox],
-                "audit": report.audit,
-                "lastFailure": report.last_failure,
-            }
-        )
+        _json(TaskReportPublic.of(report))
         return
     t = report.task
     facts = [
         ("task", t.task_no),
-        ("type / format", f"{t.export_type} / {t.format}"),
-        ("state / phase", f"{t.status} / {t.phase}"),
+        ("type / format", f"{t.export_type} / {t.format.lower()}"),
+        ("state / phase", f"{api_state(t.status)} / {t.phase}"),
         ("tenant / app / user", f"{t.tenant_id} / {t.app_code} / {t.requested_by}"),
         ("dispatch version", t.dispatch_version),
         ("attempts", f"{t.attempt_count} of {t.max_attempts}"),
@@ -239,10 +247,12 @@ def tasks_show(
             "requested / started / finished",
             f"{_when(t.requested_at)} / {_when(t.started_at)} / {_when(t.completed_at)}",
         ),
-        ("lease", f"{t.lease_owner or '-'} until {_when(t.lease_until) or '-'}"),
+        ("lease", f"{t.lease_owner} until {_when(t.lease_until)}" if t.lease_owner else "-"),
         (
             "file",
-            f"{t.file_name or '-'} ({t.size_bytes or 0} bytes), expires {_when(t.expires_at)}",
+            f"{t.file_name} ({t.size_bytes or 0:,} bytes), expires {_when(t.expires_at)}"
+            if t.file_name
+            else "-",
         ),
         ("last failure", f"{t.failure_code}: {t.failure_message}" if t.failure_message else "-"),
     ]
@@ -254,7 +264,7 @@ def tasks_show(
             [
                 r.dispatch_version,
                 r.event_id,
-                r.status,
+                r.status.lower(),
                 r.attempt_count,
                 _when(r.created_at),
                 _when(r.sent_at),
@@ -282,13 +292,26 @@ def _act(name: str, task: str, reason: str, tenant: str | None) -> None:
     except RequestError as exc:
         raise _fail(exc) from None
     typer.echo(
-        f"{fresh.task_no}: {fresh.status} (dispatch version {fresh.dispatch_version}); "
+        f"{fresh.task_no}: {api_state(fresh.status)} (dispatch version {fresh.dispatch_version}); "
         f"recorded in the audit trail as {operations.operator_actor()}"
     )
 
 
+def _reason(value: str) -> str:
+    """A reason of 3 to 500 characters (what the admin API accepts too)."""
+    text = value.strip()
+    if not 3 <= len(text) <= 500:
+        raise typer.BadParameter("say why in 3 to 500 characters (it is kept in the audit trail)")
+    return text
+
+
 ReasonOption = Annotated[
-    str, typer.Option(help="Why (kept in the audit trail)", min=3, show_default=False)
+    str,
+    typer.Option(
+        help="Why, 3 to 500 characters (kept in the audit trail)",
+        callback=_reason,
+        show_default=False,
+    ),
 ]
 
 
@@ -328,7 +351,7 @@ def outbox_list(
         ctx, stuck_seconds=stuck_seconds if stuck else None, tenant_id=tenant, limit=limit
     )
     if as_json:
-        _json(rows)
+        _json([CommandPublic.of_entry(e) for e in rows])
         return
     _table(
         f"unsent commands ({len(rows)}{', stuck' if stuck else ''})",
@@ -338,7 +361,7 @@ def outbox_list(
                 e.task_no,
                 e.row.dispatch_version,
                 e.row.event_id,
-                e.row.status,
+                e.row.status.lower(),
                 e.row.attempt_count,
                 f"{e.age_seconds:,.0f}",
                 _when(e.row.next_retry_at),
@@ -357,7 +380,7 @@ def dlq_list(
     ctx = _Context()
     letters = operations.dead_letters(ctx, tenant_id=tenant, limit=limit)
     if as_json:
-        _json(letters)
+        _json([DeadLetterPublic.of(d) for d in letters])
         return
     _table(
         f"quarantined commands ({len(letters)})",
@@ -367,7 +390,7 @@ def dlq_list(
                 d.entry.row.event_id,
                 d.entry.task_no,
                 d.entry.row.dispatch_version,
-                d.entry.task_status,
+                api_state(d.entry.task_status),
                 _when(d.audit.occurred_at if d.audit else d.entry.row.updated_at),
                 d.entry.row.last_error,
             ]
@@ -388,7 +411,7 @@ def dlq_show(
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json({"command": entry, "audit": audit})
+        _json(DeadLetterReportPublic.of(entry, audit))
         return
     r = entry.row
     _table(
@@ -396,9 +419,9 @@ def dlq_show(
         ["", ""],
         [
             ["task", entry.task_no],
-            ["task state", entry.task_status],
+            ["task state", api_state(entry.task_status)],
             ["dispatch version", r.dispatch_version],
-            ["status", r.status],
+            ["status", r.status.lower()],
             ["sends", r.attempt_count],
             ["last error", r.last_error],
             ["payload", r.payload_json],

@@ -123,12 +123,12 @@ def list_tasks(
 @dataclass(frozen=True, slots=True)
 class TaskReport:
     """Everything about one task an operator needs: the task, its commands (one per
-    dispatch version), its audit trail (newest first) and its last failure."""
+    dispatch version) and its audit trail (newest first); the task row holds its last
+    failure (code and message)."""
 
     task: Task
     outbox: list[repository.OutboxRow]
     audit: list[AuditEntry]
-    last_failure: tuple[str | None, str] | None
 
 
 def task_report(ctx: ServiceContext, task_no: str, tenant_id: str | None = None) -> TaskReport:
@@ -141,8 +141,7 @@ def task_report(ctx: ServiceContext, task_no: str, tenant_id: str | None = None)
     with ctx.engine.connect() as conn:
         rows = repository.outbox_rows(conn, task.id)
         audit = repository.audit_entries(conn, task_id=task.id, limit=100)
-    failure = (task.failure_code, task.failure_message) if task.failure_message else None
-    return TaskReport(task, rows, audit, failure)
+    return TaskReport(task, rows, audit)
 
 
 def retry_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | None = None) -> Task:

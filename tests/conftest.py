@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from tests.cases_provider import CASES_TOKEN, CasesServer
 from tests.fault_provider import FAULT_TOKEN, FaultProviderServer, registry_file
 from tests.helpers import Stack
+from tests.operator_seed import Seeded, seed
 
 SAMPLE_SCALE = 0.01  # 15,000 orders, 1,500 customers
 
@@ -177,3 +178,9 @@ def flaky_stack(
         return make_stack(export_types_file=str(registry), provider=provider, **overrides)
 
     return factory
+
+
+@pytest.fixture
+def seeded(flaky_stack: Callable[..., Stack], faulty: FaultProviderServer) -> Seeded:
+    """A database with a succeeded, a failed, a quarantined and a stuck export."""
+    return seed(flaky_stack, faulty)
