@@ -170,7 +170,9 @@ def _registry(settings: Settings) -> tuple[Check, Registry | None]:
             allow_self=settings.mount_sample_providers,
         )
     except RegistryError as exc:
-        return Check("registry", False, f"{exc}; fix the file and run the check again"), None
+        return Check(
+            "registry", False, f"{path}: {exc}; fix the file and run the check again"
+        ), None
     return Check("registry", True, f"{path}: {', '.join(sorted(registry.types))}"), registry
 
 

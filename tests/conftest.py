@@ -70,6 +70,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
+def mariadb_db_url() -> Iterator[str]:
+    """A fresh, empty MariaDB database (for the tests that only make sense there)."""
+    url, drop = _fresh_mariadb("m")
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
 def dialect(db_url: str) -> str:
     """``sqlite`` or ``mariadb`` for the current ``db_url``."""
     return "sqlite" if db_url.startswith("sqlite") else "mariadb"

@@ -1,0 +1,175 @@
+"""``export-center doctor`` in a subprocess: it passes on a healthy setup and fails, with
+a sentence that names the fix, when the database is down, the migrations are behind,
+the broker is down or lacks the topic, the storage cannot be written, the registry is
+invalid, a provider host does not answer, or the clock is off."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from alembic import command
+
+from export_center.embedded import free_port
+from export_center.runtime import alembic_config
+from tests.fault_provider import registry_file
+from tests.integration.test_crash_recovery import FAKETIME_LIB
+from tests.integration.test_rocketmq_broker import rocketmq_endpoint
+from tests.operator_seed import cli_env, run_cli
+
+
+def doctor(env: dict[str, str]) -> tuple[int, dict[str, dict], str]:
+    """Run ``doctor --json``; returns the exit code, the checks by name, and the table."""
+    as_json = run_cli(["doctor", "--json"], env)
+    checks = {c["name"]: c for c in json.loads(as_json.stdout)}
+    table = run_cli(["doctor"], env)
+    assert table.returncode == as_json.returncode, (table.stdout, table.stderr)
+    return as_json.returncode, checks, table.stdout + table.stderr
+
+
+def failed(checks: dict[str, dict]) -> dict[str, str]:
+    return {name: c["message"] for name, c in checks.items() if not c["ok"]}
+
+
+def test_a_healthy_setup_passes(seeded):
+    code, checks, table = doctor(seeded.env)
+    assert code == 0 and failed(checks) == {}, checks
+    assert list(checks)[:5] == ["settings", "database", "migrations", "guard row", "clock"]
+    assert checks["migrations"]["message"].startswith("at head (")
+    assert checks["broker"]["message"] == "in-process transport (no broker)"
+    assert "writable" in checks["storage"]["message"]
+    assert "FLAKY" in checks["registry"]["message"]
+    provider = [c for name, c in checks.items() if name.startswith("provider ")]
+    assert len(provider) == 1 and "answers (FLAKY)" in provider[0]["message"]
+    assert table.count("ok   ") == len(checks) and "FAIL" not in table
+
+
+def test_a_healthy_setup_with_the_broker_passes(seeded):
+    env = {
+        **seeded.env,
+        "EXPORT_CENTER_TRANSPORT": "rocketmq",
+        "EXPORT_CENTER_TOPIC_PREFIX": "test-",
+        "EXPORT_CENTER_ROCKETMQ__ENDPOINT": rocketmq_endpoint(),
+    }
+    code, checks, _ = doctor(env)
+    assert code == 0 and failed(checks) == {}, checks
+    assert checks["broker"]["message"].endswith("topic test-export-center-command-v1")
+
+
+def test_the_database_down(seeded):
+    env = {**seeded.env, "EXPORT_CENTER_DATABASE_URL": "mysql+pymysql://u:secret@127.0.0.1:1/x"}
+    code, checks, table = doctor(env)
+    assert code == 1
+    assert failed(checks)["database"].endswith("start it or fix EXPORT_CENTER_DATABASE_URL")
+    assert "secret" not in table  # the password is never printed
+    for name in ("migrations", "guard row", "clock"):
+        assert failed(checks)[name] == "not checked: the database does not answer"
+    assert checks["storage"]["ok"] and checks["registry"]["ok"]  # the rest is still checked
+    assert "check(s) failed" in table
+
+
+def test_migrations_behind(db_url, tmp_path):
+    command.upgrade(alembic_config(db_url), "0004")
+    env = _env(tmp_path, db_url)
+    code, checks, _ = doctor(env)
+    assert code == 1
+    message = failed(checks)["migrations"]
+    assert message.startswith("the database is at revision 0004, the code needs ")
+    assert message.endswith("run `export-center db upgrade`")
+    assert run_cli(["db", "upgrade"], env).returncode == 0
+    code, checks, _ = doctor(env)
+    assert code == 0, failed(checks)
+
+
+def test_the_broker_down_or_without_the_topic(seeded):
+    env = {
+        **seeded.env,
+        "EXPORT_CENTER_TRANSPORT": "rocketmq",
+        "EXPORT_CENTER_ROCKETMQ__ENDPOINT": f"127.0.0.1:{free_port()}",
+    }
+    code, checks, _ = doctor(env)
+    assert code == 1 and list(failed(checks)) == ["broker"]
+    assert failed(checks)["broker"].endswith(
+        "start the broker or fix EXPORT_CENTER_ROCKETMQ__ENDPOINT"
+    )
+    env.update(
+        EXPORT_CENTER_ROCKETMQ__ENDPOINT=rocketmq_endpoint(),
+        EXPORT_CENTER_TOPIC_PREFIX="no-such-prefix-",
+    )
+    code, checks, _ = doctor(env)
+    assert code == 1 and list(failed(checks)) == ["broker"]
+    message = failed(checks)["broker"]
+    assert "does not know topic no-such-prefix-export-center-command-v1" in message
+    assert message.endswith("create it (deploy/rocketmq) or fix EXPORT_CENTER_TOPIC_PREFIX")
+
+
+def test_storage_that_cannot_be_written(seeded, tmp_path):
+    data = tmp_path / "read-only-data"
+    data.mkdir()
+    # sysfs refuses new files to everyone, root included: a read-only file system as
+    # far as the export center can tell.
+    (data / "files").symlink_to("/sys/kernel")
+    env = {**seeded.env, "EXPORT_CENTER_DATA_DIR": str(data)}
+    code, checks, _ = doctor(env)
+    assert code == 1 and list(failed(checks)) == ["storage"]
+    message = failed(checks)["storage"]
+    assert message.startswith(f"cannot write under {data / 'files'} (")
+    assert message.endswith("make it writable or set EXPORT_CENTER_DATA_DIR")
+
+
+def test_an_invalid_registry(seeded, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("ORDERS:\n  title: Orders\n  max_rows: many\n")
+    code, checks, _ = doctor({**seeded.env, "EXPORT_CENTER_EXPORT_TYPES_FILE": str(broken)})
+    assert code == 1 and list(failed(checks)) == ["registry"]
+    assert str(broken) in failed(checks)["registry"]
+    assert failed(checks)["registry"].endswith("fix the file and run the check again")
+    assert not any(name.startswith("provider") for name in checks)
+
+
+def test_a_provider_host_that_does_not_answer(seeded, tmp_path):
+    closed = f"http://127.0.0.1:{free_port()}"
+    registry = registry_file(tmp_path, closed)
+    code, checks, _ = doctor({**seeded.env, "EXPORT_CENTER_EXPORT_TYPES_FILE": str(registry)})
+    assert code == 1
+    (name,) = failed(checks)
+    assert name == f"provider 127.0.0.1:{closed.rsplit(':', 1)[1]}"
+    assert failed(checks)[name] == (
+        f"{closed} does not answer (ConnectError) for FLAKY; "
+        "start the service or fix provider_url in the registry"
+    )
+
+
+@pytest.mark.mariadb
+def test_a_clock_off_by_a_minute(mariadb_db_url, tmp_path):
+    """MariaDB only: SQLite reads the clock of the calling process, so a skewed process
+    skews its database too and there is nothing to compare."""
+    if not FAKETIME_LIB.exists():
+        if os.environ.get("CI"):
+            pytest.fail("libfaketime is required in CI (scripts/test.sh installs faketime)")
+        pytest.skip("libfaketime is not installed")
+    env = _env(tmp_path, mariadb_db_url)
+    assert run_cli(["db", "upgrade"], env).returncode == 0
+    skewed = {
+        **env,
+        "LD_PRELOAD": str(FAKETIME_LIB),
+        "FAKETIME": "+60s",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    code, checks, _ = doctor(skewed)
+    assert code == 1 and list(failed(checks)) == ["clock"]
+    message = failed(checks)["clock"]
+    assert message.startswith("this host's clock is +6") and "sync it with NTP" in message
+
+
+def _env(tmp_path: Path, database_url: str) -> dict[str, str]:
+    """A fresh installation's environment on ``database_url`` (sample registry)."""
+
+    class _Settings:
+        data_dir = tmp_path / "data"
+        resolved_database_url = database_url
+        export_types_file = None
+
+    return cli_env(_Settings())
