@@ -48,7 +48,7 @@ def render(url: str) -> str:
             ddl = _normalize(ddl)
             parts.append(f"\nCREATE TABLE IF NOT EXISTS {ddl.removeprefix('CREATE TABLE ')};\n")
     parts.append(
-        "\n-- The single row that task creation locks (seed 002 §7.2).\n"
+        "\n-- The single row that task creation locks (every create locks it first).\n"
         "INSERT IGNORE INTO `export_task_guard` (`id`, `updated_at`) "
         "VALUES ('GLOBAL_CREATE', CURRENT_TIMESTAMP(3));\n"
     )

@@ -116,5 +116,5 @@ CREATE TABLE IF NOT EXISTS `export_audit` (
   KEY `ix_export_audit_tenant` (`tenant_id`,`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
--- The single row that task creation locks (seed 002 §7.2).
+-- The single row that task creation locks (every create locks it first).
 INSERT IGNORE INTO `export_task_guard` (`id`, `updated_at`) VALUES ('GLOBAL_CREATE', CURRENT_TIMESTAMP(3));

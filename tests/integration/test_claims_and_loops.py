@@ -1,4 +1,4 @@
-"""Claim branches (002 §8.2), publisher (002 §7.4) and reconciler (002 §8.5) on a real database.
+"""Claim branches, publisher and reconciler on a real database.
 
 Each test drives ``run_once()`` / ``handle()`` directly; times are set with the
 database clock so the tests run the same on SQLite and MariaDB.

@@ -1,4 +1,4 @@
-"""Dead letters (seed 002 §9.4) with the in-process transport; the RocketMQ twin of
+"""Dead letters with the in-process transport; the RocketMQ twin of
 these tests runs against the real broker in test_rocketmq_transport.py."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ O = ExportOutbox.__table__  # noqa: E741
 
 
 def poison_for(engine, t) -> OutgoingMessage:
-    """The task's real command with a body nobody can parse (a bad deploy, 002 §9.4.4)."""
+    """The task's real command with a body nobody can parse (a bad deploy)."""
     row = outbox(engine, t["id"])[-1]
     good = message_for_row(row)
     return OutgoingMessage(good.topic, good.tag, good.key, b"\x00not json", good.properties)

@@ -1,4 +1,4 @@
-"""The official RocketMQ 5.x Python client against a real broker (seed 002 §6.2, §6.4, §9.4).
+"""The official RocketMQ 5.x Python client against a real broker.
 
 Runs against the local test server of ``scripts/rocketmq.sh start`` (NameServer + Proxy
 in local mode with the Broker embedded), reached through the Proxy's gRPC endpoint in
@@ -15,7 +15,7 @@ What they pin down, with the topics and groups the script creates
   ``delivery_attempt`` 2, then 3, and after the worker group's retry limit
   (``retryMaxTimes`` 2, so 3 deliveries) lands in ``%DLQ%<worker group>``, where the
   dead-letter handler's group reads it with its user properties intact (the handler
-  locates the task by them, never by the body: 002 §6.4, §9.4.2).
+  locates the task by them, never by the body).
 
 The broker and its groups are shared (other runs, other developers): every run uses
 its own message keys, only touches its own messages and never acknowledges someone
@@ -115,7 +115,7 @@ class Client:
         return consumer
 
     def command(self, case: str) -> tuple[Any, str, dict[str, str], bytes]:
-        """A command message as the publisher builds it (002 §6.4): key, tag, properties."""
+        """A command message as the publisher builds it: key, tag, properties."""
         key = f"rmq-it-{self.run_id}-{case}"
         properties = {
             "eventId": str(uuid.uuid4()),

@@ -1,4 +1,4 @@
-"""Input limits, permissions, provider-answer checks and file retention (seed 002 §10-§12)."""
+"""Input limits, permissions, provider-answer checks and file retention."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registry validation (DESIGN.md "Registry", seed 002 §10.3): each kind of invalid entry
+"""Registry validation (DESIGN.md "Registry"): each kind of invalid entry
 is refused with a message naming the key and the rule."""
 
 from __future__ import annotations
