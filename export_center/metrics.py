@@ -51,6 +51,7 @@ __all__ = [
     "exposition",
     "series_names",
     "start_metrics_server",
+    "start_series",
 ]
 
 TASKS_CREATED = Counter("export_task_created_total", "Tasks created", ["type"])
@@ -79,6 +80,20 @@ STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")
 # increase, so the first lease recovery of a process would never reach the alert
 # ExportLeaseRecoveries. The series is exported at 0 from the start.
 RECONCILER_ACTIONS.labels("lease_recover")
+
+#: The outcomes an attempt can end with (``export_task_completed_total{status}``).
+ATTEMPT_OUTCOMES = ("succeeded", "retry", "failed", "cancelled", "released", "lease_lost")
+
+
+def start_series(export_types: Iterable[str]) -> None:
+    """Export the per-type series at 0 for every registered type, so that the first
+    event of a type is seen as an increase (a series born at 1 is not one, and the
+    first failures of a type would never count towards ExportFailureRate)."""
+    for code in export_types:
+        TASKS_CREATED.labels(code)
+        ROWS_PROCESSED.labels(code)
+        for outcome in ATTEMPT_OUTCOMES:
+            TASKS_COMPLETED.labels(code, outcome)
 
 _PROCESS_METRICS: tuple[Counter | Histogram, ...] = (
     TASKS_CREATED,

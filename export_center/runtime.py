@@ -13,7 +13,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-from export_center import repository
+from export_center import metrics, repository
 from export_center.consumer import Consumer
 from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
@@ -85,6 +85,7 @@ class Runtime:
             upgrade_database(self.engine)
         self._check_guard_row()
         self.registry = self.load_registry()
+        metrics.start_series(self.registry.types)
         self.storage = storage or LocalStorage(settings.files_dir)
         self.transport = transport or self._make_transport()
         self.self_url = self_url
@@ -199,6 +200,7 @@ class Runtime:
             self._audit_reload(actor, "refused", str(exc), None)
             raise
         self.registry.replace(fresh)
+        metrics.start_series(fresh.types)
         self._audit_reload(actor, "reloaded", None, sorted(fresh.types))
         log.info(
             "export-type registry reloaded from %s: %s",
