@@ -9,7 +9,7 @@ def test_every_attempt_outcome_has_its_metric_series_from_the_start():
     from export_center import metrics
     from export_center.pipeline import AttemptOutcome
 
-    assert metrics.ATTEMPT_OUTCOMES == tuple(o.value for o in AttemptOutcome)
+    assert tuple(o.value for o in AttemptOutcome) == metrics.ATTEMPT_OUTCOMES
     metrics.start_series(["NEVER_RUN"])
     for outcome in AttemptOutcome:
         value = REGISTRY.get_sample_value(
