@@ -29,6 +29,7 @@ from export_center import repository
 from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
 from export_center.logs import log_context
+from export_center.loops import ReceiveFailures
 from export_center.pipeline import ExportRun, RunContext
 from export_center.states import TaskStatus
 from export_center.storage import file_extension, new_object_key
@@ -135,13 +136,14 @@ class Consumer:
         self._workers.clear()
 
     def _loop(self) -> None:
+        failures = ReceiveFailures("command receive", log)
         while not self._stop.is_set():
             try:
                 delivery = self.transport.receive(0.5)
-            except Exception:
-                log.exception("receive failed")
-                self._stop.wait(1.0)
+            except Exception as exc:  # the broker is down or restarting
+                self._stop.wait(failures.failed(exc))
                 continue
+            failures.worked()
             if delivery is not None:
                 self.handle_delivery(delivery)
 

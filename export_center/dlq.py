@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from sqlalchemy import Engine
 
 from export_center import commands, metrics, repository
+from export_center.loops import ReceiveFailures
 from export_center.transport.base import Delivery
 
 __all__ = ["DlqHandler", "DlqReceiver"]
@@ -164,13 +165,14 @@ class DlqHandler:
     def _loop(self) -> None:
         assert self.receiver is not None
         pause = _FIRST_PAUSE_SECONDS
+        failures = ReceiveFailures("dead-letter receive", log)
         while not self._stop.is_set():
             try:
                 delivery = self.receiver.receive(1.0)
-            except Exception:
-                log.exception("dead-letter receive failed")
-                self._stop.wait(2.0)
+            except Exception as exc:  # the broker is down or restarting
+                self._stop.wait(failures.failed(exc))
                 continue
+            failures.worked()
             if delivery is None:
                 continue
             if self.handle_delivery(delivery) == "error":

@@ -86,5 +86,5 @@ def configure_logging(level: str = "INFO", *, file: Path | None = None) -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
-    for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn.access"):
+    for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn.access", "rocketmq-python-client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -9,13 +9,14 @@ Tests call ``run_once()`` directly.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-__all__ = ["LoopRunner", "PassLoop"]
+__all__ = ["LoopRunner", "PassLoop", "ReceiveFailures"]
 
 log = logging.getLogger(__name__)
 # "skipped: maximum number of running instances reached" is the point of max_instances=1.
@@ -76,3 +77,57 @@ def _guarded(name: str, fn: Callable[[], int]) -> Callable[[], None]:
             log.exception("loop %s: pass failed", name)
 
     return run
+
+
+class ReceiveFailures:
+    """How a receive loop lives through a broker outage: quietly and with backoff.
+
+    The first failed receive is one WARNING with the reason (no traceback); while it
+    lasts, one WARNING a minute says it still fails; the first receive that works again
+    is one INFO line. Between failed receives the loop waits ``pause()`` seconds:
+    1 s, doubling up to ``max_pause`` (10 s), so consumption resumes within 10 s of the
+    broker's return without a flood of logs or reconnects meanwhile.
+
+    Args:
+        what: the loop's name in the log lines ("command receive").
+        logger: where to write.
+        max_pause: the longest wait between two failed receives, seconds.
+    """
+
+    def __init__(self, what: str, logger: logging.Logger, *, max_pause: float = 10.0) -> None:
+        self.what = what
+        self.logger = logger
+        self.max_pause = max_pause
+        self.failures = 0
+        self._since = 0.0
+        self._last_report = 0.0
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failed receive; returns the seconds to wait before the next one."""
+        now = time.monotonic()
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        if self.failures == 0:
+            self._since = self._last_report = now
+            self.logger.warning("%s failed: %s; retrying", self.what, reason)
+        elif now - self._last_report >= 60:
+            self._last_report = now
+            self.logger.warning(
+                "%s still failing after %.0f s (%d tries): %s",
+                self.what,
+                now - self._since,
+                self.failures + 1,
+                reason,
+            )
+        self.failures += 1
+        return float(min(self.max_pause, 2 ** (self.failures - 1)))
+
+    def worked(self) -> None:
+        """Record a receive that worked (after failures: one INFO line)."""
+        if self.failures:
+            self.logger.info(
+                "%s works again after %.0f s (%d failed tries)",
+                self.what,
+                time.monotonic() - self._since,
+                self.failures,
+            )
+            self.failures = 0

@@ -95,6 +95,7 @@ def start_series(export_types: Iterable[str]) -> None:
         for outcome in ATTEMPT_OUTCOMES:
             TASKS_COMPLETED.labels(code, outcome)
 
+
 _PROCESS_METRICS: tuple[Counter | Histogram, ...] = (
     TASKS_CREATED,
     TASKS_COMPLETED,

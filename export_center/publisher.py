@@ -4,7 +4,16 @@ One pass claims at most ``batch_size`` due rows (``PENDING`` and ``next_retry_at
 db now``, oldest first), each with its own conditional UPDATE to ``CLAIMED`` and a
 lease, hands each command to the transport and marks it ``SENT``. A failed send puts
 the row back to ``PENDING`` with backoff 5 s, 15 s, 1 min, 5 min, then 15 min forever;
-the row's ``attempt_count`` is its own and never the task's. A row claimed by a
+the row's ``attempt_count`` is its own and never the task's.
+
+An outage of the broker fails every send, so every row backs off. It must not end with
+the backlog waiting for each row's next try (up to 15 minutes): while sends fail, a
+pass with nothing due asks the transport every ``probe_seconds`` whether the broker
+answers (a route lookup; nothing is sent and no row's count grows), and the first
+answer, or the first successful send, makes every backed-off row due at once. A
+process starts in that state, so rows backed off by a previous process are probed too.
+
+A row claimed by a
 publisher that died is released by the reconciler when its lease runs out; a crash
 between send and mark-sent therefore sends the command again, which the consumer's
 claim makes harmless (CASES E28).
@@ -13,6 +22,8 @@ claim makes harmless (CASES E28).
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,6 +63,9 @@ class Publisher:
         owner: this instance's lease owner id.
         batch_size: rows claimed per pass (50).
         lease_seconds: outbox claim lease; far longer than one send.
+        backoff_seconds: the waits after the 1st, 2nd ... failed send of a row.
+        probe_seconds: while sends fail, how often an idle pass asks whether the broker
+            answers again.
     """
 
     def __init__(
@@ -63,6 +77,7 @@ class Publisher:
         batch_size: int = 50,
         lease_seconds: float = 60.0,
         backoff_seconds: Sequence[float] = repository.OUTBOX_BACKOFF_SECONDS,
+        probe_seconds: float = 5.0,
     ) -> None:
         self.engine = engine
         self.transport = transport
@@ -70,9 +85,13 @@ class Publisher:
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
         self.backoff_seconds = tuple(backoff_seconds)
+        self.probe_seconds = probe_seconds
+        self._failing = True  # until a send succeeds: rows may be backed off already
+        self._last_probe = -math.inf
 
     def run_once(self) -> int:
         """Claim, send and mark due rows; return how many were sent."""
+        failing = self._failing
         with self.engine.begin() as conn:
             ids = repository.due_outbox_ids(conn, self.batch_size)
         sent = 0
@@ -83,7 +102,20 @@ class Publisher:
                 continue
             if self._send(row):
                 sent += 1
+        if failing and sent:
+            self._release_backoff()
+        elif failing and not ids and time.monotonic() - self._last_probe >= self.probe_seconds:
+            self._last_probe = time.monotonic()
+            if self.transport.ready():
+                self._failing = False
+                self._release_backoff()
         return sent
+
+    def _release_backoff(self) -> None:
+        with self.engine.begin() as conn:
+            released = repository.release_outbox_backoff(conn)
+        if released:
+            log.info("the broker takes commands again: %d backed-off command(s) due now", released)
 
     def _send(self, row: Mapping[str, Any]) -> bool:
         try:
@@ -98,6 +130,7 @@ class Publisher:
                     f"{type(exc).__name__}: {exc}",
                     self.backoff_seconds,
                 )
+            self._failing = True
             metrics.OUTBOX_SEND_FAILURES.inc()
             log.warning(
                 "outbox send failed",
@@ -109,6 +142,7 @@ class Publisher:
                 },
             )
             return False
+        self._failing = False
         self._mark_sent(row)
         return True
 

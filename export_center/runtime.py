@@ -111,6 +111,7 @@ class Runtime:
             batch_size=settings.publisher.batch_size,
             lease_seconds=settings.publisher.lease_seconds,
             backoff_seconds=settings.publisher.backoff_seconds,
+            probe_seconds=settings.publisher.probe_seconds,
         )
         self.consumer = Consumer(
             self.engine,

@@ -59,6 +59,12 @@ class PublisherSettings(LoopSettings):
         default_factory=lambda: [5.0, 15.0, 60.0, 300.0, 900.0],
         description="Wait after failed send n (the last repeats forever)",
     )
+    probe_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="While sends fail: how often an idle publisher asks whether the broker "
+        "answers again (then every backed-off command is sent at once)",
+    )
 
 
 class ConsumerSettings(LoopSettings):

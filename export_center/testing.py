@@ -54,6 +54,11 @@ class MemoryTransport(memory.MemoryTransport):
             self.sent.append(message)
         return message_id
 
+    def ready(self) -> bool:
+        """False while injected send failures are left (the broker is "down")."""
+        with self._record:
+            return self.fail_sends == 0
+
     def _redeliver(self, delivery: Any) -> None:
         if delivery.delivery_attempt >= self.max_deliveries:
             self.dead_letters.append(delivery)

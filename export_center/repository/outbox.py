@@ -37,6 +37,7 @@ __all__ = [
     "purge_sent_outbox",
     "release_expired_outbox_claims",
     "resend_outbox_row",
+    "release_outbox_backoff",
     "stale_sent_outbox_ids",
     "tasks_missing_outbox",
 ]
@@ -189,6 +190,28 @@ def outbox_send_failed(
         "last_error": error[:1000],
     }
     return conn.execute(update(O).where(_held(row_id, owner)).values(**values)).rowcount == 1
+
+
+def release_outbox_backoff(conn: Connection) -> int:
+    """Make every backed-off command due now (PENDING rows that failed to send and wait
+    for their next try): called when the broker takes messages again after failed
+    sends, so an outage ends with the backlog sent at once instead of at each row's
+    next try (up to 15 minutes later).
+
+    Returns:
+        How many rows became due.
+    """
+    return int(
+        conn.execute(
+            update(O)
+            .where(
+                O.c.status == OutboxStatus.PENDING.value,
+                O.c.attempt_count > 0,
+                O.c.next_retry_at > db_now(),
+            )
+            .values(next_retry_at=db_now(), updated_at=db_now())
+        ).rowcount
+    )
 
 
 def resend_outbox_row(conn: Connection, row_id: int) -> bool:

@@ -65,5 +65,9 @@ class Transport(Protocol):
     def receive(self, timeout_seconds: float) -> Delivery | None:
         """Wait up to ``timeout_seconds`` for one message; None when none arrived."""
 
+    def ready(self) -> bool:
+        """Whether the broker answers now (a cheap call that sends nothing); the
+        publisher asks it while its commands are backed off after failed sends."""
+
     def close(self) -> None:
         """Release connections and threads."""

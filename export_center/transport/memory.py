@@ -108,6 +108,10 @@ class MemoryTransport:
         """Messages waiting to be received."""
         return self._queue.qsize()
 
+    def ready(self) -> bool:
+        """Always: the queue lives in this process."""
+        return True
+
     def close(self) -> None:
         """Refuse further sends."""
         self.closed = True

@@ -233,6 +233,21 @@ class RocketMQTransport:
             except Exception:  # pragma: no cover - best effort
                 log.debug("producer shutdown failed", exc_info=True)
 
+    def ready(self) -> bool:
+        """Whether the proxy answers a route lookup of the command topic (nothing is
+        sent); a failure drops the producer so that the next send starts a new one."""
+        with self._lock:
+            try:
+                if self._producer is None:
+                    self._producer = self._rmq.Producer(self._config, (self.topic,))
+                    self._producer.startup()
+                self._producer._retrieve_topic_route_data(self.topic)
+            except Exception as exc:
+                log.debug("the broker does not answer yet: %s", exc)
+                self._drop_producer()
+                return False
+        return True
+
     def receive(self, timeout_seconds: float) -> _RocketDelivery | None:
         """Long-poll one command (blocks up to the proxy's await time)."""
         if self._receiver is None:

@@ -267,6 +267,40 @@ def test_failed_sends_back_off_forever_and_never_touch_the_task(engine):
     )
 
 
+def test_after_a_broker_outage_the_backed_off_backlog_is_sent_at_once(engine):
+    transport = MemoryTransport()
+    pub = Publisher(engine, transport, owner="p1", probe_seconds=0.0)
+    tasks = [new_task(engine, f"user{i}") for i in range(3)]
+    transport.fail_sends = 1000  # the broker is down
+    assert pub.run_once() == 0
+    rows = [outbox(engine, t["id"])[0] for t in tasks]
+    assert [(r["status"], r["attempt_count"]) for r in rows] == [("PENDING", 1)] * 3
+    # While it is down, idle passes only ask the transport: no row is claimed or counted.
+    for _ in range(5):
+        assert pub.run_once() == 0
+    assert [outbox(engine, t["id"])[0]["attempt_count"] for t in tasks] == [1, 1, 1]
+    assert all(seconds_until(engine, O.c.next_retry_at, r["id"], O) > 3 for r in rows)
+    transport.fail_sends = 0  # the broker is back: the next idle pass sees it
+    assert pub.run_once() == 0  # the probe makes the rows due ...
+    assert pub.run_once() == 3  # ... and the next pass sends them, 5 s early
+    assert {outbox(engine, t["id"])[0]["status"] for t in tasks} == {"SENT"}
+    assert len(transport.sent) == 3
+
+
+def test_a_successful_send_releases_the_rows_that_failed_before_it(engine):
+    transport = MemoryTransport()
+    pub = Publisher(engine, transport, owner="p1", probe_seconds=3600.0)
+    early = new_task(engine, "early")
+    transport.fail_sends = 1
+    assert pub.run_once() == 0  # early's send fails: backed off for 5 s
+    late = new_task(engine, "late")
+    assert pub.run_once() == 1  # late goes through: the broker works again
+    assert outbox(engine, early["id"])[0]["status"] == "PENDING"
+    assert seconds_until(engine, O.c.next_retry_at, outbox(engine, early["id"])[0]["id"], O) <= 0
+    assert pub.run_once() == 1
+    assert [m.key for m in transport.sent] == [late["task_no"], early["task_no"]]
+
+
 def test_two_publishers_send_each_row_once(engine):
     import threading
 

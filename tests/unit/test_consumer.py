@@ -144,3 +144,22 @@ def test_recent_outcomes_stay_bounded(consumer):
     for _ in range(1_200):
         consumer.handle_delivery(CountingDelivery(body(task)))
     assert len(consumer.handled) == 1_000
+
+
+def test_a_broker_outage_is_one_warning_with_backoff_then_one_line_when_it_works(caplog):
+    import logging
+
+    from export_center.loops import ReceiveFailures
+
+    logger = logging.getLogger("tests.receive")
+    failures = ReceiveFailures("command receive", logger)
+    with caplog.at_level(logging.INFO, logger="tests.receive"):
+        pauses = [failures.failed(ConnectionError("connection refused\ndetails")) for _ in range(6)]
+        failures.worked()
+        failures.worked()
+    assert pauses == [1, 2, 4, 8, 10, 10]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "command receive failed: connection refused; retrying"),
+        ("INFO", "command receive works again after 0 s (6 failed tries)"),
+    ]
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback per try
