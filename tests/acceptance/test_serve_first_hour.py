@@ -9,12 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from export_center.embedded import free_port
+from tests.helpers import wait_healthy
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -53,13 +53,7 @@ def test_one_installation_whatever_the_working_directory(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(base)
         # A token made from another directory is accepted: same data directory, same key.
         made = _cli(["token", "--user", "alice", "--tenant", "acme"], second, env)
         assert made.returncode == 0, made.stderr

@@ -16,6 +16,7 @@ from export_center.auth import ADMIN, issue_token
 from export_center.embedded import free_port
 from export_center.runtime import default_registry_path
 from export_center.settings import load_or_create_secret
+from tests.helpers import wait_healthy
 
 
 def _env(tmp_path: Path, registry: Path) -> dict[str, str]:
@@ -59,13 +60,7 @@ def test_reload_keeps_the_old_registry_when_the_new_file_is_bad(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(base)
         secret = load_or_create_secret(tmp_path / "data" / "jwt-secret.txt")
         admin = issue_token(
             secret, user="ops", tenant="t", permissions=[ADMIN, "export:orders:create"]

@@ -18,6 +18,7 @@ import pytest
 from tests.cases_provider import CASES_TOKEN as TOKEN
 from tests.cases_provider import cases_registry
 from tests.helpers import create, download, read_csv, wait_state
+from tests.unit.writer_helpers import FORMULA_LIKE
 
 PERMS = ["export:cases:create", "export:orders:create"]
 
@@ -127,21 +128,7 @@ def test_e04_integers_beyond_15_digits(case_stack, cases, fmt):
         assert (ws["C2"].value, ws["C2"].data_type) == (999999999999999, "n")
 
 
-E06_INPUTS = [
-    "=1+1",
-    "+1+1",
-    "-1+1",
-    "@SUM(1,1)",
-    "\t=1+1",
-    "\r=1+1",
-    "\n=1+1",
-    " =1+1",
-    "\u00a0=1+1",
-    "\uff1d1+1",
-    "=cmd|' /C calc'!A0",
-    "a,=1+1",
-    'x";=1+1',
-]
+E06_INPUTS = FORMULA_LIKE
 
 
 def test_e06_formula_injection_csv(case_stack, cases):

@@ -124,33 +124,26 @@ def test_branch_terminal(engine, status):
     assert snapshot(engine, t["id"]) == before
 
 
-def test_branch_running_with_live_lease(engine):
+@pytest.mark.parametrize(
+    ("lease_seconds", "branch"),
+    [
+        (60, ClaimBranch.RUNNING_LIVE_LEASE),
+        # An expired lease is left to the reconciler, which recovers it with a new version.
+        (-5, ClaimBranch.RUNNING_EXPIRED_LEASE),
+    ],
+)
+def test_branch_running(engine, lease_seconds, branch):
     t = new_task(engine)
     set_task(
         engine,
         t["id"],
         status="RUNNING",
         lease_owner="other/1",
-        lease_until=db_now_plus(60),
+        lease_until=db_now_plus(lease_seconds),
         attempt_count=1,
     )
     before = snapshot(engine, t["id"])
-    assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.RUNNING_LIVE_LEASE
-    assert snapshot(engine, t["id"]) == before
-
-
-def test_branch_running_with_expired_lease_is_left_to_the_reconciler(engine):
-    t = new_task(engine)
-    set_task(
-        engine,
-        t["id"],
-        status="RUNNING",
-        lease_owner="other/1",
-        lease_until=db_now_plus(-5),
-        attempt_count=1,
-    )
-    before = snapshot(engine, t["id"])
-    assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.RUNNING_EXPIRED_LEASE
+    assert consumer_for(engine).handle(command_for(t)) == branch
     assert snapshot(engine, t["id"]) == before
 
 

@@ -188,20 +188,26 @@ def wait_for_drip(behaviour, client, task_id):
         time.sleep(0.05)
 
 
-def test_cancel_interrupts_a_fetch_in_flight_within_10_seconds(flaky_stack, faulty):
-    # One byte every 5 s for 60 s: the read timeout (15 s) never fires.
+def dripping_export(flaky_stack, faulty):
+    """A running export whose second batch drips one byte every 5 s for 60 s."""
     stack = flaky_stack()
     behaviour = faulty.reset(rows=5000, drip_at_batch=2, drip_every=5, drip_for=60)
     client = stack.client(perms=FLAKY)
     task_id = flaky(client).json()["taskId"]
     wait_for_drip(behaviour, client, task_id)
+    return stack, client, task_id
+
+
+def test_cancel_interrupts_a_fetch_in_flight_within_10_seconds(flaky_stack, faulty):
+    # One byte every 5 s for 60 s: the read timeout (15 s) never fires.
+    stack, client, task_id = dripping_export(flaky_stack, faulty)
     asked = time.monotonic()
     assert client.post(f"/api/v1/exports/{task_id}/cancel").json()["state"] == "running"
     detail = wait_state(client, task_id, {"cancelled", "succeeded", "failed"}, timeout=30)
     stopped = time.monotonic()
     assert detail["state"] == "cancelled" and stopped - asked < 10, detail
     assert files(stack) == []
-    assert not [r for r in behaviour.requests if r["at"] > stopped]
+    assert not [r for r in faulty.behaviour.requests if r["at"] > stopped]
 
 
 def test_cancel_interrupts_the_pause_between_tries(flaky_stack, faulty):
@@ -254,11 +260,7 @@ def test_the_deadline_interrupts_a_fetch_in_flight(flaky_stack, faulty):
 
 
 def test_shutdown_hands_back_an_attempt_waiting_for_a_fetch(flaky_stack, faulty):
-    stack = flaky_stack()
-    behaviour = faulty.reset(rows=5000, drip_at_batch=2, drip_every=5, drip_for=60)
-    client = stack.client(perms=FLAKY)
-    task_id = flaky(client).json()["taskId"]
-    wait_for_drip(behaviour, client, task_id)
+    stack, client, task_id = dripping_export(flaky_stack, faulty)
     asked = time.monotonic()
     stack.stop()
     assert time.monotonic() - asked < 10

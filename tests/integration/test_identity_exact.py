@@ -22,6 +22,7 @@ from export_center.models import ExportOutbox, ExportTask, ExportTaskGuard
 from export_center.runtime import upgrade_database
 from tests.conftest import _fresh_mariadb
 from tests.helpers import create, wait_state
+from tests.rows import task_row
 
 T = ExportTask.__table__
 O = ExportOutbox.__table__  # noqa: E741
@@ -89,22 +90,7 @@ def test_every_identity_column_compares_byte_for_byte(db_url):
     task = {column: value for (table, column), value in values.items() if table == T.name}
     with engine.begin() as conn:
         task_id = conn.execute(
-            insert(T).values(
-                format="CSV",
-                task_name="x",
-                parameters_json="{}",
-                status="RUNNING",
-                phase="fetch",
-                processed_rows=0,
-                dispatch_version=1,
-                attempt_count=1,
-                max_attempts=3,
-                next_retry_at=db_now(),
-                cancel_requested=False,
-                requested_at=db_now(),
-                updated_at=db_now(),
-                **task,
-            )
+            insert(T).values(**task_row(status="RUNNING", phase="fetch", attempt_count=1, **task))
         ).inserted_primary_key[0]
         conn.execute(
             insert(O).values(

@@ -10,9 +10,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, insert, inspect, select, text
 
-from export_center.db import db_now, make_engine
+from export_center.db import make_engine
 from export_center.models import Base, ExportTask, ExportTaskGuard
 from export_center.runtime import alembic_config, upgrade_database
+from tests.rows import task_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,30 +30,7 @@ def test_upgrade_downgrade_with_data(db_url):
     upgrade_database(engine)
     with engine.begin() as conn:
         assert conn.execute(select(ExportTaskGuard.__table__.c.id)).scalar_one() == "GLOBAL_CREATE"
-        conn.execute(
-            insert(ExportTask.__table__).values(
-                task_no="exp_01J8Z4K2000000000000000000",
-                export_type="ORDERS",
-                format="CSV",
-                task_name="x",
-                parameters_json="{}",
-                parameters_hash="0" * 64,
-                tenant_id="t",
-                app_code="PLATFORM",
-                requested_by="u",
-                status="PENDING",
-                phase="queued",
-                processed_rows=0,
-                dispatch_version=1,
-                attempt_count=0,
-                max_attempts=3,
-                next_retry_at=db_now(),
-                cancel_requested=False,
-                trace_id="t" * 32,
-                requested_at=db_now(),
-                updated_at=db_now(),
-            )
-        )
+        conn.execute(insert(ExportTask.__table__).values(**task_row()))
     upgrade_database(engine)  # idempotent: the row survives a second upgrade
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(ExportTask.__table__)).scalar() == 1
@@ -146,27 +124,13 @@ def test_existing_idempotency_keys_are_kept_by_the_key_table(db_url):
         for n, key in enumerate(("key-1", None, "Key-1")):
             conn.execute(
                 insert(ExportTask.__table__).values(
-                    task_no=f"exp_01J8Z4K200000000000000000{n}",
-                    export_type="ORDERS",
-                    format="CSV",
-                    task_name="x",
-                    parameters_json="{}",
-                    parameters_hash="0" * 64,
-                    request_id=key,
-                    tenant_id="t",
-                    app_code="PLATFORM",
-                    requested_by="u",
-                    status="SUCCEEDED",
-                    phase="store",
-                    processed_rows=0,
-                    dispatch_version=1,
-                    attempt_count=1,
-                    max_attempts=3,
-                    next_retry_at=db_now(),
-                    cancel_requested=False,
-                    trace_id="t" * 32,
-                    requested_at=db_now(),
-                    updated_at=db_now(),
+                    **task_row(
+                        task_no=f"exp_01J8Z4K200000000000000000{n}",
+                        request_id=key,
+                        status="SUCCEEDED",
+                        phase="store",
+                        attempt_count=1,
+                    )
                 )
             )
     upgrade_database(engine)

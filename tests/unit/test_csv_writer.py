@@ -16,7 +16,7 @@ from export_center.errors import FileTooLarge
 from export_center.values import coerce
 from export_center.writers import CsvWriter, ExportWriter, WriterStats, open_writer
 from export_center.writers.csv import needs_formula_guard
-from tests.unit.writer_helpers import cols, write_file
+from tests.unit.writer_helpers import FORMULA_LIKE, cols, write_file
 
 BOM = b"\xef\xbb\xbf"
 
@@ -93,21 +93,7 @@ def test_e04_big_integers_are_exact_bytes() -> None:
     assert b"E+" not in data and b"e+" not in data and b"420" not in data
 
 
-E06_REMARKS = [
-    "=1+1",
-    "+1+1",
-    "-1+1",
-    "@SUM(1,1)",
-    "\t=1+1",
-    "\r=1+1",
-    "\n=1+1",
-    " =1+1",
-    "\u00a0=1+1",
-    "\uff1d1+1",
-    "=cmd|' /C calc'!A0",
-    "a,=1+1",
-    'x";=1+1',
-]
+E06_REMARKS = FORMULA_LIKE
 DANGEROUS_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 

@@ -80,6 +80,23 @@ def claim(engine: Engine, task_id: int, version: int = 1, owner: str = "w/1") ->
     )
 
 
+def transient_failure(conn, task, version: int, owner: str):
+    """A failure that asks for a retry (which the task gets while it has attempts left)."""
+    return repository.record_failure(
+        conn,
+        task,
+        version,
+        owner,
+        code="X",
+        message="m",
+        retry=True,
+        backoff_seconds=[0],
+        jitter=0,
+        topic=TOPIC,
+        tag=TAG,
+    )
+
+
 def test_a_full_life_moves_along_allowed_edges_only(engine):
     ok = new_task(engine)
     assert claim(engine, ok)
@@ -108,42 +125,10 @@ def test_a_full_life_moves_along_allowed_edges_only(engine):
 
     flaky = new_task(engine, max_attempts=2)
     assert claim(engine, flaky)
-    outcome = step(
-        engine,
-        flaky,
-        lambda c: repository.record_failure(
-            c,
-            flaky,
-            1,
-            "w/1",
-            code="X",
-            message="m",
-            retry=True,
-            backoff_seconds=[0],
-            jitter=0,
-            topic=TOPIC,
-            tag=TAG,
-        ),
-    )
+    outcome = step(engine, flaky, lambda c: transient_failure(c, flaky, 1, "w/1"))
     assert outcome == repository.AttemptEnd.RETRY and status(engine, flaky) == TaskStatus.PENDING
     assert claim(engine, flaky, version=2, owner="w/2")
-    outcome = step(
-        engine,
-        flaky,
-        lambda c: repository.record_failure(
-            c,
-            flaky,
-            2,
-            "w/2",
-            code="X",
-            message="m",
-            retry=True,
-            backoff_seconds=[0],
-            jitter=0,
-            topic=TOPIC,
-            tag=TAG,
-        ),
-    )
+    outcome = step(engine, flaky, lambda c: transient_failure(c, flaky, 2, "w/2"))
     assert outcome == repository.AttemptEnd.FAILED and status(engine, flaky) == TaskStatus.FAILED
     assert step(engine, flaky, lambda c: repository.manual_retry(c, flaky, topic=TOPIC, tag=TAG))
     assert status(engine, flaky) == TaskStatus.PENDING

@@ -48,3 +48,23 @@ def write_columns_file(
         writer.write_columns(batch)
     stats = writer.close()
     return out.getvalue(), stats
+
+
+#: Cells that spreadsheet programs would run as formulas (CASES E06): the first eleven
+#: start with a formula character (after blanks or line breaks), the last two hide one
+#: behind a delimiter or a quote.
+FORMULA_LIKE = [
+    "=1+1",
+    "+1+1",
+    "-1+1",
+    "@SUM(1,1)",
+    "\t=1+1",
+    "\r=1+1",
+    "\n=1+1",
+    " =1+1",
+    "\u00a0=1+1",
+    "\uff1d1+1",
+    "=cmd|' /C calc'!A0",
+    "a,=1+1",
+    'x";=1+1',
+]
