@@ -167,7 +167,7 @@ def run_export(
 ) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure."""
     from export_center.auth import issue_token
-    from export_center.embedded import ServerThread, build_app, free_port
+    from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
     from export_center.logs import configure_logging
 
     settings = _settings(data_dir, scale, database_url)
@@ -197,19 +197,7 @@ def run_export(
             threads = _ThreadCpu()
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
-            answer = client.post(
-                "/api/v1/exports",
-                json={
-                    "exportType": "ORDERS",
-                    "format": fmt,
-                    "taskName": "bench orders",
-                    "parameters": {},
-                    "requestId": f"bench-{fmt}-{os.getpid()}-{time.time_ns()}",
-                },
-            )
-            if answer.status_code >= 300:
-                raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
-            task_id = answer.json()["taskId"]
+            task_id = request_orders_export(client, fmt, name="bench orders", key_prefix="bench")
             while True:
                 detail = client.get(f"/api/v1/exports/{task_id}").json()
                 threads.sample()

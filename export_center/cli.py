@@ -393,20 +393,10 @@ def _peak_rss_mb() -> float:
 
 
 def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> dict[str, Any]:
+    from export_center.embedded import request_orders_export
+
     started = time.perf_counter()
-    answer = client.post(
-        "/api/v1/exports",
-        json={
-            "exportType": "ORDERS",
-            "format": fmt,
-            "taskName": "orders",
-            "parameters": {},
-            "requestId": f"demo-{fmt}-{os.getpid()}-{time.time_ns()}",
-        },
-    )
-    if answer.status_code >= 300:
-        raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
-    task_id = answer.json()["taskId"]
+    task_id = request_orders_export(client, fmt, name="orders", key_prefix="demo")
     bar = progress.add_task(f"{fmt.upper():4} {task_id}", total=None)
     while True:
         detail = client.get(f"/api/v1/exports/{task_id}").json()

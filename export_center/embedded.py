@@ -8,6 +8,7 @@ run, one code path").
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -22,7 +23,7 @@ from export_center.db import make_engine
 from export_center.runtime import Runtime
 from export_center.settings import Settings, load_or_create_secret
 
-__all__ = ["ServerThread", "build_app", "free_port", "mount_samples"]
+__all__ = ["request_orders_export", "ServerThread", "build_app", "free_port", "mount_samples"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -139,3 +140,25 @@ class ServerThread:
             runtime.consumer.stop(timeout=20)
         self.server.should_exit = True
         self.thread.join(60)
+
+
+def request_orders_export(client: httpx.Client, fmt: str, *, name: str, key_prefix: str) -> str:
+    """Ask the served export center for all ORDERS as ``fmt`` (``csv`` or ``xlsx``), with
+    a fresh idempotency key; returns the task id (what ``demo`` and the bench do).
+
+    Raises:
+        RuntimeError: the API did not accept the export (its status and body).
+    """
+    answer = client.post(
+        "/api/v1/exports",
+        json={
+            "exportType": "ORDERS",
+            "format": fmt,
+            "taskName": name,
+            "parameters": {},
+            "requestId": f"{key_prefix}-{fmt}-{os.getpid()}-{time.time_ns()}",
+        },
+    )
+    if answer.status_code >= 300:
+        raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
+    return str(answer.json()["taskId"])

@@ -76,12 +76,7 @@ _TEXT_KEYS = (
 )
 _PARAMETER_KEYS = {"name", "type", "required", "values", "max_length", "title", "title_zh"}
 _KNOWN_KEYS = {
-    "title",
-    "title_zh",
-    "provider_url",
-    "provider_path",
-    "required_permission",
-    "app_scope",
+    *_TEXT_KEYS,
     "enabled",
     "max_rows",
     "batch_size",

@@ -71,10 +71,7 @@ class MemoryTransport:
 
     def receive(self, timeout_seconds: float) -> _MemoryDelivery | None:
         """Wait up to ``timeout_seconds`` for the next message."""
-        try:
-            return self._queue.get(timeout=timeout_seconds)
-        except queue.Empty:
-            return None
+        return _next(self._queue, timeout_seconds)
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         if delivery.delivery_attempt >= self.max_deliveries:
@@ -124,10 +121,7 @@ class _DeadLetters:
         self._dead = dead
 
     def receive(self, timeout_seconds: float) -> _MemoryDelivery | None:
-        try:
-            return self._dead.get(timeout=timeout_seconds)
-        except queue.Empty:
-            return None
+        return _next(self._dead, timeout_seconds)
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         self._dead.put(
@@ -142,4 +136,12 @@ class _DeadLetters:
         )
 
     def close(self) -> None:
+        return None
+
+
+def _next(source: queue.Queue[_MemoryDelivery], timeout_seconds: float) -> _MemoryDelivery | None:
+    """The next delivery of ``source``, or None after ``timeout_seconds``."""
+    try:
+        return source.get(timeout=timeout_seconds)
+    except queue.Empty:
         return None

@@ -18,7 +18,7 @@ from export_center.api.deps import (
     strict_query,
 )
 from export_center.api.present import task_public
-from export_center.api.routes.exports import CREATE_ERRORS, CREATE_REPLAYED, TASK_ERRORS, accepted
+from export_center.api.routes.exports import CREATE_ROUTE, TASK_ERRORS, accepted
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, LegacyOrderExport
 from export_center.errors import RequestError
 
@@ -29,12 +29,7 @@ router = APIRouter(
 )
 
 
-@router.post(
-    "",
-    status_code=202,
-    response_model=ExportAccepted,
-    responses={**CREATE_REPLAYED, **CREATE_ERRORS},
-)
+@router.post("", **CREATE_ROUTE)
 def legacy_order_export(
     body: LegacyOrderExport,
     user: CurrentUser,
