@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from export_center.transport.base import OutgoingMessage, TransportError
 
@@ -36,6 +36,14 @@ class _MemoryDelivery:
         if not self.settled:
             self.settled = True
             self.transport._redeliver(self)
+
+    def again(
+        self, transport: MemoryTransport | _DeadLetters, attempt: int | None = None
+    ) -> _MemoryDelivery:
+        """The same message delivered once more by ``transport`` (attempt + 1 unless
+        ``attempt`` says otherwise), unsettled."""
+        next_attempt = self.delivery_attempt + 1 if attempt is None else attempt
+        return replace(self, delivery_attempt=next_attempt, transport=transport, settled=False)
 
 
 class MemoryTransport:
@@ -75,27 +83,9 @@ class MemoryTransport:
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
         if delivery.delivery_attempt >= self.max_deliveries:
-            self._dead.put(
-                _MemoryDelivery(
-                    delivery.message_id,
-                    delivery.body,
-                    delivery.properties,
-                    1,
-                    self._dead_owner,
-                    delivery.message,
-                )
-            )
+            self._dead.put(delivery.again(self._dead_owner, attempt=1))
             return
-        self._queue.put(
-            _MemoryDelivery(
-                delivery.message_id,
-                delivery.body,
-                delivery.properties,
-                delivery.delivery_attempt + 1,
-                self,
-                delivery.message,
-            )
-        )
+        self._queue.put(delivery.again(self))
 
     def dead_letter_receiver(self) -> _DeadLetters:
         """The in-process dead-letter queue, read by the DLQ handler."""
@@ -124,16 +114,7 @@ class _DeadLetters:
         return _next(self._dead, timeout_seconds)
 
     def _redeliver(self, delivery: _MemoryDelivery) -> None:
-        self._dead.put(
-            _MemoryDelivery(
-                delivery.message_id,
-                delivery.body,
-                delivery.properties,
-                delivery.delivery_attempt + 1,
-                self,
-                delivery.message,
-            )
-        )
+        self._dead.put(delivery.again(self))
 
     def close(self) -> None:
         return None
