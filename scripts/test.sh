@@ -54,14 +54,20 @@ else
     echo "$stamp" >"$stamp_file"
 fi
 
+# apt_install PACKAGE...: Debian packages, as root or with sudo, updating the package
+# lists only when the first try fails.
+apt_install() {
+    local sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get install -y -qq "$@" >/dev/null 2>&1 \
+        || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "$@" >/dev/null; }
+}
+
 # libfaketime runs a worker whose clock is 5 minutes ahead (tests/integration/test_crash_recovery.py).
 if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
     step "Installing faketime from Debian's packages"
-    sudo_cmd=""
-    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo_cmd apt-get install -y -qq faketime >/dev/null 2>&1 \
-        || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq faketime >/dev/null; }
+    apt_install faketime
 fi
 
 # Debian's prometheus package provides promtool (alert-rule tests) and the prometheus
@@ -69,23 +75,14 @@ fi
 # without it. --no-install-recommends: the node exporter is not needed.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     step "Installing prometheus (promtool) from Debian's packages"
-    sudo_cmd=""
-    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo_cmd apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
-        || { $sudo_cmd apt-get update -qq \
-            && $sudo_cmd apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+    apt_install --no-install-recommends prometheus
 fi
 
 # Debian's Chromium runs the browser tests of the download center (tests/browser); with
 # CI set they fail without it. Playwright's own browser download is not used.
 if ! command -v chromium >/dev/null 2>&1; then
     step "Installing chromium from Debian's packages"
-    sudo_cmd=""
-    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo_cmd apt-get install -y -qq chromium >/dev/null 2>&1 \
-        || { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq chromium >/dev/null; }
+    apt_install chromium
 fi
 
 step "Static checks: ruff check, ruff format --check, mypy --strict"

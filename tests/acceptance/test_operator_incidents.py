@@ -31,9 +31,9 @@ from export_center.models import ExportOutbox
 from tests.fault_provider import FLAKY, flaky
 from tests.helpers import Stack, create, wait_state
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
-from tests.integration.test_rocketmq_transport import mq_settings
+from tests.integration.test_rocketmq_transport import _broker, mq_settings
 from tests.integration.test_runbook import sections
-from tests.operator_seed import ROOT, cli_env, run_cli
+from tests.operator_seed import cli_env, run_cli
 from tests.prometheus import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.mariadb, pytest.mark.timeout(900)]
@@ -237,15 +237,3 @@ def test_a_provider_answering_503_until_fixed_then_retried(flaky_stack, faulty, 
             assert wait_state(client, task_id, timeout=120)["state"] == "succeeded"
             audit = operator.json(f"export-center tasks show {task_id}")["audit"]
             assert [a["action"] for a in audit] == ["manual_retry"]
-
-
-def _broker(action: str) -> None:
-    """Stop or start the test broker (NameServer and proxy) with scripts/rocketmq.sh."""
-    result = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "rocketmq.sh"), action],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, (action, result.stdout, result.stderr)
