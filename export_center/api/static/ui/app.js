@@ -352,8 +352,8 @@ function renderChrome() {
   $('pager').setAttribute('aria-label', t('pagesLabel'));
   if (!me) return;
   $('who').replaceChildren(
-    h('span', { class: 'who-name' }, me.user),
-    h('span', { class: 'sub' }, `${me.tenant} · ${t(`app.${me.app}`)}`),
+    h('span', { class: 'who-name', title: me.user }, me.user),
+    h('span', { class: 'sub', title: me.tenant }, `${me.tenant} · ${t(`app.${me.app}`)}`),
     ...(me.seesAllOwners ? [h('span', { class: 'tag tag-admin', title: t('whoAdminHint') }, t('whoAdmin'))] : []),
   );
   $('who').hidden = false;
