@@ -163,11 +163,12 @@ def _seconds(clock: str) -> int:
     return hours * 3600 + int(match.group(2)) * 60 + int(match.group(3))
 
 
-def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui):
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui, locale):
     stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
     alice = stack.client("alice")
     task_id = create(alice, "csv", taskName="Cancelled twice").json()["taskId"]
-    view = ui(stack).open().sign_in()
+    view = ui(stack, locale=locale).open().sign_in()
     view.allow(409)
     page = view.page
     row = view.row("Cancelled twice")
@@ -177,8 +178,15 @@ def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui):
         route.continue_()
 
     page.route("**/cancel", cancelled_elsewhere_first)
-    row.get_by_role("button", name="Cancel Cancelled twice").click()
+    label = {"en-US": "Cancel Cancelled twice", "zh-CN": "取消「Cancelled twice」"}[locale]
+    row.get_by_role("button", name=label).click()
     toast = page.locator(".toast-error")
-    expect(toast).to_have_text("This export has already ended, so it cannot be cancelled.")
-    expect(row.locator(".badge")).to_have_text("Cancelled")
+    # The page's sentence only: not the server's "the export has already been cancelled".
+    expect(toast).to_have_text(
+        {
+            "en-US": "This export has already ended, so it cannot be cancelled.",
+            "zh-CN": "该导出已结束，无法取消。",
+        }[locale]
+    )
+    expect(row.locator(".badge")).to_have_text({"en-US": "Cancelled", "zh-CN": "已取消"}[locale])
     expect(row.locator("[data-action=cancel]")).to_have_count(0)
