@@ -328,7 +328,7 @@ async function showView(name, { focus = true, listing } = {}) {
   stopPolling();
   if (!ops) {
     const module = await import('./ops.js');
-    ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: () => setOffline(() => ops.refresh()), setOnline });
+    ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: () => setOffline(() => ops.refresh()), setOnline, typeTitle });
   }
   if (app.view === 'ops') ops.start(focus);
 }

@@ -46,7 +46,8 @@ i18n.extend({
   'ops.reasonShort': 'Write why you retry it (at least 3 characters).',
   'ops.retrySubmit': 'Retry export',
   'ops.retried': 'Export {task} is queued again.',
-  'ops.count': '{n} failed',
+  'ops.count': '{type}: {n} failed',
+  'ops.what': '{action}: {outcome}',
   'actor.system': 'System ({name})',
   'actor.operator': '{name} (command line)',
   'action.dead_letter': 'Dead letter',
@@ -98,7 +99,8 @@ i18n.extend({
   'ops.reasonShort': '请填写重试原因（至少 3 个字）。',
   'ops.retrySubmit': '重试导出',
   'ops.retried': '导出任务 {task} 已重新排队。',
-  'ops.count': '失败 {n} 个',
+  'ops.count': '{type}：失败 {n} 个',
+  'ops.what': '{action}：{outcome}',
   'actor.system': '系统（{name}）',
   'actor.operator': '{name}（命令行）',
   'action.dead_letter': '死信处理',
@@ -148,7 +150,7 @@ function table(columns, rows) {
 }
 
 export class OpsView {
-  /** @param {object} ctx `{notify, notifyError, unauthorized, onUnreachable, setOnline}` */
+  /** @param {object} ctx `{notify, notifyError, unauthorized, onUnreachable, setOnline, typeTitle}` */
   constructor(ctx) {
     this.ctx = ctx;
     this.root = $('ops');
@@ -235,7 +237,10 @@ export class OpsView {
       if (seq !== this.seq) return;
       if (error instanceof api.ApiError && error.status === 401) return this.ctx.unauthorized(error);
       if (error instanceof api.Unreachable) this.ctx.onUnreachable();
-      else this.ctx.notifyError(error);
+      else {
+        this.ctx.notifyError(error);
+        if (error instanceof api.ApiError && error.status < 500) return; // asking again would not help
+      }
     }
     this.schedule();
   }
@@ -268,12 +273,12 @@ export class OpsView {
     $('ops-failures').replaceChildren(
       ...(byType.length
         ? [
-          h('ul', { class: 'by-type', 'aria-label': t('ops.byType') }, byType.map(([type, n]) => h('li', { dataset: { type } }, h('strong', {}, type), ' ', t('ops.count', { n: i18n.number(n) })))),
+          h('ul', { class: 'by-type', 'aria-label': t('ops.byType') }, byType.map(([type, n]) => h('li', { dataset: { type } }, t('ops.count', { type: this.ctx.typeTitle(type), n: i18n.number(n) })))),
           table(['task', 'type', 'owner', 'when', 'failure', 'actions'], data.failed.map((task) => h(
             'tr',
             { dataset: { taskId: task.taskId } },
             h('td', { class: 'mono' }, task.taskId),
-            h('td', {}, task.exportType),
+            h('td', {}, this.ctx.typeTitle(task.exportType)),
             h('td', {}, task.owner),
             h('td', {}, when(task.finishedAt)),
             h('td', {}, h('span', {}, failText(task.errorCode)), h('span', { class: 'detail mono', lang: 'en' }, task.error || '')),
@@ -289,7 +294,7 @@ export class OpsView {
           {},
           h('td', {}, when(a.at)),
           h('td', { title: a.actor }, actor(a.actor)),
-          h('td', {}, `${maybe(`action.${a.action}`, a.action)}: ${maybe(`outcome.${a.outcome}`, a.outcome)}`),
+          h('td', {}, t('ops.what', { action: maybe(`action.${a.action}`, a.action), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
           h('td', { class: 'mono' }, a.taskId || ''),
           h('td', { class: 'reason' }, a.reason || ''),
         )))
