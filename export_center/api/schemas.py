@@ -207,6 +207,12 @@ class ParameterPublic(BaseModel):
     type: Literal["date", "string", "integer", "enum", "boolean"]
     required: bool
     values: list[str] | None = Field(default=None, description="The choices of an enum")
+    valueTitles: dict[str, str] | None = Field(
+        default=None, description="What people read for an enum's values, in English"
+    )
+    valueTitlesZh: dict[str, str] | None = Field(
+        default=None, description="What people read for an enum's values, in Chinese"
+    )
     title: str = Field(description="Label in English")
     titleZh: str = Field(description="Label in Chinese")
 

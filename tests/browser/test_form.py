@@ -217,3 +217,29 @@ def test_an_unnamed_export_gets_the_name_its_placeholder_shows(stack, ui):
     expect(page.locator("#c-name")).to_have_value("")
     page.fill("#c-param-to", "1995-10-15")
     expect(name).to_have_attribute("placeholder", "Orders 1995-10-01 – 1995-10-15")
+
+
+def test_enum_values_read_as_words_in_the_form_and_the_list(stack, ui):
+    view = ui(stack, locale="zh-CN").open().sign_in()
+    page = view.page
+    view.new_export(name="已完成的订单", params={"from": "1995-09-01", "to": "1995-09-30"})
+    options = page.locator("#c-param-status option").all_inner_texts()
+    assert options == ["不限", "未完成", "已完成", "部分完成"]
+    page.select_option("#c-param-status", label="已完成")
+    page.select_option("#c-param-priority", label="紧急")
+    page.click("#create-submit")
+    row = view.row("已完成的订单")
+    expect(row.locator(".params")).to_have_text(
+        "1995-09-01 – 1995-09-30 · 订单状态：已完成 · 优先级：紧急"
+    )
+    [task] = stack.client("alice").get("/api/v1/exports").json()["items"]
+    assert task["parameters"] == {
+        "from": "1995-09-01",
+        "to": "1995-09-30",
+        "status": "F",
+        "priority": "1-URGENT",
+    }  # the codes travel; the words are for people
+    page.click("#lang-switch")
+    expect(row.locator(".params")).to_have_text(
+        "1995-09-01 – 1995-09-30 · Order status: Fulfilled · Priority: Urgent"
+    )

@@ -40,10 +40,18 @@ def test_export_types_carry_what_a_form_needs(stack):
         "type": "date",
         "required": False,
         "values": None,
+        "valueTitles": None,
+        "valueTitlesZh": None,
         "title": "Order date from",
         "titleZh": "下单日期起",
     }
     assert fields["status"]["values"] == ["O", "F", "P"]
+    assert fields["status"]["valueTitles"] == {
+        "F": "Fulfilled",
+        "O": "Open",
+        "P": "Partly fulfilled",
+    }
+    assert fields["status"]["valueTitlesZh"] == {"F": "已完成", "O": "未完成", "P": "部分完成"}
     assert types["CUSTOMERS"]["titleZh"] == "客户"
     only_orders = stack.client("bob").get("/api/v1/export-types").json()
     assert [t["exportType"] for t in only_orders] == ["ORDERS"]

@@ -178,7 +178,7 @@ export class CreateForm {
     let control;
     if (p.type === 'date') control = h('input', { ...common, type: 'date' });
     else if (p.type === 'enum' || p.type === 'boolean') {
-      const values = p.type === 'enum' ? p.values.map((v) => [v, v]) : [['true', t('yes')], ['false', t('no')]];
+      const values = p.type === 'enum' ? p.values.map((v) => [v, i18n.valueTitle(p, v)]) : [['true', t('yes')], ['false', t('no')]];
       control = h('select', common, p.required ? null : h('option', { value: '' }, t('anyValue')), values.map(([v, text]) => h('option', { value: v }, text)));
     } else if (p.type === 'integer') control = h('input', { ...common, type: 'number', step: '1', inputmode: 'numeric' });
     else control = h('input', { ...common, maxlength: '256' });

@@ -516,6 +516,12 @@ export function has(key) {
   return key in EN;
 }
 
+/** What people read for an enum value of parameter `p` (the registry's value titles). */
+export function valueTitle(p, value) {
+  const titles = locale === 'zh-CN' ? p?.valueTitlesZh : p?.valueTitles;
+  return titles?.[value] ?? String(value);
+}
+
 /** Add texts (a view loaded later brings its own). */
 export function extend(en, zh) {
   Object.assign(EN, en);

@@ -81,10 +81,13 @@ function summary(task, ctx) {
     else if (b) parts.push(t('rangeTo', { d: b }));
     for (const name of range) delete params[name];
   }
-  for (const [name, value] of Object.entries(params)) {
+  // In the order the type declares its fields (the API sorts the keys).
+  const order = (spec?.parameters || []).map((x) => x.name);
+  const rank = (name) => (order.includes(name) ? order.indexOf(name) : order.length);
+  for (const [name, value] of Object.entries(params).sort(([a], [b]) => rank(a) - rank(b))) {
     const p = spec?.parameters.find((x) => x.name === name);
     const label = p ? (i18n.locale === 'zh-CN' ? p.titleZh : p.title) : name;
-    const shown = typeof value === 'boolean' ? t(value ? 'yes' : 'no') : String(value);
+    const shown = typeof value === 'boolean' ? t(value ? 'yes' : 'no') : i18n.valueTitle(p, value);
     parts.push(`${label}${i18n.locale === 'zh-CN' ? '：' : ': '}${shown}`);
   }
   if (!parts.length) parts.push(t('allData'));
