@@ -236,3 +236,32 @@ def test_filters_dates_and_links_after_a_reload(make_stack, ui):
     # One date on the link: the file's; the link itself is renewed with every refresh.
     link = row.locator("a[data-action=download]")
     assert link.get_attribute("title") is None
+
+
+def test_an_export_that_found_no_rows_says_so(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True})
+    alice = stack.client("alice")
+    empty = create(alice, "csv", taskName="Orders of 2031", parameters={"from": "2031-01-01"})
+    assert wait_state(alice, empty.json()["taskId"])["processed"] == 0
+    view = ui(stack).open().sign_in()
+    row = view.row("Orders of 2031")
+    expect(row.locator(".badge")).to_have_text("Completed")
+    expect(row.locator(".note")).to_have_text(
+        "No data matched these filters, so the file holds only the column headings."
+    )
+
+
+def test_cancelling_a_queued_export_keeps_the_focus_on_its_row(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    create(stack.client("alice"), "csv", taskName="Not needed after all")
+    view = ui(stack).open().sign_in()
+    page = view.page
+    row = view.row("Not needed after all")
+    cancel = row.get_by_role("button", name="Cancel Not needed after all")
+    cancel.focus()
+    page.keyboard.press("Enter")  # a queued export is cancelled at once, without a question
+    expect(row.locator(".badge")).to_have_text("Cancelled")
+    expect(page.locator("#confirm")).to_be_hidden()
+    expect(row.locator("td.c-state")).to_be_focused()  # where the button was, not <body>
+    page.keyboard.press("Tab")
+    expect(row.get_by_role("button", name="Export Not needed after all again")).to_be_focused()
