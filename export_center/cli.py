@@ -95,9 +95,10 @@ def _registry_path(settings: Settings) -> Path:
     return Path(settings.export_types_file or default_registry_path())
 
 
-def _announce(settings: Settings, *, what: str = "") -> None:
+def _announce(settings: Settings, *, what: str = "", also: dict[str, str] | None = None) -> None:
     """Say on stderr where this command's state lives: a command started from another
-    directory or with other settings must never silently become another installation."""
+    directory or with other settings must never silently become another installation.
+    ``also`` adds lines after those (``serve``: the download center's address)."""
     from sqlalchemy.engine import make_url
 
     database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
@@ -111,6 +112,7 @@ def _announce(settings: Settings, *, what: str = "") -> None:
         "database": database,
         "registry": str(_registry_path(settings).resolve()),
         "files": str(settings.files_dir.resolve()),
+        **(also or {}),
     }
     lines = "\n".join(f"  {name:15} {value}" for name, value in where.items())
     typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
@@ -295,9 +297,13 @@ def serve(
     from export_center.registry import RegistryError
 
     settings = _settings()
-    _announce(settings, what="serve")
     host = host or settings.api.host
     port = port or settings.api.port
+    self_url = (
+        settings.api.public_base_url
+        or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    )
+    _announce(settings, what="serve", also={"download center": f"{self_url.rstrip('/')}/ui/"})
     _check_startup(settings)
     _check_port_free(host, port)
     try:  # fail before binding, with one line naming the key and the rule
@@ -306,10 +312,6 @@ def serve(
         typer.echo(f"cannot start: invalid export-type registry: {exc}", err=True)
         raise typer.Exit(2) from None
     configure_logging()
-    self_url = (
-        settings.api.public_base_url
-        or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    )
     app = build_app(settings, self_url=self_url)
     # log_config=None: uvicorn's lines go through the same JSON handler as ours.
     server = GracefulServer(

@@ -30,6 +30,7 @@
     └── WorkerStopping              graceful shutdown: hand the attempt back, no retry used
 
 Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
+:data:`RETRY_CANNOT_HELP` names the codes a retry of the same export meets again.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "LeaseLost",
     "NotFound",
     "PermanentExportError",
+    "RETRY_CANNOT_HELP",
     "ProviderContractError",
     "ProviderRejected",
     "ProviderTooSlow",
@@ -212,6 +214,15 @@ class FileTooLarge(PermanentExportError):
     """The file grew past the size cap while being written."""
 
     code = "FILE_TOO_LARGE"
+
+
+#: Failure codes that a retry of the same export meets again: the same rows hit the same
+#: row or size cap, and a type or format that is gone stays gone. The API marks such a
+#: failed task ``retryable: false``, so the page offers "export again" (with narrower
+#: filters) instead of a retry. An operator may still retry after raising the cap.
+RETRY_CANNOT_HELP = frozenset(
+    {"ROW_LIMIT_EXCEEDED", "FILE_TOO_LARGE", "UNKNOWN_EXPORT_TYPE", "UNKNOWN_FORMAT"}
+)
 
 
 class TransientExportError(ExportFailure):

@@ -23,7 +23,7 @@ from export_center.errors import Conflict, NotFound, ValidationFailed
 from export_center.registry import Registry
 from export_center.repository import AuditEntry, OutboxEntry, QueueFigures, Task
 from export_center.settings import Settings
-from export_center.states import OutboxStatus, TaskStatus, api_state
+from export_center.states import OutboxStatus, TaskStatus, api_state, state_phrase
 
 __all__ = [
     "DeadLetter",
@@ -158,7 +158,7 @@ def retry_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | Non
         raise Conflict(f"{task.export_type} exports are disabled", code="EXPORT_TYPE_DISABLED")
     if task.status != TaskStatus.FAILED:
         raise Conflict(
-            f"only failed exports can be retried; this one is {api_state(task.status)}",
+            f"only failed exports can be retried; this one {state_phrase(task.status)}",
             code="NOT_RETRYABLE",
         )
     with ctx.engine.begin() as conn:
@@ -199,8 +199,10 @@ def cancel_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | No
                 reason=reason,
             )
     if outcome is None:
+        now = (fresh or task).status  # the state that refused, not the one read before
         raise Conflict(
-            f"the export is {api_state(task.status)} and cannot be cancelled",
+            f"the export {state_phrase(now)}"
+            + ("" if now == TaskStatus.CANCELLED else " and cannot be cancelled"),
             code="NOT_CANCELLABLE",
         )
     assert fresh is not None

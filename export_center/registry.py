@@ -20,7 +20,12 @@ An entry::
       parameters:                   # what a create request may carry
         - {name: from, type: date}
         - {name: to, type: date}
-        - {name: status, type: enum, values: [O, F, P]}
+        - name: status
+          type: enum
+          values: [O, F, P]
+          title: Order status       # the label of the form field (title_zh: in Chinese)
+          value_titles: {O: Open, F: Fulfilled, P: Partly fulfilled}   # optional
+          value_titles_zh: {O: 未完成, F: 已完成, P: 部分完成}
       date_range: [from, to]        # from <= to, both inclusive
 
 YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` /
@@ -74,7 +79,17 @@ _TEXT_KEYS = (
     "required_permission",
     "app_scope",
 )
-_PARAMETER_KEYS = {"name", "type", "required", "values", "max_length", "title", "title_zh"}
+_PARAMETER_KEYS = {
+    "name",
+    "type",
+    "required",
+    "values",
+    "value_titles",
+    "value_titles_zh",
+    "max_length",
+    "title",
+    "title_zh",
+}
 _KNOWN_KEYS = {
     *_TEXT_KEYS,
     "enabled",
@@ -161,6 +176,9 @@ class ParameterSpec:
         max_length: longest string value.
         title: the label people read (English; default: the name).
         title_zh: the label in Chinese (default: ``title``).
+        value_titles: ``(value, label)`` pairs: what people read for an enum's codes
+            (``O`` -> ``Open``); a value without one is shown as it is.
+        value_titles_zh: the same in Chinese (default: ``value_titles``).
     """
 
     name: str
@@ -170,6 +188,8 @@ class ParameterSpec:
     max_length: int = 256
     title: str = ""
     title_zh: str = ""
+    value_titles: tuple[tuple[str, str], ...] = ()
+    value_titles_zh: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +250,23 @@ def _int_in(entry: Mapping[str, Any], code: str, key: str, lo: int, hi: int, def
     return value
 
 
+def _value_titles(raw: Any, values: tuple[str, ...], path: str) -> tuple[tuple[str, str], ...]:
+    """``{value: label}`` of an enum, each value one of ``values``, as sorted pairs."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise RegistryError(f"{path}: must be a mapping of value: label")
+    if not values:
+        raise RegistryError(f"{path}: only an enum's values have titles")
+    pairs = []
+    for value, label in raw.items():
+        key = _text(value, f"{path} key {value!r}")
+        if key not in values:
+            raise RegistryError(f"{path}: {key!r} is not one of the values {list(values)}")
+        pairs.append((key, _text(label, f"{path}.{key}")))
+    return tuple(sorted(pairs))
+
+
 def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     if raw is None:
         return ()
@@ -264,6 +301,10 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
         required = item.get("required", False)
         if not isinstance(required, bool):
             raise RegistryError(f"{path}.required: must be true or false, got {required!r}")
+        value_titles = _value_titles(item.get("value_titles"), values, f"{path}.value_titles")
+        value_titles_zh = _value_titles(
+            item.get("value_titles_zh"), values, f"{path}.value_titles_zh"
+        )
         specs.append(
             ParameterSpec(
                 name=name,
@@ -273,6 +314,8 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
                 max_length=_int_in(item, path, "max_length", 1, 256, 256),
                 title=_text(item.get("title", name), f"{path}.title"),
                 title_zh=_text(item.get("title_zh", item.get("title", name)), f"{path}.title_zh"),
+                value_titles=value_titles,
+                value_titles_zh=value_titles_zh or value_titles,
             )
         )
     return tuple(specs)

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ALLOWED_TRANSITIONS", "OutboxStatus", "Phase", "TaskStatus", "api_state"]
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "OutboxStatus",
+    "Phase",
+    "TaskStatus",
+    "api_state",
+    "state_phrase",
+]
 
 
 class TaskStatus(StrEnum):
@@ -81,3 +88,19 @@ _API_STATE = {
 def api_state(status: str) -> str:
     """Map a stored status to the lower-case state the API shows (PENDING -> queued)."""
     return _API_STATE[TaskStatus(status)]
+
+
+_PHRASE = {
+    TaskStatus.PENDING: "is queued",
+    TaskStatus.RUNNING: "is running",
+    TaskStatus.SUCCEEDED: "has already succeeded",
+    TaskStatus.FAILED: "has already failed",
+    TaskStatus.CANCELLED: "has already been cancelled",
+    TaskStatus.EXPIRED: "has already expired",
+}
+
+
+def state_phrase(status: str) -> str:
+    """Where a task is, as the verb phrase of an English sentence about "the export"
+    ("is running", "has already been cancelled"): API messages read as sentences."""
+    return _PHRASE[TaskStatus(status)]

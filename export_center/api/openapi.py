@@ -109,10 +109,10 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "LINK_INVALID": ("the download link is not valid", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
     "LINK_NOT_YOURS": ("this download link was issued to another user", None),
-    "NO_FILE": ("the export is failed; it has no file", None),
-    "NOT_READY": ("the export is running, no file yet", None),
+    "NO_FILE": ("the export has already failed; it has no file", None),
+    "NOT_READY": ("the export is running; its file is not ready yet", None),
     "FILE_EXPIRED": ("the file has expired and was deleted; export again", None),
-    "NOT_CANCELLABLE": ("the export is succeeded and cannot be cancelled", None),
+    "NOT_CANCELLABLE": ("the export has already succeeded and cannot be cancelled", None),
     "NOT_RETRYABLE": ("only failed exports can be retried; this one is running", None),
     "REGISTRY_INVALID": ("kept the previous registry: ORDERS.batch_size: must be ...", None),
 }

@@ -17,6 +17,7 @@ import orjson
 from export_center.api.schemas import ExportPublic, TaskError
 from export_center.api.service import link_scope
 from export_center.auth import Identity
+from export_center.errors import RETRY_CANNOT_HELP
 from export_center.links import link_expiry, sign_download
 from export_center.settings import Settings
 from export_center.states import TaskStatus, api_state
@@ -87,6 +88,13 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
     finished = task["completed_at"] if status.is_terminal else None
     rate, eta = progress_rate(task) if status == TaskStatus.RUNNING else (None, None)
     has_file_times = status in (TaskStatus.SUCCEEDED, TaskStatus.EXPIRED)
+    # Queued with the failure of an earlier attempt kept: waiting for the automatic retry.
+    retry_at = (
+        utc(task["next_retry_at"])
+        if status == TaskStatus.PENDING and task["failure_code"]
+        else None
+    )
+    retryable = status == TaskStatus.FAILED and task["failure_code"] not in RETRY_CANNOT_HELP
     return ExportPublic(
         taskId=task["task_no"],
         exportType=task["export_type"],
@@ -100,6 +108,9 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
         processed=task["processed_rows"],
         total=task["total_rows"],
         attempts=task["attempt_count"],
+        maxAttempts=task["max_attempts"],
+        nextRetryAt=retry_at,
+        retryable=retryable,
         requestedAt=utc(task["requested_at"]),
         startedAt=utc(task["started_at"]),
         finishedAt=utc(finished),

@@ -126,6 +126,9 @@ class ExportPublic(BaseModel):
                     "processed": 15408,
                     "total": 15408,
                     "attempts": 1,
+                    "maxAttempts": 3,
+                    "nextRetryAt": None,
+                    "retryable": False,
                     "requestedAt": "2026-12-01T03:20:11.204000Z",
                     "startedAt": "2026-12-01T03:20:11.260000Z",
                     "finishedAt": "2026-12-01T03:20:11.980000Z",
@@ -153,7 +156,19 @@ class ExportPublic(BaseModel):
     phase: PhaseName
     processed: int
     total: int | None
-    attempts: int
+    attempts: int = Field(description="Attempts of this run (a manual retry starts at 0)")
+    maxAttempts: int = Field(
+        default=1, description="Automatic attempts a run may use before it fails"
+    )
+    nextRetryAt: datetime | None = Field(
+        default=None,
+        description="Queued after a failed attempt: when the automatic retry is due",
+    )
+    retryable: bool = Field(
+        default=False,
+        description="Failed, and a retry of the same export can succeed (false when it would "
+        "meet the same row or size limit again)",
+    )
     requestedAt: datetime | None
     startedAt: datetime | None
     finishedAt: datetime | None
@@ -192,6 +207,12 @@ class ParameterPublic(BaseModel):
     type: Literal["date", "string", "integer", "enum", "boolean"]
     required: bool
     values: list[str] | None = Field(default=None, description="The choices of an enum")
+    valueTitles: dict[str, str] | None = Field(
+        default=None, description="What people read for an enum's values, in English"
+    )
+    valueTitlesZh: dict[str, str] | None = Field(
+        default=None, description="What people read for an enum's values, in Chinese"
+    )
     title: str = Field(description="Label in English")
     titleZh: str = Field(description="Label in Chinese")
 

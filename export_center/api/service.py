@@ -42,7 +42,7 @@ from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
-from export_center.states import TaskStatus, api_state
+from export_center.states import TaskStatus, state_phrase
 
 __all__ = [
     "STATE_FILTER",
@@ -415,9 +415,11 @@ def _require_file(task: Task) -> None:
     if status == TaskStatus.EXPIRED:
         raise Gone("the file has expired and was deleted; export again")
     if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
-        raise Conflict(f"the export is {api_state(status)}; it has no file", code="NO_FILE")
+        raise Conflict(f"the export {state_phrase(status)}; it has no file", code="NO_FILE")
     if status != TaskStatus.SUCCEEDED or not task.object_key:
-        raise Conflict(f"the export is {api_state(status)}, no file yet", code="NOT_READY")
+        raise Conflict(
+            f"the export {state_phrase(status)}; its file is not ready yet", code="NOT_READY"
+        )
 
 
 def signed_link_for(runtime: Runtime, user: Identity, task_no: str) -> str:

@@ -82,8 +82,10 @@ def test_one_installation_whatever_the_working_directory(tmp_path):
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode in (0, -signal.SIGTERM), stderr[-2000:]  # uvicorn re-raises it
     lines = stderr.splitlines()
-    header = lines[: lines.index("  files           " + str(data / "files")) + 1]
+    # The last line of the header says where the download center is (a newcomer's next step).
+    header = lines[: lines.index(f"  download center {base}/ui/") + 1]
     assert header[1] == (f"  data directory  {data} (default; EXPORT_CENTER_DATA_DIR changes it)")
+    assert header[-2] == "  files           " + str(data / "files")
     logged = [json.loads(line) for line in lines[len(header) :]]  # every other line is JSON
     messages = [entry["message"] for entry in logged]
     assert any(m.startswith("Uvicorn running on") for m in messages), messages

@@ -56,19 +56,39 @@ def test_cancel_a_running_full_export(flaky_stack, faulty, ui):
     fraction = row.locator("progress").evaluate("el => el.value / el.max")
     assert 0 < fraction < 1
     expect(row.locator(".pct")).to_have_text(re.compile(r"^\d{1,2}%$"))
+    # A running export is cancelled only once the person confirms, in the page's words.
+    cancel = row.get_by_role("button", name="Cancel Everything, slowly")
+    cancel.click()
+    confirm = page.locator("#confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm.locator("#confirm-title")).to_have_text("Cancel “Everything, slowly”?")
+    expect(confirm.locator("#confirm-text")).to_contain_text(re.compile(r"[\d,]+ of 100,000 rows"))
+    expect(page.locator("#confirm-no")).to_be_focused()  # the safe answer is the default
+    page.click("#confirm-no")  # "Keep running"
+    expect(confirm).to_be_hidden()
+    expect(cancel).to_be_focused()
+    page.wait_for_timeout(500)
+    expect(row.locator(".badge")).to_have_text("Running")
+    cancel.click()
     started = time.monotonic()
-    row.get_by_role("button", name="Cancel Everything, slowly").click()
-    expect(page.locator("#toasts")).to_contain_text("Everything, slowly")
+    page.click("#confirm-yes")
+    expect(page.locator("#toasts")).to_contain_text("Stopping “Everything, slowly”")
     expect(row.locator(".badge")).to_have_text("Cancelled", timeout=10_000)
     assert time.monotonic() - started <= 10
+    # The focus stays on the row (its state), not lost to the top of the page.
+    assert page.evaluate("document.activeElement.closest('tr')?.dataset.taskId")
+    expect(row.locator("td.c-state")).to_be_focused()
     expect(row.locator("a[data-action=download]")).to_have_count(0)
     expect(row.get_by_role("button", name="Cancel Everything, slowly")).to_have_count(0)
     expect(row.get_by_role("button", name="Export Everything, slowly again")).to_be_visible()
     expect(row.locator(".note")).to_have_text("Cancelled by the user.")
+    # How far it got stays visible.
+    detail = flaky_stack.client("alice").get("/api/v1/exports").json()["items"][0]
+    assert 0 < detail["processed"] < 100_000
+    expect(row.locator(".rows")).to_have_text(f"Stopped at {detail['processed']:,} of 100,000 rows")
     live = page.locator("#live")  # said once, politely, to a screen reader
     expect(live).to_have_attribute("aria-live", "polite")
     expect(live).to_have_text("Everything, slowly: cancelled.")
-    detail = flaky_stack.client("alice").get("/api/v1/exports").json()["items"][0]
     assert detail["state"] == "cancelled" and detail["downloadUrl"] is None
     assert list(flaky_stack.runtime.storage.list()) == []
 
@@ -82,12 +102,14 @@ def test_a_failed_export_explains_itself_and_is_retried_from_the_page(flaky_stac
     page = view.page
     row = view.row("Flaky ids")
     expect(row.locator(".badge")).to_have_text("Failed")
-    expect(row.locator(".note")).to_contain_text(
-        "Failed while reading data, batch 2: the data source refused the request."
+    expect(row.locator(".note")).to_have_text(
+        "The data source refused the request. Try again later; if it fails again, tell an "
+        "administrator."
     )
-    row.locator(".note summary").click()
-    expect(row.locator(".note .detail")).to_contain_text("fetch: batch 2 (cursor 1000")
-    expect(row.locator(".note .detail")).to_contain_text("400")
+    # A sentence per failure code, never the internal text ("fetch: batch 2 (cursor …").
+    expect(row.locator(".note summary")).to_have_count(0)
+    expect(row).not_to_contain_text("batch")
+    expect(row.locator("td.c-state .attempt")).to_have_count(0)  # one attempt: no count
     expect(row.locator("a[data-action=download]")).to_have_count(0)
     expect(row.locator("[data-action=cancel]")).to_have_count(0)
     row.get_by_role("button", name="Retry Flaky ids").click()
@@ -121,7 +143,7 @@ def test_a_429_says_when_to_try_again(make_stack, ui):
     expect(error).to_contain_text("You already have as many exports queued or running as allowed.")
     again_at = re.compile(r"You can try again after \d{1,2}:\d{2}:\d{2}\s[AP]M\.")
     expect(error).to_contain_text(again_at)
-    expect(error).to_contain_text("you already have 1 exports queued or running")
+    expect(error).not_to_contain_text("you already have")  # the server's English stays out
     shown = re.search(r"after (\d{1,2}:\d{2}:\d{2}\s[AP]M)", error.inner_text())
     assert shown
     # Retry-After: 10 s (the queued export has no rate yet to estimate its end).
@@ -141,11 +163,12 @@ def _seconds(clock: str) -> int:
     return hours * 3600 + int(match.group(2)) * 60 + int(match.group(3))
 
 
-def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui):
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui, locale):
     stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
     alice = stack.client("alice")
     task_id = create(alice, "csv", taskName="Cancelled twice").json()["taskId"]
-    view = ui(stack).open().sign_in()
+    view = ui(stack, locale=locale).open().sign_in()
     view.allow(409)
     page = view.page
     row = view.row("Cancelled twice")
@@ -155,9 +178,15 @@ def test_a_409_is_a_readable_message_and_the_row_catches_up(make_stack, ui):
         route.continue_()
 
     page.route("**/cancel", cancelled_elsewhere_first)
-    row.get_by_role("button", name="Cancel Cancelled twice").click()
+    label = {"en-US": "Cancel Cancelled twice", "zh-CN": "取消「Cancelled twice」"}[locale]
+    row.get_by_role("button", name=label).click()
     toast = page.locator(".toast-error")
-    expect(toast).to_contain_text("This export has already ended, so it cannot be cancelled.")
-    expect(toast).to_contain_text("the export is cancelled and cannot be cancelled")
-    expect(row.locator(".badge")).to_have_text("Cancelled")
+    # The page's sentence only: not the server's "the export has already been cancelled".
+    expect(toast).to_have_text(
+        {
+            "en-US": "This export has already ended, so it cannot be cancelled.",
+            "zh-CN": "该导出已结束，无法取消。",
+        }[locale]
+    )
+    expect(row.locator(".badge")).to_have_text({"en-US": "Cancelled", "zh-CN": "已取消"}[locale])
     expect(row.locator("[data-action=cancel]")).to_have_count(0)

@@ -3,6 +3,8 @@ pages, filters and their empty state, "export again"."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.helpers import create, wait_state
@@ -114,3 +116,152 @@ def test_export_again_opens_the_form_with_the_same_export(make_stack, ui):
         ("Leap month", "xlsx", params),
     ]
     assert items[0]["taskId"] != first
+
+
+def test_paging_keeps_the_focus_on_the_pager(make_stack, ui):
+    stack = make_stack(
+        api={"dev_sign_in": True},
+        consumer={"enabled": False},
+        limits={"max_active_per_user": 100},
+    )
+    alice = stack.client("alice")
+    for day in range(1, 23):
+        d = f"1995-04-{day:02d}"
+        create(alice, "csv", taskName=f"April {day:02d}", parameters={"from": d, "to": d})
+    view = ui(stack).open().sign_in()
+    page = view.page
+    rows = page.locator("#tasks-body tr")
+    expect(rows).to_have_count(20)
+    page.focus("#next")
+    page.keyboard.press("Enter")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#next")).to_be_disabled()
+    expect(page.locator("#prev")).to_be_focused()  # not lost to <body>
+    page.keyboard.press("Enter")
+    expect(rows).to_have_count(20)
+    expect(page.locator("#next")).to_be_focused()
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_a_merchant_without_export_types_is_told_why_and_offered_nothing(make_stack, ui, locale):
+    stack = make_stack(api={"dev_sign_in": True})
+    view = ui(stack, locale=locale).open()
+    page = view.page
+    page.locator("#dev-form").wait_for()
+    page.select_option("#dev-app", "MERCHANT")
+    view.sign_in("mona", "shop9")
+    notice = page.locator("#no-types")
+    expect(notice).to_have_text(
+        {
+            "en-US": "No export types are offered to Merchant accounts yet, so you cannot "
+            "create exports here.",
+            "zh-CN": "商家端账号暂时没有可用的导出类型，因此无法在这里新建导出。",
+        }[locale]
+    )
+    expect(page.locator("#new-export")).to_be_disabled()
+    expect(page.locator("#empty-title")).to_have_text(
+        {"en-US": "No exports yet", "zh-CN": "还没有导出任务"}[locale]
+    )
+    expect(page.locator("#empty")).not_to_contain_text(
+        {"en-US": "Create an export", "zh-CN": "新建一个导出任务"}[locale]
+    )
+    expect(page.locator("#empty-action")).to_be_hidden()
+    # The notice has room: it does not touch the filters' labels below it.
+    gap = page.evaluate(
+        "document.querySelector('#filters').getBoundingClientRect().top"
+        " - document.querySelector('#no-types').getBoundingClientRect().bottom"
+    )
+    assert gap >= 8
+
+
+def test_an_admin_list_shows_other_users_new_exports_by_itself(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    view = ui(stack).open().sign_in("olga", role="admin")
+    page = view.page
+    expect(page.locator("#empty")).to_be_visible()
+    create(stack.client("bob"), "csv", taskName="Bob's new export")
+    expect(view.row("Bob's new export")).to_have_count(1, timeout=6_000)  # no Refresh pressed
+    expect(view.row("Bob's new export").locator("td.c-owner")).to_have_text("bob")
+
+
+def test_the_owner_filter_suggests_the_names_it_knows(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    create(stack.client("bob"), "csv", taskName="Bob's orders")
+    create(stack.client("alice"), "csv", taskName="Alice's orders")
+    admin = ui(stack).open().sign_in("olga", role="admin")
+    page = admin.page
+    expect(page.locator("#tasks-body tr")).to_have_count(2)
+    options = page.eval_on_selector_all("#owners option", "os => os.map((o) => o.value)")
+    assert options == ["alice", "bob"]
+    page.fill("#f-owner", "bo")
+    page.press("#f-owner", "Enter")
+    expect(page.locator("#empty-title")).to_have_text("No exports match these filters")
+    expect(page.locator("#empty-text")).to_contain_text("must match exactly")
+    suggestion = page.locator("#owner-suggest").get_by_role("button", name="bob")
+    expect(suggestion).to_be_visible()
+    suggestion.click()
+    expect(page.locator("#f-owner")).to_have_value("bob")
+    expect(admin.row("Bob's orders")).to_have_count(1)
+    page.fill("#f-owner", "Alice")
+    page.press("#f-owner", "Enter")
+    page.locator("#owner-suggest").get_by_role("button", name="alice").click()
+    expect(admin.row("Alice's orders")).to_have_count(1)
+    # A user's list has no user filter, and its empty text does not mention one.
+    user = ui(stack).open().sign_in("alice")
+    user.page.select_option("#f-state", "failed")
+    expect(user.page.locator("#empty-text")).to_have_text("Try another state or type.")
+
+
+def test_filters_dates_and_links_after_a_reload(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True})
+    alice = stack.client("alice")
+    done = create(alice, "csv", taskName="Written in Greenwich", timeZone="UTC",
+                  parameters={"from": "1995-09-01", "to": "1995-09-30"})  # fmt: skip
+    wait_state(alice, done.json()["taskId"])
+    other = create(alice, "csv", taskName="Other one", parameters={"from": "1995-10-01"})
+    wait_state(alice, other.json()["taskId"])
+    view = ui(stack).open().sign_in()
+    page = view.page
+    expect(page.locator("#tasks-body tr")).to_have_count(2)
+    page.select_option("#f-state", "succeeded")
+    page.select_option("#f-type", "ORDERS")
+    page.reload()
+    expect(page.locator("#f-state")).to_have_value("succeeded")  # kept, like the page size
+    expect(page.locator("#f-type")).to_have_value("ORDERS")
+    row = view.row("Written in Greenwich")
+    # Four-digit years; no "file times in UTC" for a type whose files hold dates only.
+    expect(row.locator("td.c-times")).to_contain_text(re.compile(r"\d{1,2}/\d{1,2}/\d{4}, "))
+    expect(row.locator("td.c-file")).to_contain_text(re.compile(r"until \d{1,2}/\d{1,2}/\d{4}"))
+    expect(row).not_to_contain_text(re.compile("UTC|file times"))
+    # One date on the link: the file's; the link itself is renewed with every refresh.
+    link = row.locator("a[data-action=download]")
+    assert link.get_attribute("title") is None
+
+
+def test_an_export_that_found_no_rows_says_so(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True})
+    alice = stack.client("alice")
+    empty = create(alice, "csv", taskName="Orders of 2031", parameters={"from": "2031-01-01"})
+    assert wait_state(alice, empty.json()["taskId"])["processed"] == 0
+    view = ui(stack).open().sign_in()
+    row = view.row("Orders of 2031")
+    expect(row.locator(".badge")).to_have_text("Completed")
+    expect(row.locator(".note")).to_have_text(
+        "No data matched these filters, so the file holds only the column headings."
+    )
+
+
+def test_cancelling_a_queued_export_keeps_the_focus_on_its_row(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    create(stack.client("alice"), "csv", taskName="Not needed after all")
+    view = ui(stack).open().sign_in()
+    page = view.page
+    row = view.row("Not needed after all")
+    cancel = row.get_by_role("button", name="Cancel Not needed after all")
+    cancel.focus()
+    page.keyboard.press("Enter")  # a queued export is cancelled at once, without a question
+    expect(row.locator(".badge")).to_have_text("Cancelled")
+    expect(page.locator("#confirm")).to_be_hidden()
+    expect(row.locator("td.c-state")).to_be_focused()  # where the button was, not <body>
+    page.keyboard.press("Tab")
+    expect(row.get_by_role("button", name="Export Not needed after all again")).to_be_focused()

@@ -100,6 +100,9 @@ def test_retry_a_failed_task_with_a_reason_kept_in_the_audit_trail(flaky_stack, 
     assert "503" in retry[0]["details"]["previousFailure"]
     again = admin.post(f"/api/v1/admin/tasks/{task_id}/retry", json={"reason": "once more"})
     assert again.status_code == 409 and again.json()["code"] == "NOT_RETRYABLE"
+    assert again.json()["message"] == (
+        "only failed exports can be retried; this one has already succeeded"
+    )
 
 
 def test_cancel_a_queued_task_with_a_reason(make_stack):
@@ -116,6 +119,7 @@ def test_cancel_a_queued_task_with_a_reason(make_stack):
     ]
     again = admin.post(f"/api/v1/admin/tasks/{task_id}/cancel", json={"reason": "again"})
     assert again.status_code == 409 and again.json()["code"] == "NOT_CANCELLABLE"
+    assert again.json()["message"] == "the export has already been cancelled"
     extra = admin.post(f"/api/v1/admin/tasks/{task_id}/cancel", json={"reason": "x", "y": 1})
     assert extra.status_code == 422
 

@@ -5,7 +5,9 @@ rate, ETA and link expiry."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
+from tests.fault_provider import FLAKY, flaky
 from tests.helpers import create, wait_state
 
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}
@@ -38,10 +40,18 @@ def test_export_types_carry_what_a_form_needs(stack):
         "type": "date",
         "required": False,
         "values": None,
+        "valueTitles": None,
+        "valueTitlesZh": None,
         "title": "Order date from",
         "titleZh": "下单日期起",
     }
     assert fields["status"]["values"] == ["O", "F", "P"]
+    assert fields["status"]["valueTitles"] == {
+        "F": "Fulfilled",
+        "O": "Open",
+        "P": "Partly fulfilled",
+    }
+    assert fields["status"]["valueTitlesZh"] == {"F": "已完成", "O": "未完成", "P": "部分完成"}
     assert types["CUSTOMERS"]["titleZh"] == "客户"
     only_orders = stack.client("bob").get("/api/v1/export-types").json()
     assert [t["exportType"] for t in only_orders] == ["ORDERS"]
@@ -115,6 +125,43 @@ def test_list_filters_by_type_and_owner(stack):
         "alice",
         "alice",
     ]
+
+
+def test_a_failure_says_whether_a_retry_can_help_and_when_the_automatic_one_is_due(
+    flaky_stack, faulty
+):
+    stack = flaky_stack(max_rows=1500, task={"retry_backoff_seconds": [30.0]})
+    alice = stack.client("alice", perms=FLAKY)
+    # More rows than the type allows: the same export fails the same way again.
+    faulty.reset(rows=2500)
+    too_big = wait_state(alice, flaky(alice).json()["taskId"])
+    assert (too_big["state"], too_big["error"]["code"]) == ("failed", "ROW_LIMIT_EXCEEDED")
+    assert too_big["retryable"] is False and too_big["nextRetryAt"] is None
+    # The data source did not answer: a retry can help, and the automatic one is due in
+    # 30 s (the backoff), with 2 of the 3 attempts left.
+    faulty.reset(rows=500, fail_versions={1})
+    task_id = flaky(alice).json()["taskId"]
+    deadline = time.monotonic() + 60
+    waiting = alice.get(f"/api/v1/exports/{task_id}").json()
+    while not (waiting["state"] == "queued" and waiting["error"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        waiting = alice.get(f"/api/v1/exports/{task_id}").json()
+    assert waiting["error"]["code"] == "PROVIDER_UNAVAILABLE"
+    assert (waiting["attempts"], waiting["maxAttempts"], waiting["retryable"]) == (1, 3, False)
+    due = dt.datetime.fromisoformat(waiting["nextRetryAt"].replace("Z", "+00:00"))
+    assert 20 < (due - dt.datetime.now(dt.UTC)).total_seconds() <= 31
+    fine = wait_state(alice, create(alice, "csv", parameters=SEPTEMBER).json()["taskId"])
+    assert (fine["state"], fine["retryable"], fine["nextRetryAt"]) == ("succeeded", False, None)
+
+
+def test_a_failure_a_retry_may_cure_is_retryable(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=1)
+    faulty.reset(rows=500, always_fail=True)
+    alice = stack.client("alice", perms=FLAKY)
+    failed = wait_state(alice, flaky(alice).json()["taskId"])
+    assert (failed["state"], failed["error"]["code"]) == ("failed", "PROVIDER_UNAVAILABLE")
+    assert failed["retryable"] is True and failed["maxAttempts"] == 1
+    assert failed["nextRetryAt"] is None
 
 
 def test_development_sign_in_only_where_it_is_on(make_stack):

@@ -240,6 +240,50 @@ def test_yaml_1_1_words_and_misspelt_keys_are_refused(line, message):
     assert message in str(error.value)
 
 
+def test_enum_values_may_have_titles_in_english_and_chinese():
+    status = {
+        "name": "status",
+        "type": "enum",
+        "values": ["O", "F", "NO"],
+        "value_titles": {"O": "Open", "NO": "Norway"},
+    }
+    etype = parse({**GOOD, "parameters": [status]}).get("ORDERS")
+    assert etype is not None
+    [spec] = etype.parameters
+    assert spec.value_titles == (("NO", "Norway"), ("O", "Open"))
+    assert spec.value_titles_zh == spec.value_titles  # Chinese falls back to English
+    chinese = {**status, "value_titles_zh": {"O": "未完成"}}
+    [spec] = parse({**GOOD, "parameters": [chinese]}).get("ORDERS").parameters
+    assert spec.value_titles_zh == (("O", "未完成"),)
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        (
+            {"name": "s", "type": "enum", "values": ["O"], "value_titles": {"X": "Ex"}},
+            "ORDERS.parameters[0].value_titles: 'X' is not one of the values ['O']",
+        ),
+        (
+            {"name": "s", "type": "string", "value_titles": {"X": "Ex"}},
+            "ORDERS.parameters[0].value_titles: only an enum's values have titles",
+        ),
+        (
+            {"name": "s", "type": "enum", "values": ["O"], "value_titles_zh": ["O"]},
+            "ORDERS.parameters[0].value_titles_zh: must be a mapping of value: label",
+        ),
+        (
+            {"name": "s", "type": "enum", "values": ["O"], "value_titles": {"O": 1}},
+            "ORDERS.parameters[0].value_titles.O: must be text",
+        ),
+    ],
+)
+def test_value_titles_are_checked(param, message):
+    with pytest.raises(RegistryError) as error:
+        parse({**GOOD, "parameters": [param]})
+    assert message in str(error.value)
+
+
 def test_registry_check_command_says_to_quote(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

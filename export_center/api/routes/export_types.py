@@ -27,6 +27,8 @@ def type_public(etype: ExportType) -> ExportTypePublic:
                 type=p.type,
                 required=p.required,
                 values=list(p.values) if p.values else None,
+                valueTitles=dict(p.value_titles) or None,
+                valueTitlesZh=dict(p.value_titles_zh) or None,
                 title=p.title or p.name,
                 titleZh=p.title_zh or p.title or p.name,
             )

@@ -9,19 +9,29 @@ import { CreateForm, describe } from './form.js';
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
+const WATCH_MS = 4000; // an admin's list: every 4 s, others' new exports show up by themselves
+const OFFLINE_MAX_MS = 5000; // out of reach: ask again every 2, 4, then 5 s
 const HOST = document.documentElement.dataset.auth === 'host'; // a proxy adds Authorization
 const DEV_KEY = 'ec.devSignIn';
 const SIZE_KEY = 'ec.pageSize';
+const FILTERS_KEY = 'ec.filters';
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
 
 function readJson(key) {
   try { return JSON.parse(localStorage.getItem(key) || 'null'); } catch { return null; }
 }
 
+function savedFilters() {
+  const saved = readJson(FILTERS_KEY) || {};
+  const text = (value) => (typeof value === 'string' ? value : '');
+  // The owner filter is not kept: only some accounts may use it.
+  return { state: STATES.includes(saved.state) ? saved.state : '', exportType: text(saved.exportType), owner: '' };
+}
+
 const app = {
   me: null,
   types: [],
-  filters: { state: '', exportType: '', owner: '' },
+  filters: savedFilters(),
   pageSize: [20, 50, 100].includes(readJson(SIZE_KEY)) ? readJson(SIZE_KEY) : 20,
   cursors: [null],
   page: 0,
@@ -40,6 +50,9 @@ const app = {
   cancelling: new Set(),
   fresh: null,
   typesSeen: new Map(),
+  owners: new Set(), // every owner the lists showed: the "Requested by" suggestions
+  focusTask: null, // the row whose button had the focus when its action ran
+  view: 'exports',
 };
 
 // ---------------------------------------------------------------- messages
@@ -64,6 +77,21 @@ function notifyError(error) {
   notify('error', text, detail);
 }
 
+/** A confirmation in the page's language (a <dialog>): resolves to true or false. */
+function confirmDialog({ title, text, yes, no }) {
+  const dialog = $('confirm');
+  $('confirm-title').textContent = title;
+  $('confirm-text').textContent = text;
+  $('confirm-yes').textContent = yes;
+  $('confirm-no').textContent = no;
+  dialog.returnValue = '';
+  dialog.showModal();
+  $('confirm-no').focus(); // the safe answer is the default one
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes'), { once: true });
+  });
+}
+
 let announceTimer = 0;
 function announce(message) {
   const live = $('live');
@@ -75,7 +103,7 @@ function announce(message) {
 function setOffline(retry) {
   app.offline = true;
   app.retry = retry;
-  app.offlineDelay = Math.min(30000, Math.max(POLL_MS, app.offlineDelay * 2));
+  app.offlineDelay = Math.min(OFFLINE_MAX_MS, Math.max(POLL_MS, app.offlineDelay * 2));
   $('banner-text').textContent = t('offline');
   $('banner').hidden = false;
 }
@@ -98,6 +126,7 @@ function show(section) {
 
 async function showSignIn(message) {
   stopPolling();
+  ops?.stop();
   clearTimeout(app.expiryTimer);
   app.me = null;
   table.clear();
@@ -141,6 +170,7 @@ function fieldError(id, text) {
 
 async function devSignIn(event) {
   event.preventDefault();
+  $('signin-notice').hidden = true; // "You have signed out." is old news now
   const body = {
     user: $('dev-user').value.trim(),
     tenant: $('dev-tenant').value.trim(),
@@ -177,6 +207,7 @@ async function devSignIn(event) {
 
 async function tokenSignIn(event) {
   event.preventDefault();
+  $('signin-notice').hidden = true;
   const input = $('token-input');
   const value = input.value.trim().replace(/^bearer\s+/i, '');
   fieldError('token-input', value ? '' : t('tokenEmpty'));
@@ -197,6 +228,7 @@ async function tokenSignIn(event) {
 
 function signOut() {
   api.setToken(null);
+  ops?.stop();
   showSignIn(t('signedOut'));
 }
 
@@ -264,9 +296,41 @@ async function enter() {
   app.page = 0;
   renderChrome();
   show('center');
-  $('list-title').setAttribute('tabindex', '-1');
-  $('list-title').focus();
-  await refresh(listing);
+  if (me.isAdmin && location.hash === '#ops') {
+    listing.catch(() => {});
+    return showView('ops');
+  }
+  showView('exports', { focus: true, listing });
+}
+
+// ---------------------------------------------------------------- views
+
+let ops = null; // the operations view (ops.js), loaded the first time an admin opens it
+
+/** Show the exports list or (admins) the operations view; the other one stops asking. */
+async function showView(name, { focus = true, listing } = {}) {
+  const view = name === 'ops' && app.me?.isAdmin ? 'ops' : 'exports';
+  app.view = view;
+  for (const tab of document.querySelectorAll('#views [data-view]')) {
+    tab.setAttribute('aria-current', tab.dataset.view === view ? 'page' : 'false');
+  }
+  $('exports-view').hidden = view !== 'exports';
+  $('ops').hidden = view !== 'ops';
+  if (history.replaceState) history.replaceState(null, '', view === 'ops' ? '#ops' : location.pathname + location.search);
+  if (view === 'exports') {
+    ops?.stop();
+    if (focus) {
+      $('list-title').setAttribute('tabindex', '-1');
+      $('list-title').focus();
+    }
+    return refresh(listing);
+  }
+  stopPolling();
+  if (!ops) {
+    const module = await import('./ops.js');
+    ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: () => setOffline(() => ops.refresh()), setOnline, typeTitle });
+  }
+  if (app.view === 'ops') ops.start(focus);
 }
 
 // ---------------------------------------------------------------- list
@@ -288,8 +352,8 @@ function renderChrome() {
   $('pager').setAttribute('aria-label', t('pagesLabel'));
   if (!me) return;
   $('who').replaceChildren(
-    h('span', { class: 'who-name' }, me.user),
-    h('span', { class: 'sub' }, `${me.tenant} · ${t(`app.${me.app}`)}`),
+    h('span', { class: 'who-name', title: me.user }, me.user),
+    h('span', { class: 'sub', title: me.tenant }, `${me.tenant} · ${t(`app.${me.app}`)}`),
     ...(me.seesAllOwners ? [h('span', { class: 'tag tag-admin', title: t('whoAdminHint') }, t('whoAdmin'))] : []),
   );
   $('who').hidden = false;
@@ -308,6 +372,11 @@ function renderChrome() {
   const creatable = app.types.length > 0;
   $('new-export').disabled = !creatable;
   $('no-types').hidden = creatable;
+  // Why nothing can be created: the app has no types, or the account no permission.
+  const mayExport = me.permissions.some((p) => /^export:[a-z-]+:create$/.test(p));
+  $('no-types').textContent = mayExport ? t('noTypesApp', { app: t(`app.${me.app}`) }) : t('noTypesPerm');
+  $('views').hidden = !me.isAdmin;
+  ops?.relabel();
 }
 
 function filtered() {
@@ -321,9 +390,10 @@ function stopPolling() {
 
 function schedule() {
   stopPolling();
-  if (!app.me || document.hidden) return;
+  if (!app.me || document.hidden || app.view !== 'exports') return;
   if (app.offline) app.pollTimer = setTimeout(refresh, app.offlineDelay);
   else if (app.items.some((x) => ACTIVE.has(x.state))) app.pollTimer = setTimeout(refresh, POLL_MS);
+  else if (app.me.seesAllOwners) app.pollTimer = setTimeout(refresh, WATCH_MS); // others create too
 }
 
 function listPath() {
@@ -364,20 +434,21 @@ async function refresh(asked) {
   schedule();
 }
 
+function focusLost() {
+  const active = document.activeElement;
+  return !active || active === document.body || !active.isConnected;
+}
+
 function renderList() {
   const items = app.items;
   for (const x of items) if (!ACTIVE.has(x.state)) app.cancelling.delete(x.taskId);
-  const focusedRow = document.activeElement?.closest?.('tr[data-task-id]')?.dataset.taskId;
+  const focusedRow = document.activeElement?.closest?.('tr[data-task-id]')?.dataset.taskId || app.focusTask;
   table.render(items, { announce: app.loaded });
   app.loaded = true;
-  if (focusedRow && (!document.activeElement || document.activeElement === document.body)) {
-    const row = table.rows.get(focusedRow);
-    const target = row?.tr.querySelector('.actions .btn') || row?.tr.querySelector('.task-name');
-    if (target) {
-      if (!target.matches('.btn')) target.setAttribute('tabindex', '-1');
-      target.focus();
-    }
-  }
+  // The button that had the focus went away (Cancel, Retry): the focus goes to the row's
+  // state, which says what happened, instead of falling back to the top of the page.
+  if (focusedRow && focusLost()) table.rows.get(focusedRow)?.focusState();
+  if (!app.focusTask || !focusLost()) app.focusTask = null;
   if (app.fresh && table.rows.has(app.fresh)) {
     const tr = table.rows.get(app.fresh).tr;
     tr.classList.add('fresh');
@@ -389,32 +460,56 @@ function renderList() {
   $('empty').hidden = !empty;
   if (empty) {
     const narrowed = filtered() || app.page > 0;
+    const creatable = app.types.length > 0;
     $('empty-title').textContent = t(narrowed ? 'emptyFilteredTitle' : 'emptyTitle');
-    $('empty-text').textContent = t(narrowed ? 'emptyFilteredText' : 'emptyText');
+    let text = narrowed ? t(app.me.seesAllOwners ? 'emptyFilteredTextOwner' : 'emptyFilteredText') : t(creatable ? 'emptyText' : 'emptyNoTypes');
+    if (narrowed && app.filters.owner) text = `${text} ${t('noOwnerMatch')}`;
+    $('empty-text').textContent = text;
     const action = $('empty-action');
     action.textContent = t(narrowed ? 'clearFilters' : 'newExport');
     action.dataset.action = narrowed ? 'clear' : 'new';
-    action.hidden = !narrowed && app.types.length === 0;
+    action.hidden = !narrowed && !creatable;
+    suggestOwners(narrowed ? app.filters.owner : '');
   }
   $('clear-filters').hidden = !filtered();
   $('prev').disabled = app.page === 0;
   $('next').disabled = !app.next;
   $('pager').hidden = app.page === 0 && !app.next;
   $('page-no').textContent = t('pageNo', { n: i18n.number(app.page + 1) });
-  const owners = new Set(items.map((x) => x.owner));
-  $('owners').replaceChildren(...[...owners].sort().map((o) => h('option', { value: o })));
-  const known = app.typesSeen.size;
+  const known = app.owners.size;
+  for (const x of items) app.owners.add(x.owner);
+  if (app.owners.size !== known) $('owners').replaceChildren(...[...app.owners].sort().map((o) => h('option', { value: o })));
+  const typesKnown = app.typesSeen.size;
   for (const x of items) {
     if (!app.typesSeen.has(x.exportType)) app.typesSeen.set(x.exportType, null);
   }
-  if (app.typesSeen.size !== known) {
+  if (app.typesSeen.size !== typesKnown) {
     $('f-type').replaceChildren(h('option', { value: '' }, t('all')), ...[...app.typesSeen.keys()].map((v) => h('option', { value: v }, typeTitle(v))));
     $('f-type').value = app.filters.exportType;
   }
 }
 
+/** Owners seen before whose name is close to `typed` (other capitals, a prefix). */
+function suggestOwners(typed) {
+  const box = $('owner-suggest');
+  const wanted = typed.toLowerCase();
+  const close = wanted ? [...app.owners].filter((o) => o !== typed && o.toLowerCase().includes(wanted)).sort().slice(0, 5) : [];
+  box.hidden = !close.length;
+  box.replaceChildren(
+    ...(close.length ? [h('span', {}, t('didYouMean')), ...close.map((o) => h('button', { type: 'button', class: 'btn small', onclick: () => pickOwner(o) }, o))] : []),
+  );
+}
+
+function pickOwner(owner) {
+  $('f-owner').value = owner;
+  setFilters({ owner });
+  $('f-owner').focus();
+}
+
 function setFilters(change) {
   Object.assign(app.filters, change);
+  const { state, exportType } = app.filters;
+  try { localStorage.setItem(FILTERS_KEY, JSON.stringify({ state, exportType })); } catch { /* not kept */ }
   app.cursors = [null];
   app.page = 0;
   refresh();
@@ -426,9 +521,24 @@ async function onAction(action, task, event) {
   if (action === 'download') return download(task, event);
   if (action === 'again') return form.open(task);
   const button = event.currentTarget;
-  button.disabled = true;
-  button.setAttribute('aria-busy', 'true');
   const name = task.taskName;
+  if (button.dataset.busy) return;
+  if (action === 'cancel' && task.state === 'running') {
+    const done = i18n.number(task.processed || 0);
+    const sure = await confirmDialog({
+      title: t('confirmTitle', { name }),
+      text: task.total ? t('confirmText', { done, total: i18n.number(task.total) }) : t('confirmTextSoFar', { done }),
+      yes: t('confirmYes'),
+      no: t('confirmKeep'),
+    });
+    if (!sure) return button.isConnected && button.focus();
+  }
+  if (button.dataset.busy) return;
+  button.dataset.busy = '1';
+  app.focusTask = task.taskId;
+  if (button.isConnected) button.focus();
+  button.setAttribute('aria-disabled', 'true'); // not `disabled`: that would drop the focus
+  button.setAttribute('aria-busy', 'true');
   try {
     const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}/${action}`, { method: 'POST' });
     if (action === 'cancel') {
@@ -445,7 +555,8 @@ async function onAction(action, task, event) {
     if (error instanceof api.Unreachable) setOffline(refresh);
     notifyError(error);
   } finally {
-    button.disabled = false;
+    delete button.dataset.busy;
+    button.removeAttribute('aria-disabled');
     button.removeAttribute('aria-busy');
   }
   refresh();
@@ -509,7 +620,7 @@ const form = new CreateForm({
   typeTitle,
   onCreated: created,
   onUnauthorized: unauthorized,
-  onUnreachable: () => setOffline(refresh),
+  onUnreachable: () => unreachableAt(refresh), // the list asks again soon; the banner goes then
 });
 
 function switchLanguage() {
@@ -555,21 +666,42 @@ $('empty-action').addEventListener('click', (e) => {
   if (e.currentTarget.dataset.action === 'new') form.open();
   else $('clear-filters').click();
 });
-$('prev').addEventListener('click', () => {
-  app.page = Math.max(0, app.page - 1);
-  refresh();
-});
-$('next').addEventListener('click', () => {
-  if (!app.next) return;
-  app.cursors[app.page + 1] = app.next;
-  app.page += 1;
-  refresh();
+/** Paging: when the pressed button becomes disabled (first or last page), the focus
+ * moves to the other one instead of falling back to the top of the page. */
+async function turnPage(step, pressed) {
+  if (step > 0) {
+    if (!app.next) return;
+    app.cursors[app.page + 1] = app.next;
+  }
+  app.page = Math.max(0, app.page + step);
+  await refresh();
+  if (document.activeElement === pressed && !pressed.disabled) return;
+  const other = pressed.id === 'next' ? $('prev') : $('next');
+  if (!other.disabled && !$('pager').hidden) other.focus();
+  else {
+    $('page-no').setAttribute('tabindex', '-1');
+    $('page-no').focus();
+  }
+}
+
+$('prev').addEventListener('click', (e) => turnPage(-1, e.currentTarget));
+$('next').addEventListener('click', (e) => turnPage(1, e.currentTarget));
+for (const tab of document.querySelectorAll('#views [data-view]')) {
+  tab.addEventListener('click', () => showView(tab.dataset.view));
+}
+$('confirm-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  $('confirm').close(e.submitter?.value === 'yes' ? 'yes' : 'no');
 });
 document.addEventListener('visibilitychange', () => {
-  if (document.hidden) return stopPolling();
+  if (document.hidden) {
+    ops?.stop();
+    return stopPolling();
+  }
   if (!app.me) return;
   if (app.me.expiresAt && tokenLeft(app.me.expiresAt) <= 0) return scheduleExpiry(app.me.expiresAt);
-  refresh();
+  if (app.view === 'ops') ops?.start(false);
+  else refresh();
 });
 
 renderChrome();

@@ -1,5 +1,7 @@
-// The "New export" dialog, built from GET /api/v1/export-types. The API is the one
-// judge of the input: its 422 answers are shown at the field they name.
+// The "New export" dialog, built from GET /api/v1/export-types. The page checks what it
+// can before sending (incomplete dates, the date range) and shows every mistake at once;
+// the API still judges, and its 422 answers are shown at the field they name, in the
+// page's language.
 
 import { $, h } from './dom.js';
 import * as i18n from './i18n.js';
@@ -7,6 +9,30 @@ import { ApiError, Unreachable, call } from './api.js';
 
 const { t } = i18n;
 const LAST_TYPE = 'ec.lastType';
+
+// Common zones, with the names people use for them.
+const ZONES = [
+  ['UTC', 'UTC', '协调世界时'],
+  ['Asia/Shanghai', 'China (Beijing time)', '北京时间'],
+  ['Asia/Hong_Kong', 'Hong Kong', '香港时间'],
+  ['Asia/Taipei', 'Taipei', '台北时间'],
+  ['Asia/Tokyo', 'Tokyo', '东京时间'],
+  ['Asia/Seoul', 'Seoul', '首尔时间'],
+  ['Asia/Singapore', 'Singapore', '新加坡时间'],
+  ['Asia/Bangkok', 'Bangkok', '曼谷时间'],
+  ['Asia/Kolkata', 'India', '印度时间'],
+  ['Asia/Dubai', 'Dubai', '迪拜时间'],
+  ['Europe/Moscow', 'Moscow', '莫斯科时间'],
+  ['Europe/Berlin', 'Berlin', '柏林时间'],
+  ['Europe/Paris', 'Paris', '巴黎时间'],
+  ['Europe/London', 'London', '伦敦时间'],
+  ['America/New_York', 'New York', '纽约时间'],
+  ['America/Chicago', 'Chicago', '芝加哥时间'],
+  ['America/Denver', 'Denver', '丹佛时间'],
+  ['America/Los_Angeles', 'Los Angeles', '洛杉矶时间'],
+  ['America/Sao_Paulo', 'São Paulo', '圣保罗时间'],
+  ['Australia/Sydney', 'Sydney', '悉尼时间'],
+];
 
 function uuid() {
   if (globalThis.crypto?.randomUUID) return crypto.randomUUID();
@@ -17,15 +43,39 @@ function uuid() {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
-/** The text and the server's sentence for an API error (`{text, detail}`). */
+/** "UTC+8" for a zone now (empty when the browser cannot tell). */
+function offset(zone) {
+  try {
+    const part = new Intl.DateTimeFormat('en', { timeZone: zone, timeZoneName: 'shortOffset' })
+      .formatToParts(new Date()).find((p) => p.type === 'timeZoneName');
+    return part ? part.value.replace('GMT', 'UTC').replace(/^UTC$/, 'UTC±0') : '';
+  } catch {
+    return '';
+  }
+}
+
+function zoneLabel(zone) {
+  const known = ZONES.find(([z]) => z === zone);
+  const name = known ? known[i18n.locale === 'zh-CN' ? 2 : 1] : zone;
+  const off = offset(zone);
+  if (zone === 'UTC') return i18n.locale === 'zh-CN' ? `${name}（UTC）` : 'UTC';
+  const bits = known ? [off, zone] : [off];
+  return i18n.locale === 'zh-CN' ? `${name}（${bits.filter(Boolean).join('，')}）` : `${name} (${bits.filter(Boolean).join(', ')})`;
+}
+
+/** The text and, only for a code the page does not know, the server's sentence. */
 export function describe(error) {
   if (error instanceof Unreachable) return { text: t('offline'), detail: null };
   if (!(error instanceof ApiError)) return { text: t('err.5xx'), detail: null };
-  let text = error.code && i18n.has(`err.${error.code}`)
-    ? t(`err.${error.code}`)
-    : t(error.status >= 500 ? 'err.5xx' : 'err.4xx');
+  const key = i18n.errorKey(error.code, error.field);
+  let text = t(key || (error.status >= 500 ? 'err.5xx' : 'err.4xx'));
   if (error.retryAt) text += ` ${t('tryAgainAt', { time: i18n.time(error.retryAt) })}`;
-  return { text, detail: error.detail };
+  return { text, detail: key ? null : error.detail };
+}
+
+/** The error message, with the server's sentence as a secondary line when there is one. */
+export function errorNodes({ text, detail }) {
+  return [h('span', {}, text), detail ? h('span', { class: 'detail', lang: 'en' }, t('detail', { message: detail })) : null].filter(Boolean);
 }
 
 export class CreateForm {
@@ -39,12 +89,11 @@ export class CreateForm {
     this.submitButton = $('create-submit');
     this.pending = null;
     this.busy = false;
+    this.shown = new Map(); // field id -> whose error it shows: 'page' or 'server'
     this.form.addEventListener('submit', (event) => this.submit(event));
     $('create-close').addEventListener('click', () => this.dialog.close());
     this.select.addEventListener('change', () => this.build());
-    this.form.addEventListener('input', () => this.placeholder());
-    const zones = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : [];
-    $('zones').replaceChildren(...['UTC', ...zones].map((zone) => h('option', { value: zone })));
+    for (const kind of ['input', 'change']) this.form.addEventListener(kind, (event) => this.edited(event));
   }
 
   setTypes(types) {
@@ -60,6 +109,7 @@ export class CreateForm {
     const current = this.select.value;
     this.select.replaceChildren(...this.types.map((x) => h('option', { value: x.exportType }, this.ctx.typeTitle(x.exportType))));
     if (current) this.select.value = current;
+    this.zones($('c-tz').value);
     if (this.dialog.open) {
       const values = this.values();
       this.build();
@@ -67,19 +117,29 @@ export class CreateForm {
     }
   }
 
+  /** The zone choice: common zones, this browser's, and `keep` (an earlier export's). */
+  zones(keep) {
+    const list = ZONES.map(([zone]) => zone);
+    for (const zone of [i18n.browserZone, keep]) if (zone && !list.includes(zone)) list.push(zone);
+    const select = $('c-tz');
+    select.replaceChildren(...list.map((zone) => h('option', { value: zone }, zoneLabel(zone))));
+    select.value = keep || i18n.browserZone;
+  }
+
   /** Open the form, empty or filled from an earlier export ("export again"). */
   open(prefill) {
     this.pending = null;
-    this.clearErrors();
     this.form.reset();
+    this.clearErrors();
     let last = prefill?.exportType;
     try { last ||= localStorage.getItem(LAST_TYPE); } catch { /* storage off */ }
     if (last && this.types.some((x) => x.exportType === last)) this.select.value = last;
     this.build();
-    $('c-tz').value = prefill?.timeZone || i18n.browserZone;
+    this.zones(prefill?.timeZone || i18n.browserZone);
     if (prefill) {
       this.fill(prefill.parameters || {});
-      $('c-name').value = prefill.taskName || '';
+      // A name the page made up follows the new filters; a name a person gave is kept.
+      if (!this.madeUp(prefill.taskName)) $('c-name').value = prefill.taskName || '';
       const radio = this.form.querySelector(`input[name="format"][value="${prefill.format}"]`);
       if (radio) radio.checked = true;
     }
@@ -101,11 +161,13 @@ export class CreateForm {
     for (const radio of this.form.querySelectorAll('input[name="format"]')) radio.disabled = !spec.formats.includes(radio.value);
     if (range.length === 2) {
       const [from, to] = range.map((name) => $(`c-param-${name}`));
-      // The date-range rule, shown by the pickers (the API still judges). Only the other
-      // field changes: resetting min/max of the field being typed in loses keystrokes.
-      from.addEventListener('input', () => { to.min = from.value; });
-      to.addEventListener('input', () => { from.max = to.value; });
+      // The date-range rule, shown by the pickers. Only the other field changes:
+      // resetting min/max of the field being typed in loses keystrokes.
+      // Nor is a half-typed date touched: a new min/max would wipe what was typed so far.
+      from.addEventListener('input', () => { if (!to.validity.badInput) to.min = from.value; });
+      to.addEventListener('input', () => { if (!from.validity.badInput) from.max = to.value; });
     }
+    for (const id of [...this.shown.keys()]) if (!$(id)) this.shown.delete(id);
     this.placeholder();
   }
 
@@ -116,7 +178,7 @@ export class CreateForm {
     let control;
     if (p.type === 'date') control = h('input', { ...common, type: 'date' });
     else if (p.type === 'enum' || p.type === 'boolean') {
-      const values = p.type === 'enum' ? p.values.map((v) => [v, v]) : [['true', t('yes')], ['false', t('no')]];
+      const values = p.type === 'enum' ? p.values.map((v) => [v, i18n.valueTitle(p, v)]) : [['true', t('yes')], ['false', t('no')]];
       control = h('select', common, p.required ? null : h('option', { value: '' }, t('anyValue')), values.map(([v, text]) => h('option', { value: v }, text)));
     } else if (p.type === 'integer') control = h('input', { ...common, type: 'number', step: '1', inputmode: 'numeric' });
     else control = h('input', { ...common, maxlength: '256' });
@@ -151,13 +213,21 @@ export class CreateForm {
     for (const el of $('c-param-fields').querySelectorAll('input')) el.dispatchEvent(new Event('input'));
   }
 
-  defaultName() {
-    const spec = this.type();
+  /** The name the page gives an export left unnamed: the type and its dates. */
+  defaultName(spec = this.type(), params = this.values(), title = this.ctx.typeTitle(spec?.exportType)) {
     if (!spec) return '';
-    const params = this.values();
-    const range = (spec.dateRange || []).map((name) => params[name]).filter(Boolean);
-    const when = range.length ? range.join(' – ') : i18n.date(new Date());
-    return `${this.ctx.typeTitle(spec.exportType)} ${when}`;
+    const [from, to] = (spec.dateRange || []).map((name) => params[name]);
+    if (from && to) return `${title} ${from} – ${to}`;
+    if (from) return `${title} ${t('rangeFrom', { d: from })}`;
+    if (to) return `${title} ${t('rangeTo', { d: to })}`;
+    if (spec.dateRange) return t('nameAllDates', { title });
+    return `${title} ${i18n.date(new Date())}`;
+  }
+
+  /** Whether `name` is the one the page would make for the export in the form. */
+  madeUp(name) {
+    const spec = this.type();
+    return !name || (spec && [spec.title, spec.titleZh].some((title) => name === this.defaultName(spec, this.values(), title)));
   }
 
   placeholder() {
@@ -171,13 +241,48 @@ export class CreateForm {
       format: format ? format.value : 'xlsx',
       taskName: $('c-name').value.trim() || this.defaultName(),
       parameters: this.values(),
-      timeZone: $('c-tz').value.trim() || i18n.browserZone,
+      timeZone: $('c-tz').value || i18n.browserZone,
     };
+  }
+
+  /** What the page can tell is wrong before sending: `Map(fieldId -> text)`. */
+  check() {
+    const problems = new Map();
+    const spec = this.type();
+    for (const p of spec?.parameters || []) {
+      const el = $(`c-param-${p.name}`);
+      if (!el) continue;
+      if (el.validity?.badInput) problems.set(el.id, t(p.type === 'date' ? 'incompleteDate' : 'err.INVALID_VALUE'));
+      else if (p.required && !el.value.trim()) problems.set(el.id, t('required'));
+    }
+    const [a, b] = (spec?.dateRange || []).map((name) => $(`c-param-${name}`));
+    if (a && b && a.value && b.value && a.value > b.value && !problems.has(a.id)) problems.set(a.id, t('err.INVALID_DATE_RANGE'));
+    return problems;
+  }
+
+  /** A field changed: its server error is stale, and the page's own check runs again. */
+  edited(event) {
+    if (event.target === this.select) return;
+    if (event.target.id === 'c-name' || event.target.closest?.('#c-params')) this.placeholder();
+    if (!this.shown.size) return;
+    const id = event.target.name === 'format' ? 'c-format' : event.target.id;
+    const problems = this.check();
+    for (const [shown, kind] of [...this.shown]) {
+      if (problems.has(shown) && (kind === 'page' || shown === id)) this.showAt(shown, { text: problems.get(shown) }, 'page');
+      else if (kind === 'page' || shown === id) this.clearAt(shown);
+    }
   }
 
   async submit(event) {
     event.preventDefault();
     if (this.busy) return; // a double click or a second Enter: one task
+    this.clearErrors();
+    const problems = this.check();
+    if (problems.size) {
+      for (const [id, text] of problems) this.showAt(id, { text }, 'page');
+      $([...problems.keys()][0]).focus();
+      return;
+    }
     const body = this.body();
     const fingerprint = JSON.stringify(body);
     // One idempotency key per submission; the same content sent again after a lost
@@ -188,7 +293,6 @@ export class CreateForm {
     this.submitButton.disabled = true;
     this.submitButton.textContent = t('creating');
     this.form.setAttribute('aria-busy', 'true');
-    this.clearErrors();
     try {
       const answer = await call('/api/v1/exports', { method: 'POST', body });
       this.pending = null;
@@ -197,8 +301,10 @@ export class CreateForm {
       this.ctx.onCreated(answer, body);
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) this.ctx.onUnauthorized(error);
-      else this.showError(error);
-      if (error instanceof Unreachable) this.ctx.onUnreachable();
+      else if (error instanceof Unreachable) {
+        this.showError({ text: t('createOffline') });
+        this.ctx.onUnreachable();
+      } else this.showError(describe(error), error);
     } finally {
       this.busy = false;
       this.submitButton.disabled = false;
@@ -209,30 +315,48 @@ export class CreateForm {
 
   target(field) {
     if (!field) return null;
-    if (field === 'exportType') return ['c-type', $('c-type')];
-    if (field === 'taskName') return ['c-name', $('c-name')];
-    if (field === 'timeZone') return ['c-tz', $('c-tz')];
-    if (field === 'format') return ['c-format', this.form.querySelector('input[name="format"]:checked')];
+    if (field === 'exportType') return 'c-type';
+    if (field === 'taskName') return 'c-name';
+    if (field === 'timeZone') return 'c-tz';
+    if (field === 'format') return 'c-format';
     const match = /^parameters\.([^.[\]]+)/.exec(field);
-    if (match && $(`c-param-${match[1]}`)) return [`c-param-${match[1]}`, $(`c-param-${match[1]}`)];
-    return null;
+    return match && $(`c-param-${match[1]}`) ? `c-param-${match[1]}` : null;
   }
 
-  showError(error) {
-    const { text, detail } = describe(error);
-    const target = error instanceof ApiError ? this.target(error.field) : null;
-    const box = target ? $(`${target[0]}-error`) : $('create-error');
-    box.replaceChildren(h('span', {}, text), detail ? h('span', { class: 'detail', lang: 'en' }, t('detail', { message: detail })) : null);
-    box.hidden = false;
-    if (target) {
-      target[1].setAttribute('aria-invalid', 'true');
-      const described = new Set((target[1].getAttribute('aria-describedby') || '').split(' ').filter(Boolean));
-      described.add(`${target[0]}-error`);
-      target[1].setAttribute('aria-describedby', [...described].join(' '));
-      target[1].focus();
+  /** An error of the server: at its field when the page has one, else above the form. */
+  showError(message, error) {
+    const id = error instanceof ApiError ? this.target(error.field) : null;
+    if (id) {
+      this.showAt(id, message, 'server');
+      (id === 'c-format' ? this.form.querySelector('input[name="format"]:checked') : $(id)).focus();
     } else {
-      box.focus?.();
+      const box = $('create-error');
+      box.replaceChildren(...errorNodes(message));
+      box.hidden = false;
     }
+  }
+
+  showAt(id, message, kind) {
+    const box = $(`${id}-error`);
+    box.replaceChildren(...errorNodes(message));
+    box.hidden = false;
+    this.shown.set(id, kind);
+    const input = id === 'c-format' ? null : $(id);
+    if (!input) return;
+    input.setAttribute('aria-invalid', 'true');
+    const described = new Set((input.getAttribute('aria-describedby') || '').split(' ').filter(Boolean));
+    described.add(`${id}-error`);
+    input.setAttribute('aria-describedby', [...described].join(' '));
+  }
+
+  clearAt(id) {
+    const box = $(`${id}-error`);
+    if (box) {
+      box.hidden = true;
+      box.replaceChildren();
+    }
+    $(id)?.removeAttribute('aria-invalid');
+    this.shown.delete(id);
   }
 
   clearErrors() {
@@ -241,5 +365,6 @@ export class CreateForm {
       box.replaceChildren();
     }
     for (const el of this.form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+    this.shown.clear();
   }
 }

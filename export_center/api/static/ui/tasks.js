@@ -9,44 +9,54 @@ const { t } = i18n;
 export const ACTIVE = new Set(['queued', 'running']);
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
-// "fetch: batch 37 (cursor 120400): provider 503 after 3 attempts" (DESIGN.md "Task states").
-const AT_BATCH = /^(queued|fetch|render|store): batch (\d+)(?: \(cursor [^)]*\))?: ([\s\S]*)$/;
-const IN_PHASE = /^(queued|fetch|render|store): ([\s\S]*)$/;
-
-/** The actions a user may take on `task` now. */
+/** The actions a user may take on `task` now (no Retry where a retry meets the same end). */
 export function actionsOf(task, canCreate) {
   const list = [];
   if (task.state === 'succeeded' && task.downloadUrl) list.push('download');
   if (ACTIVE.has(task.state)) list.push('cancel');
-  if (task.state === 'failed') list.push('retry');
+  if (task.state === 'failed' && task.retryable !== false) list.push('retry');
   if (TERMINAL.has(task.state) && canCreate(task.exportType)) list.push('again');
   return list;
 }
 
-/** What to tell the user about a task beyond its state: `{kind, text, detail}` or null. */
-export function explain(task) {
+/** Queued again after a failed attempt: the automatic retry is pending. */
+export function retryPending(task) {
+  return task.state === 'queued' && Boolean(task.error);
+}
+
+function cause(task) {
+  const code = task.error?.code;
+  return t(i18n.has(`cause.${code}`) ? `cause.${code}` : 'cause.default');
+}
+
+function retryClock(task) {
+  const at = task.nextRetryAt ? Date.parse(task.nextRetryAt) : NaN;
+  return Number.isFinite(at) && at > Date.now() ? i18n.time(new Date(at)) : null;
+}
+
+/** What to tell the user about a task beyond its state: `{kind, text, detail}` or null.
+ * The server's own sentence is shown (as a detail) only for a code the page does not know. */
+export function explain(task, spec) {
   if (task.state === 'succeeded') {
-    return task.warning ? { kind: 'warning', text: t('warning'), detail: task.warning } : null;
+    if (task.warning) return { kind: 'warning', text: t('warning'), detail: task.warning };
+    return task.processed === 0 ? { kind: 'info', text: t('zeroRows') } : null;
   }
   if (task.state === 'expired') return { kind: 'info', text: t('expiredNote') };
   if (task.state === 'cancelled') return { kind: 'info', text: t('cancelledByUser') };
   const error = task.error;
   if (!error) return null;
-  const code = error.code && i18n.has(`fail.${error.code}`) ? error.code : 'default';
-  const cause = t(`fail.${code}`);
-  const failed = task.state === 'failed';
-  const batch = AT_BATCH.exec(error.message);
-  const phase = batch ? null : IN_PHASE.exec(error.message);
-  let text;
-  if (batch) {
-    const vars = { phase: t(`phaseIn.${batch[1]}`), batch: i18n.number(Number(batch[2])), cause, n: task.attempts };
-    text = t(failed ? 'failedAt' : 'retrying', vars);
-  } else if (phase) {
-    text = t(failed ? 'failedIn' : 'retryingIn', { phase: t(`phaseIn.${phase[1]}`), cause, n: task.attempts });
-  } else {
-    text = t(failed ? 'failedPlain' : 'retryingPlain', { cause, n: task.attempts });
+  if (task.state !== 'failed') {
+    const time = retryClock(task);
+    const vars = { n: i18n.number(task.attempts), max: i18n.number(task.maxAttempts || task.attempts), cause: cause(task), time };
+    return { kind: 'warning', text: t(time ? 'retryingNote' : 'retryingNowNote', vars) };
   }
-  return { kind: failed ? 'error' : 'warning', text, detail: error.message };
+  const code = error.code;
+  if (code === 'ROW_LIMIT_EXCEEDED') {
+    const text = spec?.maxRows ? t('fail.ROW_LIMIT_EXCEEDED', { max: i18n.number(spec.maxRows) }) : t('fail.ROW_LIMIT_EXCEEDED.any');
+    return { kind: 'error', text };
+  }
+  const known = code && i18n.has(`fail.${code}`);
+  return { kind: 'error', text: t(known ? `fail.${code}` : 'fail.default'), detail: known ? null : error.message };
 }
 
 function badge(state) {
@@ -71,14 +81,16 @@ function summary(task, ctx) {
     else if (b) parts.push(t('rangeTo', { d: b }));
     for (const name of range) delete params[name];
   }
-  for (const [name, value] of Object.entries(params)) {
+  // In the order the type declares its fields (the API sorts the keys).
+  const order = (spec?.parameters || []).map((x) => x.name);
+  const rank = (name) => (order.includes(name) ? order.indexOf(name) : order.length);
+  for (const [name, value] of Object.entries(params).sort(([a], [b]) => rank(a) - rank(b))) {
     const p = spec?.parameters.find((x) => x.name === name);
     const label = p ? (i18n.locale === 'zh-CN' ? p.titleZh : p.title) : name;
-    const shown = typeof value === 'boolean' ? t(value ? 'yes' : 'no') : String(value);
+    const shown = typeof value === 'boolean' ? t(value ? 'yes' : 'no') : i18n.valueTitle(p, value);
     parts.push(`${label}${i18n.locale === 'zh-CN' ? '：' : ': '}${shown}`);
   }
   if (!parts.length) parts.push(t('allData'));
-  if (task.timeZone && task.timeZone !== i18n.browserZone) parts.push(t('fileZone', { tz: task.timeZone }));
   return parts.join(' · ');
 }
 
@@ -124,9 +136,15 @@ class Row {
     const name = task.taskName;
     this.task = task;
     this.tr.className = `state-${task.state}`;
-    const info = explain(task);
+    const info = explain(task, ctx.typeOf(task.exportType));
     const params = summary(task, ctx);
     const stopping = ACTIVE.has(task.state) && ctx.isCancelling(task.taskId);
+    const waiting = retryPending(task);
+    // Attempts are worth a word only when there was more than one (a manual retry starts
+    // a new run: its count starts again at 1).
+    const attempt = task.attempts > 1 || waiting
+      ? t('attemptOf', { n: i18n.number(task.attempts), max: i18n.number(Math.max(task.maxAttempts || 0, task.attempts)) })
+      : null;
     const cells = [
       this.patch('task', JSON.stringify([name, params, info]), () => [
         h('span', { class: 'task-name' }, name),
@@ -135,20 +153,27 @@ class Row {
       ]),
     ];
     if (ctx.showOwner) cells.push(this.patch('owner', task.owner, () => task.owner));
+    let phase = null;
+    if (stopping) phase = t('stopping');
+    else if (task.state === 'running') phase = t(`phase.${task.phase}`);
+    else if (waiting) phase = t('waitingRetry');
     cells.push(
       this.patch('type', task.exportType + task.format, () => [
         h('span', {}, ctx.typeTitle(task.exportType)),
         h('span', { class: 'tag' }, task.format.toUpperCase()),
       ]),
-      this.patch('state', JSON.stringify([task.state, task.phase, task.attempts, stopping]), () => [
+      this.patch('state', JSON.stringify([task.state, phase, attempt]), () => [
         badge(task.state),
-        stopping ? h('span', { class: 'phase' }, t('stopping')) : null,
-        task.state === 'running' && !stopping ? h('span', { class: 'phase' }, t(`phase.${task.phase}`)) : null,
-        task.attempts > 0 ? h('span', { class: 'sub' }, t('attempts', { n: i18n.number(task.attempts) })) : null,
+        phase ? h('span', { class: 'phase' }, phase) : null,
+        attempt ? h('span', { class: 'sub attempt' }, attempt) : null,
       ]),
       this.progress(task),
-      this.patch('times', JSON.stringify([task.requestedAt, task.startedAt, task.finishedAt]), () =>
-        h('dl', { class: 'times' }, when(t('requested'), task.requestedAt), when(t('started'), task.startedAt), when(t('finished'), task.finishedAt))),
+      this.patch('times', JSON.stringify([task.state, task.requestedAt, task.startedAt, task.finishedAt, task.attempts]), () => {
+        // A queued task shows no start: the one it holds is of an attempt that failed.
+        const started = task.state === 'queued' ? null : task.startedAt;
+        const label = task.attempts > 1 ? t('startedAttempt', { n: i18n.number(task.attempts) }) : t('started');
+        return h('dl', { class: 'times' }, when(t('requested'), task.requestedAt), when(label, started), when(t('finished'), task.finishedAt));
+      }),
       this.patch('file', JSON.stringify([task.state, task.sizeBytes, task.expiresAt]), () => this.file(task)),
       this.actions(task),
     );
@@ -164,7 +189,7 @@ class Row {
     const mode = `${i18n.locale}|${task.state}|${known}|${task.error ? 1 : 0}`;
     if (td.dataset.mode !== mode) {
       td.dataset.mode = mode;
-      const showBar = task.state === 'running' || task.state === 'succeeded';
+      const showBar = task.state === 'running' || task.state === 'succeeded' || (task.state === 'cancelled' && known);
       this.bar = showBar ? h('progress', { max: 1, 'aria-label': t('progressOf', { name: task.taskName }) }) : null;
       this.pct = h('span', { class: 'pct' });
       this.line1 = h('span', { class: 'rows' });
@@ -172,9 +197,12 @@ class Row {
       td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.line2].filter(Boolean));
     }
     const done = i18n.number(task.processed || 0);
+    const total = known ? i18n.number(task.total) : null;
     let fraction = null;
     if (task.state === 'succeeded') fraction = 1;
-    else if (task.state === 'running' && known) fraction = Math.min(1, Math.floor((task.processed / task.total) * 100) / 100);
+    else if ((task.state === 'running' || task.state === 'cancelled') && known) {
+      fraction = Math.min(1, Math.floor((task.processed / task.total) * 100) / 100);
+    }
     if (this.bar) {
       if (fraction == null) this.bar.removeAttribute('value');
       else this.bar.value = fraction;
@@ -182,18 +210,22 @@ class Row {
     this.pct.textContent = fraction == null ? '' : i18n.percent(fraction);
     let line1 = '';
     let line2 = '';
-    if (task.state === 'queued') {
+    if (retryPending(task)) {
+      const time = retryClock(task);
+      line1 = t(time ? 'retryAt' : 'retrySoon', { time, cause: cause(task) });
+    } else if (task.state === 'queued') {
       line1 = t('waiting');
-      line2 = task.error ? t('retryPending') : '';
     } else if (task.state === 'running') {
-      line1 = known ? t('rowsOf', { done, total: i18n.number(task.total) }) : t('rowsSoFar', { done });
+      line1 = known ? t('rowsOf', { done, total }) : t('rowsSoFar', { done });
       const bits = [];
       if (task.rowsPerSecond != null) bits.push(t('rate', { rate: i18n.number(Math.round(task.rowsPerSecond)) }));
       if (task.etaSeconds != null) bits.push(t('eta', { eta: i18n.duration(task.etaSeconds) }));
       line2 = bits.join(' · ');
     } else if (task.state === 'succeeded' || task.state === 'expired') {
       line1 = t('rowsDone', { done });
-    } // failed, cancelled: the count is of the last progress write, not where it stopped
+    } else if (task.state === 'cancelled' && task.processed > 0) {
+      line1 = known ? t('stoppedAt', { done, total }) : t('stoppedAfter', { done });
+    } // failed: the count is of the last progress write, not where it stopped
     this.line1.textContent = line1;
     this.line2.textContent = line2;
     this.line2.hidden = !line2;
@@ -215,11 +247,16 @@ class Row {
     const list = actionsOf(task, ctx.canCreate).filter((action) => !(stopping && action === 'cancel'));
     const td = this.patch('actions', list.join(','), () => h('div', { class: 'actions' }, list.map((action) => this.button(action))));
     const link = td.querySelector('a[data-action="download"]');
-    if (link) {
-      link.href = ctx.linkOf(task.downloadUrl);
-      link.title = task.downloadExpiresAt ? t('linkUntil', { date: i18n.dateTime(task.downloadExpiresAt) }) : '';
-    }
+    if (link) link.href = ctx.linkOf(task.downloadUrl); // renewed on each refresh
     return td;
+  }
+
+  /** Put the focus on this row's state (after the button that had it went away). */
+  focusState() {
+    const td = this.cells.state;
+    if (!td) return;
+    td.setAttribute('tabindex', '-1');
+    td.focus();
   }
 
   button(action) {

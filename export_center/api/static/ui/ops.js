@@ -1,0 +1,357 @@
+// The operations view (admins only, loaded the first time one opens it): the outbox
+// backlog, quarantined commands, failures by type and the audit trail, from
+// GET /api/v1/admin/overview every few seconds while it is on screen. A retry asks for
+// a reason, which the audit trail keeps (POST /api/v1/admin/tasks/{id}/retry).
+
+import { $, h } from './dom.js';
+import * as i18n from './i18n.js';
+import * as api from './api.js';
+import { describe, errorNodes } from './form.js';
+
+const { t } = i18n;
+const POLL_MS = 3000;
+
+i18n.extend({
+  'ops.title': 'Operations',
+  'ops.intro': 'The whole service’s figures, updated every few seconds while this view is open.',
+  'ops.updated': 'Updated at {time}',
+  'ops.pending': 'Commands waiting to be sent',
+  'ops.oldest': 'Oldest unsent command',
+  'ops.maxAttempt': 'Most sends of one command',
+  'ops.queueAge': 'Longest wait in the queue',
+  'ops.none': '—',
+  'ops.quarantined': 'Quarantined commands',
+  'ops.quarantinedIntro': 'Commands the broker gave up on. Their exports failed; retry one once the cause is fixed.',
+  'ops.noQuarantined': 'No command is quarantined.',
+  'ops.failures': 'Failed exports in the last 24 hours',
+  'ops.noFailures': 'No export failed in the last 24 hours.',
+  'ops.byType': 'By type',
+  'ops.audit': 'Recent actions',
+  'ops.noAudit': 'Nothing has been done by hand or by the system yet.',
+  'ops.col.task': 'Export',
+  'ops.col.version': 'Dispatch version',
+  'ops.col.when': 'When',
+  'ops.col.reason': 'Reason',
+  'ops.col.state': 'Export state',
+  'ops.col.type': 'Type',
+  'ops.col.owner': 'Requested by',
+  'ops.col.failure': 'Failure',
+  'ops.col.who': 'Who',
+  'ops.col.what': 'What',
+  'ops.col.actions': 'Actions',
+  'ops.retryLabel': 'Retry export {task}',
+  'ops.retryTitle': 'Retry export {task}',
+  'ops.retryIntro': 'The export runs again from the start. Say why: the reason is kept in the audit trail with your name.',
+  'ops.reason': 'Reason',
+  'ops.reasonShort': 'Write why you retry it (at least 3 characters).',
+  'ops.retrySubmit': 'Retry export',
+  'ops.retried': 'Export {task} is queued again.',
+  'ops.count': '{type}: {n} failed',
+  'ops.what': '{action}: {outcome}',
+  'actor.system': 'System ({name})',
+  'actor.operator': '{name} (command line)',
+  'action.dead_letter': 'Dead letter',
+  'action.manual_retry': 'Retry',
+  'action.manual_cancel': 'Cancel',
+  'action.lease_recovery': 'Lease recovered',
+  'action.registry_reload': 'Export types reloaded',
+  'outcome.quarantined': 'quarantined; the export failed',
+  'outcome.stale': 'stale; nothing changed',
+  'outcome.missing_properties': 'unreadable; nothing changed',
+  'outcome.requeued': 'queued again',
+  'outcome.cancelled': 'cancelled',
+  'outcome.stop_requested': 'asked to stop',
+  'outcome.failed': 'marked failed',
+  'outcome.reloaded': 'reloaded',
+  'outcome.refused': 'refused; the previous types stay',
+}, {
+  'ops.title': '运维',
+  'ops.intro': '全局运行指标，打开此页面时每隔几秒自动刷新。',
+  'ops.updated': '更新于 {time}',
+  'ops.pending': '待发送的指令',
+  'ops.oldest': '最早一条待发送指令已等待',
+  'ops.maxAttempt': '单条指令最多发送次数',
+  'ops.queueAge': '排队最久的导出已等待',
+  'ops.none': '—',
+  'ops.quarantined': '已隔离的指令',
+  'ops.quarantinedIntro': '消息队列放弃投递的指令，对应的导出已失败。排除原因后可以重试。',
+  'ops.noQuarantined': '没有被隔离的指令。',
+  'ops.failures': '最近 24 小时失败的导出',
+  'ops.noFailures': '最近 24 小时没有失败的导出。',
+  'ops.byType': '按类型统计',
+  'ops.audit': '最近的操作记录',
+  'ops.noAudit': '暂无人工或系统操作记录。',
+  'ops.col.task': '导出任务',
+  'ops.col.version': '派发版本',
+  'ops.col.when': '时间',
+  'ops.col.reason': '原因',
+  'ops.col.state': '任务状态',
+  'ops.col.type': '类型',
+  'ops.col.owner': '创建人',
+  'ops.col.failure': '失败原因',
+  'ops.col.who': '操作人',
+  'ops.col.what': '操作',
+  'ops.col.actions': '操作',
+  'ops.retryLabel': '重试导出任务 {task}',
+  'ops.retryTitle': '重试导出任务 {task}',
+  'ops.retryIntro': '导出将从头重新执行。请填写原因，原因会连同你的账号记入操作记录。',
+  'ops.reason': '原因',
+  'ops.reasonShort': '请填写重试原因（至少 3 个字）。',
+  'ops.retrySubmit': '重试导出',
+  'ops.retried': '导出任务 {task} 已重新排队。',
+  'ops.count': '{type}：失败 {n} 个',
+  'ops.what': '{action}：{outcome}',
+  'actor.system': '系统（{name}）',
+  'actor.operator': '{name}（命令行）',
+  'action.dead_letter': '死信处理',
+  'action.manual_retry': '手动重试',
+  'action.manual_cancel': '手动取消',
+  'action.lease_recovery': '回收租约',
+  'action.registry_reload': '重新加载导出类型',
+  'outcome.quarantined': '已隔离，导出标记为失败',
+  'outcome.stale': '消息已过时，未做改动',
+  'outcome.missing_properties': '消息无法识别，未做改动',
+  'outcome.requeued': '已重新排队',
+  'outcome.cancelled': '已取消',
+  'outcome.stop_requested': '已请求停止',
+  'outcome.failed': '已标记为失败',
+  'outcome.reloaded': '已重新加载',
+  'outcome.refused': '被拒绝，沿用原有的导出类型',
+});
+
+function maybe(key, fallback) {
+  return i18n.has(key) ? t(key) : fallback;
+}
+
+function failText(code) {
+  if (code === 'ROW_LIMIT_EXCEEDED') return t('fail.ROW_LIMIT_EXCEEDED.any');
+  return maybe(`fail.${code}`, t('fail.default'));
+}
+
+function actor(name) {
+  const user = /^user:[^/]*\/(.+)$/.exec(name);
+  if (user) return user[1];
+  const [kind, rest] = name.split(/:(.*)/s);
+  if (kind === 'system') return t('actor.system', { name: rest });
+  if (kind === 'operator') return t('actor.operator', { name: rest });
+  return name;
+}
+
+function when(iso) {
+  return iso ? h('time', { datetime: iso }, i18n.dateTime(iso)) : t('ops.none');
+}
+
+function table(columns, rows) {
+  return h(
+    'div',
+    { class: 'table-wrap' },
+    h('table', { class: 'ops-table' }, h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, t(`ops.col.${c}`))))), h('tbody', {}, rows)),
+  );
+}
+
+export class OpsView {
+  /** @param {object} ctx `{notify, notifyError, unauthorized, onUnreachable, setOnline, typeTitle}` */
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.root = $('ops');
+    this.timer = 0;
+    this.running = false;
+    this.seq = 0;
+    this.data = null;
+    this.retrying = null; // the task id the reason dialog is for
+    this.dialog = this.buildDialog();
+    this.relabel();
+  }
+
+  buildDialog() {
+    const dialog = h(
+      'dialog',
+      { id: 'ops-retry', 'aria-labelledby': 'ops-retry-title' },
+      h(
+        'form',
+        { id: 'ops-retry-form', class: 'dialog-form', novalidate: true },
+        h('h2', { id: 'ops-retry-title' }),
+        h('p', { class: 'hint', id: 'ops-retry-intro' }),
+        h('div', { class: 'field' },
+          h('label', { for: 'ops-reason', id: 'ops-reason-label' }),
+          h('textarea', { id: 'ops-reason', rows: 3, maxlength: 500, 'aria-describedby': 'ops-reason-error' }),
+          h('p', { class: 'error', id: 'ops-reason-error', hidden: true })),
+        h('div', { class: 'form-actions' },
+          h('button', { type: 'button', class: 'btn', id: 'ops-retry-close', onclick: () => dialog.close() }),
+          h('button', { type: 'submit', class: 'btn primary', id: 'ops-retry-submit' })),
+      ),
+    );
+    dialog.querySelector('form').addEventListener('submit', (event) => this.submitRetry(event));
+    document.body.append(dialog);
+    dialog.querySelector('textarea').addEventListener('input', (event) => {
+      if (event.target.value.trim().length >= 3) this.reasonError('');
+    });
+    return dialog;
+  }
+
+  /** Language changed (or first build): the view's frame, then the last figures again. */
+  relabel() {
+    this.root.replaceChildren(
+      h('div', { class: 'list-head' }, h('h1', { id: 'ops-title', tabindex: '-1' }, t('ops.title'))),
+      h('p', { class: 'hint' }, t('ops.intro'), ' ', h('span', { id: 'ops-updated' })),
+      h('dl', { class: 'figures', id: 'ops-figures' }),
+      h('section', { 'aria-labelledby': 'ops-q-title' }, h('h2', { id: 'ops-q-title' }, t('ops.quarantined')), h('p', { class: 'hint' }, t('ops.quarantinedIntro')), h('div', { id: 'ops-quarantined' })),
+      h('section', { 'aria-labelledby': 'ops-f-title' }, h('h2', { id: 'ops-f-title' }, t('ops.failures')), h('div', { id: 'ops-failures' })),
+      h('section', { 'aria-labelledby': 'ops-a-title' }, h('h2', { id: 'ops-a-title' }, t('ops.audit')), h('div', { id: 'ops-audit' })),
+    );
+    $('ops-retry-close').textContent = t('close');
+    $('ops-retry-submit').textContent = t('ops.retrySubmit');
+    $('ops-reason-label').textContent = t('ops.reason');
+    $('ops-retry-intro').textContent = t('ops.retryIntro');
+    if (this.retrying) $('ops-retry-title').textContent = t('ops.retryTitle', { task: this.retrying });
+    if (this.data) this.render(this.data);
+  }
+
+  start(focus) {
+    this.running = true;
+    if (focus) $('ops-title').focus();
+    this.refresh();
+  }
+
+  stop() {
+    this.running = false;
+    clearTimeout(this.timer);
+    this.seq += 1; // an answer on its way is dropped
+  }
+
+  schedule() {
+    clearTimeout(this.timer);
+    if (this.running && !document.hidden) this.timer = setTimeout(() => this.refresh(), POLL_MS);
+  }
+
+  async refresh() {
+    clearTimeout(this.timer);
+    const seq = ++this.seq;
+    try {
+      const { data } = await api.call('/api/v1/admin/overview');
+      if (seq !== this.seq) return;
+      this.ctx.setOnline();
+      this.data = data;
+      this.render(data);
+    } catch (error) {
+      if (seq !== this.seq) return;
+      if (error instanceof api.ApiError && error.status === 401) return this.ctx.unauthorized(error);
+      if (error instanceof api.Unreachable) this.ctx.onUnreachable();
+      else {
+        this.ctx.notifyError(error);
+        if (error instanceof api.ApiError && error.status < 500) return; // asking again would not help
+      }
+    }
+    this.schedule();
+  }
+
+  render(data) {
+    $('ops-updated').textContent = t('ops.updated', { time: i18n.time(new Date()) });
+    const seconds = (s) => (s > 0 ? i18n.duration(s) : t('ops.none'));
+    const figures = [
+      ['pending', 'ops.pending', i18n.number(data.outboxPending)],
+      ['oldest', 'ops.oldest', data.outboxPending ? seconds(data.outboxOldestAgeSeconds) : t('ops.none')],
+      ['max-attempt', 'ops.maxAttempt', i18n.number(data.outboxMaxAttempt)],
+      ['queue-age', 'ops.queueAge', seconds(data.queueAgeSeconds)],
+    ];
+    $('ops-figures').replaceChildren(...figures.map(([id, label, value]) => h('div', { class: 'figure', id: `fig-${id}` }, h('dt', {}, t(label)), h('dd', {}, value))));
+    $('ops-quarantined').replaceChildren(
+      data.quarantined.length
+        ? table(['task', 'version', 'when', 'reason', 'state', 'actions'], data.quarantined.map((q) => h(
+          'tr',
+          { dataset: { eventId: q.command.eventId } },
+          h('td', { class: 'mono' }, q.command.taskId),
+          h('td', {}, i18n.number(q.command.dispatchVersion)),
+          h('td', {}, when(q.quarantinedAt)),
+          h('td', { lang: 'en', class: 'reason' }, q.reason || ''),
+          h('td', { class: 'task-state' }, maybe(`state.${q.taskState}`, q.taskState)),
+          h('td', {}, q.taskState === 'failed' ? this.retryButton(q.command.taskId) : null),
+        )))
+        : h('p', { class: 'empty-line' }, t('ops.noQuarantined')),
+    );
+    const byType = Object.entries(data.failuresByType);
+    $('ops-failures').replaceChildren(
+      ...(byType.length
+        ? [
+          h('ul', { class: 'by-type', 'aria-label': t('ops.byType') }, byType.map(([type, n]) => h('li', { dataset: { type } }, t('ops.count', { type: this.ctx.typeTitle(type), n: i18n.number(n) })))),
+          table(['task', 'type', 'owner', 'when', 'failure', 'actions'], data.failed.map((task) => h(
+            'tr',
+            { dataset: { taskId: task.taskId } },
+            h('td', { class: 'mono' }, task.taskId),
+            h('td', {}, this.ctx.typeTitle(task.exportType)),
+            h('td', {}, task.owner),
+            h('td', {}, when(task.finishedAt)),
+            h('td', {}, h('span', {}, failText(task.errorCode)), h('span', { class: 'detail mono', lang: 'en' }, task.error || '')),
+            h('td', {}, task.state === 'failed' ? this.retryButton(task.taskId) : null),
+          ))),
+        ]
+        : [h('p', { class: 'empty-line' }, t('ops.noFailures'))]),
+    );
+    $('ops-audit').replaceChildren(
+      data.audit.length
+        ? table(['when', 'who', 'what', 'task', 'reason'], data.audit.map((a) => h(
+          'tr',
+          {},
+          h('td', {}, when(a.at)),
+          h('td', { title: a.actor }, actor(a.actor)),
+          h('td', {}, t('ops.what', { action: maybe(`action.${a.action}`, a.action), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
+          h('td', { class: 'mono' }, a.taskId || ''),
+          h('td', { class: 'reason' }, a.reason || ''),
+        )))
+        : h('p', { class: 'empty-line' }, t('ops.noAudit')),
+    );
+  }
+
+  retryButton(taskId) {
+    return h('button', { type: 'button', class: 'btn', 'aria-label': t('ops.retryLabel', { task: taskId }), onclick: () => this.askRetry(taskId) }, t('retry'));
+  }
+
+  askRetry(taskId) {
+    this.retrying = taskId;
+    $('ops-retry-title').textContent = t('ops.retryTitle', { task: taskId });
+    $('ops-reason').value = '';
+    this.reasonError('');
+    this.dialog.showModal();
+    $('ops-reason').focus();
+  }
+
+  reasonError(message) {
+    const box = $('ops-reason-error');
+    box.replaceChildren(...(message ? errorNodes(message) : []));
+    box.hidden = !message;
+    if (message) $('ops-reason').setAttribute('aria-invalid', 'true');
+    else $('ops-reason').removeAttribute('aria-invalid');
+  }
+
+  async submitRetry(event) {
+    event.preventDefault();
+    const reason = $('ops-reason').value.trim();
+    if (reason.length < 3) {
+      this.reasonError({ text: t('ops.reasonShort') });
+      return $('ops-reason').focus();
+    }
+    const task = this.retrying;
+    const submit = $('ops-retry-submit');
+    if (submit.disabled) return;
+    submit.disabled = true;
+    try {
+      await api.call(`/api/v1/admin/tasks/${encodeURIComponent(task)}/retry`, { method: 'POST', body: { reason } });
+      this.dialog.close();
+      this.ctx.notify('ok', t('ops.retried', { task }));
+      this.refresh();
+    } catch (error) {
+      if (error instanceof api.ApiError && error.status === 401) {
+        this.dialog.close();
+        return this.ctx.unauthorized(error);
+      }
+      if (error instanceof api.ApiError && error.field === 'reason') this.reasonError(describe(error));
+      else {
+        this.dialog.close();
+        this.ctx.notifyError(error);
+        this.refresh();
+      }
+    } finally {
+      submit.disabled = false;
+    }
+  }
+}
