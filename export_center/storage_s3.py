@@ -125,6 +125,16 @@ def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
+def _abort(client: S3Client, bucket: str, key: str, upload_id: str) -> None:
+    """Abort one multipart upload; one that is gone already (aborted by someone else,
+    or completed) counts as aborted."""
+    try:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+            raise
+
+
 class MultipartWriter(io.RawIOBase):
     """A write-only stream that uploads its bytes as an S3 multipart upload.
 
@@ -304,9 +314,7 @@ class MultipartWriter(io.RawIOBase):
         if upload_id is not None:
             self._call(
                 "abort the upload of",
-                lambda: self._client.abort_multipart_upload(
-                    Bucket=self._bucket, Key=self.key, UploadId=upload_id
-                ),
+                lambda: _abort(self._client, self._bucket, self.key, upload_id),
             )
 
     def _shutdown_pool(self) -> None:
@@ -344,6 +352,8 @@ class S3Storage:
         self.client = client or make_client(settings)
         self._open: dict[str, MultipartWriter] = {}
         self._lock = threading.Lock()
+        #: Keys per listing request (S3 answers at most 1,000).
+        self.page_size = 1000
 
     @staticmethod
     def _check(key: str) -> str:
@@ -414,7 +424,7 @@ class S3Storage:
                 errors.append(exc)
         try:
             for upload_id in self._upload_ids(key):
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+                _abort(self.client, self.bucket, key, upload_id)
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except (BotoCoreError, ClientError) as exc:
             errors.append(self._fail("delete", key, exc))
@@ -510,20 +520,20 @@ class S3Storage:
         return chunks()
 
     def list(self, prefix: str = EXPORT_PREFIX) -> Iterator[StoredObject]:
-        """Objects, then unfinished uploads, under ``prefix``, in pages of 1,000.
+        """Objects, then unfinished uploads, under ``prefix``, in pages of ``page_size``.
 
         Raises:
             StorageError: S3 refused or did not answer.
         """
         try:
             objects = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": 1000}
+                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self.page_size}
             )
             for page in objects:
                 for item in page.get("Contents", []):
                     yield StoredObject(item["Key"], int(item["Size"]), item["LastModified"])
             uploads = self.client.get_paginator("list_multipart_uploads").paginate(
-                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": 1000}
+                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self.page_size}
             )
             for page in uploads:
                 for upload in page.get("Uploads", []):

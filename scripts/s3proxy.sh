@@ -23,6 +23,9 @@
 #   EXPORT_CENTER_S3PROXY_CACHE    where the jar is kept (default
 #                                  $HOME/.cache/export-center/s3proxy)
 #   EXPORT_CENTER_S3PROXY_VERSION  S3Proxy version (default 4.1.0)
+#   EXPORT_CENTER_S3PROXY_READ_ONLY=1  refuse every write (S3Proxy's read-only
+#                                  middleware): how tests show a bucket that is not
+#                                  writable (the tests run as root, so file modes cannot)
 #
 # Credentials are fixed test values (like the MariaDB test user): access key
 # export-center, secret export-center-secret. It is a test server: the files live in
@@ -105,6 +108,9 @@ s3proxy.credential=$SECRET_KEY
 jclouds.provider=filesystem
 jclouds.filesystem.basedir=$DATA_DIR
 EOF
+    if [ "${EXPORT_CENTER_S3PROXY_READ_ONLY:-}" = 1 ]; then
+        echo "s3proxy.read-only-blobstore=true" >>"$CONF"
+    fi
 }
 
 # Something answers HTTP on the port (any status: an anonymous GET is refused with 403).
