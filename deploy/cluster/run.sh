@@ -5,7 +5,7 @@
 # scrape target. The same process lines are in deploy/cluster/Procfile for honcho or
 # foreman; this script also prepares the servers, the secrets and the schema.
 #
-# Usage: deploy/cluster/run.sh {up|down|status|env|token USER TENANT}
+# Usage: deploy/cluster/run.sh {up|down|status|env|dotenv|token USER TENANT}
 #
 #   up      Start the servers (scripts/mariadb.sh, rocketmq.sh, s3proxy.sh: each is
 #           idempotent and left running), create the bucket, run the migrations, then
@@ -16,6 +16,8 @@
 #           own scripts.
 #   status  One line per process: pid, address, running or not.
 #   env     The environment the processes run with (secrets masked).
+#   dotenv  Write that environment unmasked to $CLUSTER_DIR/cluster.env (mode 600) and
+#           print the file's path: the env file of the Procfile (honcho -e, foreman -e).
 #   token   Print a bearer token for USER of TENANT (ORDERS and CUSTOMERS permissions).
 #
 # Environment (defaults in brackets):
@@ -231,6 +233,12 @@ case "${1:-}" in
             | sed -E -e 's/^([^=]*(SECRET|TOKEN|PASSWORD)[^=]*)=.*/\1=***/' \
                 -e 's#(://[^:/@]*):[^@]*@#\1:***@#'
         ;;
+    dotenv)
+        common_env
+        umask 077
+        env | grep -E '^(EXPORT_CENTER_|AWS_|PYTHONPATH=)' | sort >"$CLUSTER_DIR/cluster.env"
+        echo "$CLUSTER_DIR/cluster.env"
+        ;;
     token)
         shift
         [ "$#" -eq 2 ] || die "usage: $0 token USER TENANT"
@@ -238,7 +246,7 @@ case "${1:-}" in
         "$PYTHON" -m export_center.cli token --user "$1" --tenant "$2"
         ;;
     *)
-        echo "usage: $0 {up|down|status|env|token USER TENANT}" >&2
+        echo "usage: $0 {up|down|status|env|dotenv|token USER TENANT}" >&2
         exit 2
         ;;
 esac

@@ -7,11 +7,11 @@ itself); S3 with ``download = redirect`` answers 307 to a presigned GET signed f
 click, valid ``storage.s3.link_seconds`` (5 min by default) and never past the file's
 retention; S3 with ``download = proxy`` streams from the bucket.
 
-Ranges of a proxied download (RFC 9110 §14): one range ``bytes=first-last``,
+Ranges of a proxied download (HTTP range requests): one range ``bytes=first-last``,
 ``bytes=first-`` or ``bytes=-suffix`` answers 206 with ``Content-Range``; a range that
 starts past the end answers 416 ``RANGE_NOT_SATISFIABLE`` with ``Content-Range:
 bytes */size``; several ranges, a malformed header, or an ``If-Range`` that is not the
-object's ETag are ignored and the whole file is sent (200), as the RFC allows. Every
+object's ETag are ignored and the whole file is sent (200), as HTTP allows. Every
 answer carries ``Cache-Control: no-store`` and the RFC 6266 ``Content-Disposition``.
 """
 
