@@ -10,7 +10,7 @@ a dead attempt, expires files and cleans orphans in the bucket.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import httpx
 import pytest
@@ -33,9 +33,7 @@ RANGE = {"from": "1994-01-01", "to": "1995-06-30"}
 
 
 def s3_stack(make_stack, endpoint: str, bucket: str, **s3: Any):
-    return make_stack(
-        scale=0.27, storage=storage_settings(endpoint, bucket, part_size_mb=5, **s3)
-    )
+    return make_stack(scale=0.27, storage=storage_settings(endpoint, bucket, part_size_mb=5, **s3))
 
 
 def orders_between(stack, first: str, last: str) -> list[int]:
@@ -74,9 +72,8 @@ def test_exports_go_to_the_bucket_and_downloads_redirect_to_a_presigned_get(
     stack = s3_stack(make_stack, s3_endpoint, bucket)
     client = stack.client()
     csv_id = create(client, "csv", taskName="九月 订单", parameters=RANGE).json()["taskId"]
-    xlsx_id = create(
-        client, "xlsx", parameters={"from": "1995-09-01", "to": "1995-09-30"}
-    ).json()["taskId"]
+    september = {"from": "1995-09-01", "to": "1995-09-30"}
+    xlsx_id = create(client, "xlsx", parameters=september).json()["taskId"]
     csv_detail = wait_state(client, csv_id, timeout=300)
     xlsx_detail = wait_state(client, xlsx_id, timeout=300)
     assert csv_detail["state"] == xlsx_detail["state"] == "succeeded", (csv_detail, xlsx_detail)
