@@ -155,7 +155,7 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         ratio = storage.get(fmt, {}).get("ratio")
         _goal(
             goals,
-            f"{fmt.upper()} export to S3 / to a local directory (time)",
+            f"{fmt.upper()} export to S3 / to a local directory (time to succeeded)",
             ratio,
             "<= 1.3",
             None if ratio is None else ratio <= 1.3,
@@ -296,35 +296,41 @@ def print_report(results: dict[str, Any]) -> str:
                 continue
             for kind in ("local", "s3"):
                 r = storage[fmt][kind]
+                s3_cpu = r.get("s3ProxyCpuSeconds")
                 rows.append(
                     [
                         fmt,
                         kind,
                         f"{r['rows']:,}",
+                        f"{r['taskSeconds']:.2f}",
+                        f"{r['rows'] / r['taskSeconds']:,.0f}",
                         f"{r['seconds']:.2f}",
-                        f"{r['rowsPerSecond']:,.0f}",
                         f"{r['peakRssMb']:.0f}",
                         f"{r['cpuSeconds']:.1f}",
-                        "-"
-                        if r.get("s3ProxyCpuSeconds") is None
-                        else f"{r['s3ProxyCpuSeconds']:.1f}",
+                        "-" if s3_cpu is None else f"{s3_cpu:.1f}",
                         f"{storage[fmt]['ratio']:.2f}" if kind == "s3" else "",
+                        f"{storage[fmt]['ratioWithDownload']:.2f}" if kind == "s3" else "",
                         f"{r['loadAverage']:.2f}",
                     ]
                 )
-        out.append(f"\nStorage ({storage['database']}, create -> file downloaded):\n")
+        out.append(
+            f"\nStorage ({storage['database']}; export = create -> succeeded, "
+            "downloaded = create -> file downloaded):\n"
+        )
         out.append(
             _table(
                 [
                     "format",
                     "storage",
                     "rows",
-                    "seconds",
+                    "export s",
                     "rows/s",
+                    "downloaded s",
                     "peak RSS MB",
                     "worker CPU s",
                     "S3Proxy CPU s",
                     "S3 / local",
+                    "with download",
                     "load",
                 ],
                 rows,
@@ -349,6 +355,9 @@ def print_report(results: dict[str, Any]) -> str:
                     f"{r['rowsPerSecond']:,.0f}",
                     "-" if r["coresBusy"] is None else f"{r['coresBusy']:.2f}",
                     *("-" if cpu.get(g) is None else f"{cpu[g]:.1f}" for g in groups),
+                    "-"
+                    if cpu.get("machine") is None
+                    else f"{cpu['machine'] / r['rows'] * 1e5:.2f}",
                 ]
             )
         out.append(
@@ -357,7 +366,16 @@ def print_report(results: dict[str, Any]) -> str:
         )
         out.append(
             _table(
-                ["phase", "exports", "rows", "seconds", "rows/s", "cores busy", *groups],
+                [
+                    "phase",
+                    "exports",
+                    "rows",
+                    "seconds",
+                    "rows/s",
+                    "cores busy",
+                    *groups,
+                    "CPU s / 100k rows",
+                ],
                 rows,
                 left=(0,),
             )
