@@ -30,6 +30,7 @@ from export_center.db import db_now_plus, make_engine
 from export_center.embedded import free_port
 from export_center.models import ExportOutbox
 from export_center.settings import load_or_create_secret
+from export_center.states import OutboxStatus
 from tests.conftest import sample_url
 from tests.helpers import ORDERS_PERMISSION, create, wait_state
 from tests.prometheus import Prometheus
@@ -196,11 +197,20 @@ def test_counters_add_up_across_processes_and_database_gauges_are_not_multiplied
         timeout=60,
     )
     try:
-        # Two commands that failed to send 3 times and back off for an hour: a backlog
-        # no worker takes, so the gauges have non-zero values to compare.
+        # Two commands held by a publisher that is gone, after 3 failed sends, with a claim
+        # lease of an hour: a backlog no worker takes (a publisher that starts releases
+        # backed-off rows, not rows another publisher holds), so the gauges have non-zero
+        # values to compare.
         backlog = [new_export(client) for _ in range(2)]
         with engine.begin() as conn:
-            conn.execute(update(O).values(attempt_count=3, next_retry_at=db_now_plus(3600)))
+            conn.execute(
+                update(O).values(
+                    status=OutboxStatus.CLAIMED.value,
+                    lease_owner="publisher-gone",
+                    lease_until=db_now_plus(3600),
+                    attempt_count=3,
+                )
+            )
         workers = [processes(name) for name in WORKERS]
 
         # Rounds of 3 exports at once until both workers have run some (the first round
