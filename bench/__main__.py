@@ -2,10 +2,11 @@
 
 Usage::
 
-    python -m bench [--quick] [--json FILE] [--repeat N] [--only writer,e2e,scaling]
-                    [--data-dir DIR] [--no-mariadb]
+    python -m bench [--quick] [--json FILE] [--repeat N]
+                    [--only writer,e2e,scaling,storage,cluster] [--data-dir DIR]
+                    [--no-mariadb]
 
-Three parts, printed as Markdown tables and written to ``--json`` (default
+Five parts, printed as Markdown tables and written to ``--json`` (default
 ``bench-results.json``):
 
 * ``writer``: the ORDERS columns, 200,000 rows (``--quick``: 20,000) through our XLSX
@@ -18,6 +19,13 @@ Three parts, printed as Markdown tables and written to ``--json`` (default
   export runs in its own subprocess, whose peak RSS is the worker's.
 * ``scaling``: TPC-H scale 0.07, 0.27 and 1.0 (``--quick``: 0.01 and 0.03) on SQLite,
   CSV and XLSX: seconds per 100k rows and peak RSS at each size.
+* ``storage``: the e2e export of all orders on SQLite, CSV and XLSX, stored in S3
+  (``bench.storage``: the ``scripts/s3proxy.sh`` server or
+  ``EXPORT_CENTER_BENCH_S3_ENDPOINT``) and in the local directory: seconds and the
+  ratio S3 / local.
+* ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
+  S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
+  CPU-seconds of every group of processes (``bench.cluster``).
 
 ``goals`` lists the issue's targets as computed values; nothing is asserted. The
 samples are generated once and kept under ``--data-dir`` (default
@@ -35,11 +43,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.storage import run_storage, s3_server
 from bench.writers import run_writers
 
-FULL = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
-QUICK = {"writer_rows": 20_000, "e2e_scale": 0.01, "scaling": [0.01, 0.03]}
+FULL: dict[str, Any] = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
+QUICK: dict[str, Any] = {"writer_rows": 20_000, "e2e_scale": 0.01, "scaling": [0.01, 0.03]}
+PARTS = "writer,e2e,scaling,storage,cluster"
+CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
     "ours_xlsx": "export_center XLSX",
     "openpyxl_write_only": "openpyxl write_only",
@@ -138,6 +150,25 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
             "<= 1.5",
             None if factor is None else factor <= 1.5,
         )
+    storage = results.get("storage", {})
+    for fmt in ("csv", "xlsx"):
+        ratio = storage.get(fmt, {}).get("ratio")
+        _goal(
+            goals,
+            f"{fmt.upper()} export to S3 / to a local directory (time to succeeded)",
+            ratio,
+            "<= 1.3",
+            None if ratio is None else ratio <= 1.3,
+        )
+    cluster = results.get("cluster", {})
+    ratio = cluster.get("ratio")
+    _goal(
+        goals,
+        f"cluster: {CLUSTER_EXPORTS} concurrent exports / one alone (aggregate rows/s)",
+        ratio,
+        ">= 1.5",
+        None if ratio is None else ratio >= 1.5,
+    )
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
         points = sorted((p for p in scaling if p["format"] == fmt), key=lambda p: p["rows"])
@@ -257,6 +288,102 @@ def print_report(results: dict[str, Any]) -> str:
                 left=(0,),
             )
         )
+    storage = results.get("storage")
+    if storage and "skipped" not in storage:
+        rows = []
+        for fmt in ("csv", "xlsx"):
+            if fmt not in storage:
+                continue
+            for kind in ("local", "s3"):
+                r = storage[fmt][kind]
+                s3_cpu = r.get("s3ProxyCpuSeconds")
+                rows.append(
+                    [
+                        fmt,
+                        kind,
+                        f"{r['rows']:,}",
+                        f"{r['taskSeconds']:.2f}",
+                        f"{r['rows'] / r['taskSeconds']:,.0f}",
+                        f"{r['seconds']:.2f}",
+                        f"{r['peakRssMb']:.0f}",
+                        f"{r['cpuSeconds']:.1f}",
+                        "-" if s3_cpu is None else f"{s3_cpu:.1f}",
+                        f"{storage[fmt]['ratio']:.2f}" if kind == "s3" else "",
+                        f"{storage[fmt]['ratioWithDownload']:.2f}" if kind == "s3" else "",
+                        f"{r['loadAverage']:.2f}",
+                    ]
+                )
+        out.append(
+            f"\nStorage ({storage['database']}; export = create -> succeeded, "
+            "downloaded = create -> file downloaded):\n"
+        )
+        out.append(
+            _table(
+                [
+                    "format",
+                    "storage",
+                    "rows",
+                    "export s",
+                    "rows/s",
+                    "downloaded s",
+                    "peak RSS MB",
+                    "worker CPU s",
+                    "S3Proxy CPU s",
+                    "S3 / local",
+                    "with download",
+                    "load",
+                ],
+                rows,
+                left=(0, 1),
+            )
+        )
+    elif storage:
+        out.append(f"\nStorage: skipped ({storage['skipped']})")
+    cluster = results.get("cluster")
+    if cluster and "skipped" not in cluster:
+        groups = ["apis", "workers", "mariadb", "rocketmq", "s3proxy", "machine"]
+        rows = []
+        for kind in ("single", "concurrent"):
+            r = cluster[kind]
+            cpu = r["cpuSeconds"]
+            rows.append(
+                [
+                    kind,
+                    str(r["exports"]),
+                    f"{r['rows']:,}",
+                    f"{r['seconds']:.2f}",
+                    f"{r['rowsPerSecond']:,.0f}",
+                    "-" if r["coresBusy"] is None else f"{r['coresBusy']:.2f}",
+                    *("-" if cpu.get(g) is None else f"{cpu[g]:.1f}" for g in groups),
+                    "-"
+                    if cpu.get("machine") is None
+                    else f"{cpu['machine'] / r['rows'] * 1e5:.2f}",
+                ]
+            )
+        out.append(
+            f"\nCluster ({cluster['workers']} workers x {cluster['perWorker']} exports at once, "
+            f"CSV; CPU-seconds per group of processes; ratio {cluster['ratio']:.2f}):\n"
+        )
+        out.append(
+            _table(
+                [
+                    "phase",
+                    "exports",
+                    "rows",
+                    "seconds",
+                    "rows/s",
+                    "cores busy",
+                    *groups,
+                    "CPU s / 100k rows",
+                ],
+                rows,
+                left=(0,),
+            )
+        )
+        peaks = ", ".join(f"{n} {v:.0f}" for n, v in cluster["peakRssMb"].items() if v)
+        out.append(f"\nPeak RSS (MB): {peaks}.")
+    elif cluster:
+        out.append(f"\nCluster: skipped ({cluster['skipped']})")
     goals = results.get("goals")
     if goals:
         rows = [
@@ -281,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per export; the fastest is kept"
     )
-    parser.add_argument("--only", default="writer,e2e,scaling", help="comma-separated parts to run")
+    parser.add_argument("--only", default=PARTS, help="comma-separated parts to run")
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -377,6 +504,46 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
         results["scaling"] = points
+    if "storage" in parts or "cluster" in parts:
+        server, s3_source = s3_server()
+        say(f"S3: {s3_source}")
+    if "storage" in parts:
+        scale = sizes["e2e_scale"]
+        if server is None:
+            results["storage"] = {"skipped": s3_source}
+        else:
+            say(f"storage: S3 against a local directory, SQLite, TPC-H scale {scale}")
+            results["storage"] = run_storage(
+                data_dir=data_dir,
+                database="sqlite",
+                database_url=None,
+                scale=scale,
+                server=server,
+                repeat=args.repeat,
+                say=say,
+            )
+    if "cluster" in parts:
+        scale = sizes["e2e_scale"]
+        url, source = (None, "--no-mariadb") if args.no_mariadb else mariadb_url()
+        broker, broker_source = broker_endpoint()
+        missing = [
+            m for m, ok in ((source, url), (broker_source, broker), (s3_source, server)) if not ok
+        ]
+        if url is None or broker is None or server is None:
+            results["cluster"] = {"skipped": "; ".join(missing)}
+            say(f"cluster: skipped ({'; '.join(missing)})")
+        else:
+            say(f"cluster: 1 then {CLUSTER_EXPORTS} full CSV exports, TPC-H scale {scale}")
+            results["cluster"] = run_cluster(
+                data_dir=data_dir,
+                sample_url=url,
+                broker=broker,
+                server=server,
+                scale=scale,
+                concurrent=CLUSTER_EXPORTS,
+                repeat=args.repeat,
+                say=say,
+            )
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     report = print_report(results)

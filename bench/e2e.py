@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-__all__ = ["ROOT", "mariadb_url", "run_e2e"]
+__all__ = ["ROOT", "e2e_subprocess", "mariadb_url", "prepare_sample", "run_e2e", "run_matrix"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DATABASE = "export_center_bench"
@@ -66,10 +66,22 @@ def mariadb_url() -> tuple[str | None, str]:
     return url, "scripts/mariadb.sh (database export_center_bench)"
 
 
-def _subprocess(args: list[str], timeout: float) -> dict[str, Any]:
+def e2e_subprocess(
+    args: list[str], timeout: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``python -m bench.e2e_run ARGS`` and return its JSON result.
+
+    Args:
+        args: the arguments of ``bench.e2e_run`` (without ``--json``).
+        timeout: seconds before the run is killed.
+        env: variables added to this process's environment.
+
+    Raises:
+        RuntimeError: the run failed (the last lines of its output).
+    """
     with tempfile.NamedTemporaryFile(prefix="ec-bench-", suffix=".json", delete=False) as tmp:
         result_path = Path(tmp.name)
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(
@@ -87,6 +99,28 @@ def _subprocess(args: list[str], timeout: float) -> dict[str, Any]:
         return data
     finally:
         result_path.unlink(missing_ok=True)
+
+
+def prepare_sample(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    scale: float,
+    say: Callable[[str], None] = print,
+) -> list[str]:
+    """Generate and load the TPC-H sample of ``scale`` once (a ``--prepare`` run).
+
+    Returns:
+        The ``bench.e2e_run`` arguments that name this sample (data directory, scale,
+        database URL), for the measured runs.
+    """
+    common = ["--data-dir", str(data_dir / f"{database}-sf{scale}"), "--scale", str(scale)]
+    if database_url:
+        common += ["--database-url", database_url]
+    prepared = e2e_subprocess([*common, "--prepare"], timeout=3600)
+    say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
+    return common
 
 
 def run_e2e(
@@ -142,20 +176,18 @@ def run_matrix(
     Returns:
         ``{scale: {format: result}}``, results as :func:`run_e2e` gives them.
     """
-    commons = {}
-    for scale in scales:
-        common = ["--data-dir", str(data_dir / f"{database}-sf{scale}"), "--scale", str(scale)]
-        if database_url:
-            common += ["--database-url", database_url]
-        prepared = _subprocess([*common, "--prepare"], timeout=3600)
-        say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
-        commons[scale] = common
+    commons = {
+        scale: prepare_sample(
+            data_dir=data_dir, database=database, database_url=database_url, scale=scale, say=say
+        )
+        for scale in scales
+    }
     runs: dict[tuple[float, str], list[dict[str, Any]]] = {}
     for _ in range(max(1, repeat)):
         for scale in scales:
             for fmt in formats:
                 load = os.getloadavg()[0]
-                result = _subprocess([*commons[scale], "--format", fmt], timeout=3600)
+                result = e2e_subprocess([*commons[scale], "--format", fmt], timeout=3600)
                 result["loadAverage"] = round(load, 2)
                 runs.setdefault((scale, fmt), []).append(result)
                 say(

@@ -14,11 +14,18 @@ embedded default. Result keys: ``format``, ``rows``, ``seconds`` (create -> file
 downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
 ``cpuSeconds`` (this process, all threads), ``threadCpuSeconds`` (by thread name),
 ``rssStartMb`` (after start-up), ``peakRssMb`` (``VmHWM``), ``bytes``, ``database``,
-``scale``.
+``scale``, ``storage``.
+
+Storage: the local directory under ``--data-dir`` (the embedded default), or with
+``--s3-endpoint URL --s3-bucket NAME`` an S3-compatible bucket (path-style, keys from
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``); the download then follows the
+redirect to a presigned GET of the bucket. The stored file is deleted after the run
+either way.
 
 Usage::
 
     python -m bench.e2e_run --data-dir DIR --scale 0.27 [--database-url URL]
+                            [--s3-endpoint URL --s3-bucket NAME]
                             (--prepare | --format csv|xlsx) [--json FILE]
 """
 
@@ -39,7 +46,11 @@ import httpx
 TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 
 
-def _settings(data_dir: Path, scale: float, database_url: str | None) -> Any:
+def _settings(
+    data_dir: Path, scale: float, database_url: str | None, s3: tuple[str, str] | None = None
+) -> Any:
+    """The embedded settings of one run; ``s3`` is (endpoint URL, bucket) or None for
+    the local directory."""
     from export_center.settings import Settings
 
     data = Settings().model_dump()  # the environment's settings, like the demo
@@ -53,7 +64,31 @@ def _settings(data_dir: Path, scale: float, database_url: str | None) -> Any:
             "environment": "embedded",
         }
     )
+    if s3 is not None:
+        endpoint, bucket = s3
+        data["storage"] = {
+            "backend": "s3",
+            "s3": {
+                **data["storage"]["s3"],
+                "endpoint_url": endpoint,
+                "bucket": bucket,
+                "region": data["storage"]["s3"].get("region") or "us-east-1",
+                "path_style": True,
+            },
+        }
     return Settings.model_validate(data)
+
+
+def _clean_storage(settings: Any) -> None:
+    """Delete the files this run stored (local directory or bucket)."""
+    from export_center.storage import open_storage
+
+    if settings.storage.backend == "local":
+        shutil.rmtree(settings.files_dir, ignore_errors=True)
+        return
+    storage = open_storage(settings)
+    for key in {obj.key for obj in storage.list()}:
+        storage.delete(key)
 
 
 def _poll_pause(detail: dict[str, Any], elapsed: float) -> float:
@@ -164,13 +199,18 @@ def run_export(
     database_url: str | None,
     fmt: str,
     switch_interval: float | None = None,
+    s3: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Start the embedded stack, export all orders as ``fmt``, download, measure."""
+    """Start the embedded stack, export all orders as ``fmt``, download, measure.
+
+    Args:
+        s3: (endpoint URL, bucket) to store into S3, or None for the local directory.
+    """
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
     from export_center.logs import configure_logging
 
-    settings = _settings(data_dir, scale, database_url)
+    settings = _settings(data_dir, scale, database_url, s3)
     if switch_interval is not None:
         sys.setswitchinterval(switch_interval)
     configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
@@ -220,7 +260,7 @@ def run_export(
     rows = int(detail["processed"])
     size = target.stat().st_size
     target.unlink(missing_ok=True)
-    shutil.rmtree(settings.files_dir, ignore_errors=True)  # stored files of this run
+    _clean_storage(settings)
     return {
         "format": fmt,
         "rows": rows,
@@ -235,6 +275,7 @@ def run_export(
         "switchInterval": sys.getswitchinterval(),
         "threadCpuSeconds": threads.totals(),
         "scale": scale,
+        "storage": settings.storage.backend,
     }
 
 
@@ -257,12 +298,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="sys.setswitchinterval() for this run (experiment; default: Python's 0.005)",
     )
+    parser.add_argument("--s3-endpoint", default=None, help="store into S3 at this URL")
+    parser.add_argument("--s3-bucket", default=None, help="the bucket (with --s3-endpoint)")
     args = parser.parse_args(argv)
+    if bool(args.s3_endpoint) != bool(args.s3_bucket):
+        parser.error("--s3-endpoint and --s3-bucket go together")
+    s3 = (args.s3_endpoint, args.s3_bucket) if args.s3_endpoint else None
     if args.prepare:
         result = prepare(args.data_dir, args.scale, args.database_url)
     else:
         result = run_export(
-            args.data_dir, args.scale, args.database_url, args.format, args.switch_interval
+            args.data_dir, args.scale, args.database_url, args.format, args.switch_interval, s3
         )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:

@@ -220,7 +220,9 @@ class Consumer:
         with self.engine.begin() as conn:
             task = repository.read_task_by_no(conn, command.task_no)
             if task is not None:
-                object_key = new_object_key(task["task_no"], file_extension(task["format"]))
+                object_key = new_object_key(
+                    task["task_no"], file_extension(task["format"]), tenant=task["tenant_id"]
+                )
             claimed = task is not None and repository.claim_task(
                 conn,
                 task["id"],

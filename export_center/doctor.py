@@ -3,7 +3,8 @@
 Each check answers ok or fail with one sentence; a failure names the fix. The checks, in
 order: the settings a process needs to start; the database answers; the migrations are
 at head; the create-guard row exists; the broker answers and knows the command topic
-(RocketMQ only); the file storage is writable and has room for a full file; the
+(RocketMQ only); the file storage is writable and has room for a full file (S3: the
+bucket exists and takes objects, multipart uploads and deletes); the
 export-type registry is valid; each provider host answers HTTP; the process clock agrees
 with the database clock. Later checks that need an earlier one (the database) are
 skipped with a sentence saying why.
@@ -134,6 +135,8 @@ def _broker(settings: Settings) -> Check:
 
 
 def _storage(settings: Settings) -> Check:
+    if settings.storage.backend == "s3":
+        return _s3_storage(settings)
     root = settings.files_dir
     probe = root / f".doctor-{uuid.uuid4().hex}"
     try:
@@ -157,6 +160,24 @@ def _storage(settings: Settings) -> Check:
             f"({need / 2**20:,.0f} MB); free space or lower EXPORT_CENTER_TASK__MAX_FILE_SIZE_MB",
         )
     return Check("storage", True, f"{root} writable, {free / 2**30:,.1f} GB free")
+
+
+def _s3_storage(settings: Settings) -> Check:
+    """The bucket exists and takes writes, multipart uploads and deletes."""
+    try:
+        from export_center.storage_s3 import S3Storage
+
+        storage = S3Storage(settings.storage.s3)
+    except ImportError:
+        return Check(
+            "storage",
+            False,
+            "storage.backend is s3 but boto3 is not installed; pip install 'export-center[s3]'",
+        )
+    except ValueError as exc:
+        return Check("storage", False, str(exc))
+    found = storage.check_bucket()
+    return Check("storage", found.ok, found.message)
 
 
 def _registry(settings: Settings) -> tuple[Check, Registry | None]:

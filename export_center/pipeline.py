@@ -43,7 +43,7 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.fetching import BatchFetcher, InFlight
-from export_center.filenames import download_file_name
+from export_center.filenames import content_disposition, download_file_name
 from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import ExportType, Registry
 from export_center.repository import AttemptEnd
@@ -174,7 +174,10 @@ class ExportRun:
         self.version = version
         self.owner = owner
         self.ext = file_extension(task["format"])
-        self.object_key = object_key or new_object_key(task["task_no"], self.ext)
+        self.object_key = object_key or new_object_key(
+            task["task_no"], self.ext, tenant=task["tenant_id"]
+        )
+        self.file_name = download_file_name(task["task_name"], self.ext)
         self.phase = Phase.FETCH
         self.batch_no = 0
         self.cursor: str | None = None
@@ -250,7 +253,11 @@ class ExportRun:
             time_limit,
             f"fetch-{self.task_id}",
         )
-        stream = self.ctx.storage.open_write(self.object_key)
+        stream = self.ctx.storage.open_write(
+            self.object_key,
+            content_type=CONTENT_TYPES[self.ext],
+            content_disposition=content_disposition(self.file_name),
+        )
         writer: ExportWriter | None = None
         try:
             self.batch_no = 1
@@ -418,7 +425,7 @@ class ExportRun:
         metrics.STORAGE_BYTES.inc(size)
         return repository.StoredFile(
             object_key=self.object_key,
-            file_name=download_file_name(self.task["task_name"], self.ext),
+            file_name=self.file_name,
             content_type=CONTENT_TYPES[self.ext],
             size_bytes=size,
             row_count=self.processed,

@@ -17,7 +17,9 @@
 4. **expire**: SUCCEEDED tasks past ``expires_at`` lose their file first, then become
    EXPIRED (a failed delete keeps the state and is retried next pass);
    **orphan_clean**: files under ``exports/`` older than the orphan age that belong to
-   no SUCCEEDED task (and to no running one) are deleted; **outbox_purge**: SENT rows
+   no SUCCEEDED task (and to no running one) are deleted; **upload_abort**: temporary
+   objects (unfinished S3 multipart uploads, ``.part`` files) older than the upload
+   orphan age whose task is not running are aborted; **outbox_purge**: SENT rows
    older than the retention are deleted in batches; **audit_purge**: audit rows older
    than the audit retention are deleted in batches.
 
@@ -37,7 +39,7 @@ from export_center import metrics, repository
 from export_center.commands import COMMAND_TAG
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
-from export_center.storage import Storage
+from export_center.storage import Storage, task_no_of_key
 
 __all__ = ["Reconciler"]
 
@@ -176,30 +178,44 @@ class Reconciler:
         return done
 
     def _clean_orphans(self) -> Counter[str]:
-        cutoff = time.time() - self.settings.orphan_age_seconds
+        """Delete files and temporary objects under ``exports/`` that no task keeps.
+
+        A committed file is an orphan once older than ``orphan_age_seconds``; a temporary
+        object (``.part`` file, unfinished S3 multipart upload) once older than
+        ``upload_orphan_age_seconds``, shorter, because only an attempt that ended
+        without cleaning up (its abort failed: the store was down) leaves one. Kept: the
+        objects of a RUNNING task (an attempt may be writing them; judged again after
+        it ends) and the file of a SUCCEEDED task. Keys that are not server-made are
+        never touched.
+        """
+        now = time.time()
+        file_cutoff = datetime.fromtimestamp(now - self.settings.orphan_age_seconds, UTC)
+        upload_cutoff = datetime.fromtimestamp(now - self.settings.upload_orphan_age_seconds, UTC)
         candidates = [
             obj
             for obj in self.storage.list()
-            if obj.modified_at <= datetime.fromtimestamp(cutoff, UTC)
+            if task_no_of_key(obj.key) is not None
+            and obj.modified_at <= (upload_cutoff if obj.temporary else file_cutoff)
         ]
         if not candidates:
             return Counter()
-        task_nos = sorted({obj.key.split("/")[3] for obj in candidates if obj.key.count("/") >= 4})
+        task_nos = sorted({str(task_no_of_key(obj.key)) for obj in candidates})
         with self.engine.connect() as conn:
             states = repository.task_file_states(conn, task_nos)
         done: Counter[str] = Counter()
+        deleted: set[str] = set()
         for obj in candidates:
-            parts = obj.key.split("/")
-            status, current_key = (
-                states.get(parts[3], (None, None)) if len(parts) >= 5 else (None, None)
-            )
+            status, current_key = states.get(str(task_no_of_key(obj.key)), (None, None))
             if status == TaskStatus.RUNNING:
                 continue  # an attempt may be writing it; judged again after it ends
             if status == TaskStatus.SUCCEEDED and current_key == obj.key:
                 continue
+            if obj.key in deleted:
+                continue  # one delete removes a key's file and its temporary objects
             try:
                 self.storage.delete(obj.key)
-                done["orphan_clean"] += 1
+                deleted.add(obj.key)
+                done["upload_abort" if obj.temporary else "orphan_clean"] += 1
             except Exception:
                 log.warning("could not delete orphan %s", obj.key, exc_info=True)
         return done

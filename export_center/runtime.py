@@ -24,7 +24,7 @@ from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError, load_registry
 from export_center.settings import Settings
-from export_center.storage import LocalStorage, Storage
+from export_center.storage import Storage, open_storage
 from export_center.transport import MemoryTransport, Transport
 
 __all__ = ["Runtime", "alembic_config", "default_registry_path", "upgrade_database"]
@@ -63,7 +63,7 @@ class Runtime:
     Args:
         settings: process settings.
         transport: command transport (default: a new in-process queue).
-        storage: file storage (default: local directory under ``data_dir/files``).
+        storage: file storage (default: what ``storage.backend`` names).
         self_url: this API's base URL, for providers registered as ``self``.
         migrate: run migrations at start (the embedded default does).
     """
@@ -86,7 +86,7 @@ class Runtime:
         self._check_guard_row()
         self.registry = self.load_registry()
         metrics.start_series(self.registry.types)
-        self.storage = storage or LocalStorage(settings.files_dir)
+        self.storage = storage or open_storage(settings)
         self.transport = transport or self._make_transport()
         self.self_url = self_url
         self.provider_client = ProviderClient(

@@ -33,7 +33,9 @@ __all__ = [
     "PublisherSettings",
     "ReconcilerSettings",
     "RocketMQSettings",
+    "S3Settings",
     "Settings",
+    "StorageSettings",
     "TaskSettings",
     "default_data_dir",
     "load_or_create_secret",
@@ -85,6 +87,12 @@ class ReconcilerSettings(LoopSettings):
     )
     orphan_age_seconds: int = Field(
         24 * 3600, description="Files without a SUCCEEDED task older than this are deleted"
+    )
+    upload_orphan_age_seconds: int = Field(
+        900,
+        ge=0,
+        description="Unfinished uploads (S3 multipart, .part files) of tasks not running, "
+        "older than this, are aborted",
     )
     outbox_retention_days: int = Field(
         7, description="SENT outbox rows older than this are deleted"
@@ -179,6 +187,63 @@ class RocketMQSettings(BaseModel):
     )
 
 
+class S3Settings(BaseModel):
+    """S3-compatible object storage (``storage.backend = s3``).
+
+    Credentials: ``access_key_id`` and ``secret_access_key`` when both are set, else the
+    default AWS chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, the shared
+    credentials file, a container or instance role). They are never logged.
+    """
+
+    bucket: str | None = Field(None, description="Bucket of the export files (required for s3)")
+    endpoint_url: str | None = Field(
+        None, description="S3 endpoint, e.g. http://127.0.0.1:18090; unset: AWS S3"
+    )
+    region: str | None = Field(None, description="Region signed into requests, e.g. us-east-1")
+    path_style: bool = Field(
+        False, description="Path-style addressing (http://host/bucket/key), for S3Proxy, MinIO"
+    )
+    access_key_id: SecretStr | None = Field(
+        None, description="Access key id; unset: the default AWS credential chain"
+    )
+    secret_access_key: SecretStr | None = Field(
+        None, description="Secret access key; unset: the default AWS credential chain"
+    )
+    part_size_mb: int = Field(
+        8, ge=5, le=512, description="Multipart upload part size in MiB (S3's minimum is 5)"
+    )
+    upload_concurrency: int = Field(
+        2, ge=1, le=16, description="Parts of one export uploaded at once while it renders"
+    )
+    max_connections: int = Field(32, ge=1, description="HTTP connections kept to S3 per process")
+    connect_timeout_seconds: float = Field(3.0, gt=0, description="S3 connect timeout")
+    read_timeout_seconds: float = Field(30.0, gt=0, description="S3 read timeout")
+    max_attempts: int = Field(
+        3, ge=1, le=10, description="Tries per S3 call (botocore standard retries, backoff)"
+    )
+    download: Literal["redirect", "proxy"] = Field(
+        "redirect",
+        description="redirect: answer a download with a presigned GET; proxy: the API "
+        "streams the file (with Range), for buckets clients cannot reach",
+    )
+    link_seconds: int = Field(
+        300,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="Lifetime of a presigned GET, signed per click; never past the file's "
+        "retention",
+    )
+
+
+class StorageSettings(BaseModel):
+    """Where export files live: a local directory (embedded default) or S3."""
+
+    backend: Literal["local", "s3"] = Field(
+        "local", description="local: a directory under the data dir; s3: an S3-compatible bucket"
+    )
+    s3: S3Settings = Field(default_factory=S3Settings)
+
+
 class ApiSettings(BaseModel):
     """HTTP API: bind address, JWT and download-link signing."""
 
@@ -261,6 +326,7 @@ class Settings(BaseSettings):
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     rocketmq: RocketMQSettings = Field(default_factory=RocketMQSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod
@@ -367,6 +433,10 @@ class Settings(BaseSettings):
             ValueError: one sentence naming the setting and what to do.
         """
         self.prefix  # noqa: B018 - raises when production has no prefix
+        if self.storage.backend == "s3" and not self.storage.s3.bucket:
+            raise ValueError(
+                "storage.backend is s3 but no bucket is set: set EXPORT_CENTER_STORAGE__S3__BUCKET"
+            )
         for name in ("jwt_secret", "download_secret", "internal_token"):
             getattr(self, name)
 

@@ -1,38 +1,68 @@
 """File storage port and the local-directory adapter (DESIGN.md "Files").
 
-Object keys are made only by the server: ``exports/{yyyy}/{mm}/{task_no}/{uuid}.{ext}``
-(:func:`new_object_key`); no request can name a path (CASES E33). A file is written to
-a temporary object (``<key>.part``) and becomes visible under its key only when
-:meth:`Storage.commit` succeeds; every failure path calls :meth:`Storage.delete`,
-which removes both.
+Object keys are made only by the server:
+``exports/{tenant}/{yyyy}/{mm}/{task_no}/{uuid}.{ext}`` (:func:`new_object_key`); no
+request can name a path (CASES E33), and a tenant id that is not a plain name is
+replaced by a digest (:func:`tenant_segment`). Keys of the earlier layout without the
+tenant (``exports/{yyyy}/{mm}/{task_no}/{uuid}.{ext}``) are still read, served, expired
+and scanned, so files made before the change stay usable.
+
+A file is written to a temporary object and becomes visible under its key only when
+:meth:`Storage.commit` succeeds; every failure path calls :meth:`Storage.delete`, which
+removes the temporary object and the object:
+
+* :class:`LocalStorage` (the embedded default): the temporary object is
+  ``<key>.part`` next to the file, renamed at commit.
+* :class:`export_center.storage_s3.S3Storage` (production): the temporary object is an
+  S3 multipart upload, completed at commit and aborted by ``delete``.
+
+Adapters answer a download with a :data:`DownloadAnswer`: a local file the API serves
+itself, a presigned URL the API redirects to, or a ranged reader the API streams from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from export_center.errors import StorageError
 
+if TYPE_CHECKING:
+    from export_center.settings import Settings
+
 __all__ = [
     "EXPORT_PREFIX",
+    "DownloadAnswer",
+    "LocalFile",
     "LocalStorage",
+    "Proxied",
+    "Redirect",
     "Storage",
     "StoredObject",
     "file_extension",
+    "is_export_key",
     "new_object_key",
+    "open_storage",
+    "task_no_of_key",
+    "tenant_segment",
 ]
 
 #: Every export file lives under this prefix (the orphan scan looks only here).
 EXPORT_PREFIX = "exports/"
-_KEY = re.compile(r"^exports/\d{4}/\d{2}/exp_[0-9A-Z]{26}/[0-9a-f]{32}\.(csv|xlsx)$")
+_TASK_NO = r"exp_[0-9A-Z]{26}"
+_KEY = re.compile(
+    rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
+    rf"({_TASK_NO})/[0-9a-f]{{32}}\.(csv|xlsx)$"
+)
+_PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def file_extension(task_format: str) -> str:
@@ -40,37 +70,124 @@ def file_extension(task_format: str) -> str:
     return "xlsx" if str(task_format).upper() == "XLSX" else "csv"
 
 
-def new_object_key(task_no: str, extension: str, *, now: datetime | None = None) -> str:
+def tenant_segment(tenant_id: str) -> str:
+    """The key segment of a tenant: the id itself when it is a plain name (1-64 of
+    ``A-Z a-z 0-9 _ -``), else ``~`` and the first 32 hex digits of its SHA-256.
+
+    Tenant ids come from verified tokens, yet a key must never carry a path separator,
+    a dot segment or a character an object store treats specially; the ``~`` keeps
+    digests apart from plain names.
+    """
+    if _PLAIN_TENANT.match(tenant_id):
+        return tenant_id
+    return "~" + hashlib.sha256(tenant_id.encode("utf-8")).hexdigest()[:32]
+
+
+def new_object_key(
+    task_no: str, extension: str, *, tenant: str, now: datetime | None = None
+) -> str:
     """Return a fresh server-made key for one attempt's file.
 
     Args:
-        task_no: public task id (``exp_...``).
+        task_no: public task id (``exp_`` + 26 ULID characters).
         extension: ``csv`` or ``xlsx``.
+        tenant: the task's tenant id (made safe by :func:`tenant_segment`).
+        now: the moment naming the year and month folders (default: now, UTC).
+
+    Returns:
+        ``exports/{tenant}/{yyyy}/{mm}/{task_no}/{32 hex digits}.{extension}``; every
+        call returns a new key, so two attempts never share one.
     """
     now = now or datetime.now(UTC)
-    return f"{EXPORT_PREFIX}{now:%Y}/{now:%m}/{task_no}/{uuid.uuid4().hex}.{extension}"
+    segment = tenant_segment(tenant)
+    return f"{EXPORT_PREFIX}{segment}/{now:%Y}/{now:%m}/{task_no}/{uuid.uuid4().hex}.{extension}"
+
+
+def is_export_key(key: str) -> bool:
+    """True when ``key`` has the shape this server makes (either layout)."""
+    return _KEY.match(key) is not None
+
+
+def task_no_of_key(key: str) -> str | None:
+    """The task id inside a server-made key, or None for any other key."""
+    match = _KEY.match(key)
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True, slots=True)
 class StoredObject:
-    """An object found by :meth:`Storage.list`: key, size in bytes, mtime (UTC)."""
+    """An object found by :meth:`Storage.list`.
+
+    Attributes:
+        key: the object key (of the file the temporary object will become).
+        size: bytes stored so far.
+        modified_at: last change (local files) or start of the upload (S3), UTC.
+        temporary: True for a temporary object (``.part`` file, S3 multipart upload).
+    """
 
     key: str
     size: int
     modified_at: datetime
+    temporary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFile:
+    """Download answer: the API serves this file itself (Range handled by Starlette)."""
+
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """Download answer: the client is redirected to ``url`` (a presigned GET)."""
+
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Proxied:
+    """Download answer: the API streams the object, whole or one byte range.
+
+    Attributes:
+        size: the object's size in bytes.
+        etag: the object's entity tag (quoted), for ``ETag`` and ``If-Range``.
+        read: ``read(first, last)`` yields the bytes ``first..last`` (inclusive) in
+            chunks; raises :class:`StorageError` when the store does not answer.
+    """
+
+    size: int
+    etag: str
+    read: Callable[[int, int], Iterator[bytes]]
+
+
+DownloadAnswer = LocalFile | Redirect | Proxied
+"""What :meth:`Storage.download` answers: serve a file, redirect, or stream."""
 
 
 class Storage(Protocol):
-    """Where export files live."""
+    """Where export files live.
 
-    def open_write(self, key: str) -> BinaryIO:
-        """Open the temporary object of ``key`` for writing (binary, truncating)."""
+    Every method raises :class:`StorageError` (transient: the attempt retries) when the
+    store cannot do it, and refuses with it a key this server did not make.
+    """
+
+    #: ``local`` or ``s3`` (logs, doctor, bench).
+    kind: str
+
+    def open_write(self, key: str, *, content_type: str, content_disposition: str) -> BinaryIO:
+        """Open the temporary object of ``key`` for writing (binary, write-only, forward).
+
+        ``content_type`` and ``content_disposition`` are stored on the object where the
+        store keeps headers (S3); a local file ignores them.
+        """
 
     def commit(self, key: str) -> int:
         """Make the temporary object visible under ``key``; return its size in bytes."""
 
     def delete(self, key: str) -> None:
-        """Delete the object and its temporary object; no error if absent."""
+        """Delete the object and its temporary object (an S3 multipart upload is
+        aborted, whichever process started it); no error if absent."""
 
     def exists(self, key: str) -> bool:
         """True when a committed object exists under ``key``."""
@@ -78,11 +195,19 @@ class Storage(Protocol):
     def size(self, key: str) -> int:
         """Size in bytes of the committed object."""
 
-    def local_path(self, key: str) -> Path:
-        """Filesystem path of a committed object (for streaming a download)."""
+    def download(
+        self, key: str, *, file_name: str, content_type: str, seconds: int
+    ) -> DownloadAnswer:
+        """How the API serves the committed object ``key`` to one click.
+
+        Args:
+            file_name: the download name (for a presigned ``Content-Disposition``).
+            content_type: the file's MIME type.
+            seconds: lifetime of a presigned URL (at least 1).
+        """
 
     def list(self, prefix: str = EXPORT_PREFIX) -> Iterator[StoredObject]:
-        """Committed and temporary objects under ``prefix``."""
+        """Committed and temporary objects under ``prefix``, read in bounded pages."""
 
 
 class LocalStorage:
@@ -91,6 +216,8 @@ class LocalStorage:
     Args:
         root: directory that holds the ``exports/`` tree.
     """
+
+    kind = "local"
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -104,7 +231,9 @@ class LocalStorage:
             raise StorageError(f"refused object key {key!r}: outside the storage root")
         return path
 
-    def open_write(self, key: str) -> BinaryIO:
+    def open_write(
+        self, key: str, *, content_type: str = "", content_disposition: str = ""
+    ) -> BinaryIO:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,8 +270,10 @@ class LocalStorage:
     def size(self, key: str) -> int:
         return self._path(key).stat().st_size
 
-    def local_path(self, key: str) -> Path:
-        return self._path(key)
+    def download(
+        self, key: str, *, file_name: str, content_type: str, seconds: int
+    ) -> DownloadAnswer:
+        return LocalFile(self._path(key))
 
     def list(self, prefix: str = EXPORT_PREFIX) -> Iterator[StoredObject]:
         base = self.root / prefix
@@ -152,10 +283,27 @@ class LocalStorage:
             for name in files:
                 full = Path(dirpath) / name
                 key = full.relative_to(self.root).as_posix()
-                if key.endswith(".part"):
+                temporary = key.endswith(".part")
+                if temporary:
                     key = key[: -len(".part")]
                 try:
                     st = full.stat()
                 except FileNotFoundError:
                     continue
-                yield StoredObject(key, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+                modified = datetime.fromtimestamp(st.st_mtime, UTC)
+                yield StoredObject(key, st.st_size, modified, temporary)
+
+
+def open_storage(settings: Settings) -> Storage:
+    """The storage the settings choose: ``storage.backend`` ``local`` (a directory under
+    the data dir) or ``s3`` (:class:`export_center.storage_s3.S3Storage`; needs boto3,
+    the ``s3`` extra).
+
+    Raises:
+        ValueError: ``s3`` without a bucket.
+    """
+    if settings.storage.backend == "s3":
+        from export_center.storage_s3 import S3Storage
+
+        return S3Storage(settings.storage.s3)
+    return LocalStorage(settings.files_dir)

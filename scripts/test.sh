@@ -7,7 +7,9 @@
 #   bash scripts/test.sh tests/unit -x -q     # a subset
 #
 # With EXPORT_CENTER_TEST_MARIADB_URL exported, the `mariadb` tests run against that
-# server; in CI (CI=true) they fail instead of skipping when it is missing.
+# server; in CI (CI=true) they fail instead of skipping when it is missing. The same
+# holds for the broker (scripts/rocketmq.sh, EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT) and
+# S3Proxy (scripts/s3proxy.sh, EXPORT_CENTER_TEST_S3_ENDPOINT and its keys).
 # Exit code: pytest's, except "no tests collected" (5), which is a failure here (1).
 set -euo pipefail
 
@@ -33,6 +35,7 @@ import pytest  # noqa: F401
 import pytest_timeout  # noqa: F401
 import hypothesis  # noqa: F401
 import rocketmq  # noqa: F401
+import boto3  # noqa: F401
 import ruff  # noqa: F401
 import mypy  # noqa: F401
 import playwright  # noqa: F401
@@ -102,6 +105,14 @@ bash scripts/rocketmq.sh start
 EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT="$(bash scripts/rocketmq.sh endpoint)"
 export EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT
 echo "EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT=$EXPORT_CENTER_TEST_ROCKETMQ_ENDPOINT"
+
+step "Starting the S3Proxy test server (scripts/s3proxy.sh start)"
+bash scripts/s3proxy.sh start
+EXPORT_CENTER_TEST_S3_ENDPOINT="$(bash scripts/s3proxy.sh url)"
+EXPORT_CENTER_TEST_S3_ACCESS_KEY="$(bash scripts/s3proxy.sh access-key)"
+EXPORT_CENTER_TEST_S3_SECRET_KEY="$(bash scripts/s3proxy.sh secret-key)"
+export EXPORT_CENTER_TEST_S3_ENDPOINT EXPORT_CENTER_TEST_S3_ACCESS_KEY EXPORT_CENTER_TEST_S3_SECRET_KEY
+echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 
 step "Running pytest -rs $*"
 status=0

@@ -194,3 +194,46 @@ def flaky_stack(
 def seeded(flaky_stack: Callable[..., Stack], faulty: FaultProviderServer) -> Seeded:
     """A database with a succeeded, a failed, a quarantined and a stuck export."""
     return seed(flaky_stack, faulty)
+
+
+@pytest.fixture
+def s3_endpoint() -> str:
+    """The shared S3Proxy (skipped locally, failed in CI when missing)."""
+    from tests.s3 import s3_endpoint as endpoint
+
+    return endpoint()
+
+
+@pytest.fixture
+def s3(s3_endpoint: str) -> Any:
+    """A boto3 client of the shared S3Proxy."""
+    from tests.s3 import s3_client
+
+    return s3_client(s3_endpoint)
+
+
+@pytest.fixture
+def bucket(s3: Any) -> Iterator[str]:
+    """A fresh empty bucket on the shared S3Proxy, removed afterwards."""
+    from tests.s3 import fresh_bucket
+
+    with fresh_bucket(s3) as name:
+        yield name
+
+
+@pytest.fixture
+def private_s3(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Factory of private S3Proxy servers a test may stop; all stopped afterwards."""
+    from tests.s3 import PrivateS3Proxy
+
+    servers: list[PrivateS3Proxy] = []
+
+    def factory(read_only: bool = False) -> PrivateS3Proxy:
+        server = PrivateS3Proxy(tmp_path / f"s3proxy{len(servers)}", read_only=read_only)
+        servers.append(server)
+        server.start()
+        return server
+
+    yield factory
+    for server in servers:
+        server.close()

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import admin, export_types, exports, legacy, me, system, ui
-from export_center.errors import RequestError, TooManyActiveTasks
+from export_center.errors import RequestError, StorageError, TooManyActiveTasks
 from export_center.runtime import Runtime
 from export_center.settings import Settings
 
@@ -123,6 +123,21 @@ def create_app(
             {"code": exc.code, "message": exc.message, "field": exc.field},
             status_code=exc.status,
             headers=headers,
+        )
+
+    @app.exception_handler(StorageError)
+    async def _storage_error(_: Request, exc: StorageError) -> JSONResponse:
+        # The store is down or refuses: the caller can only try again (no detail: the
+        # message may name the bucket).
+        log.warning("storage error while serving a request: %s", exc.message)
+        return JSONResponse(
+            {
+                "code": "STORAGE_UNAVAILABLE",
+                "message": "the file storage does not answer; try again in a few seconds",
+                "field": None,
+            },
+            status_code=503,
+            headers={"Retry-After": "5"},
         )
 
     @app.exception_handler(RequestValidationError)

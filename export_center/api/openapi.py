@@ -106,6 +106,14 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "NOT_FOUND": ("there is no development sign-in here", None),
     "NOT_LOOPBACK": ("the development sign-in answers only on this machine (loopback)", None),
     "FILE_GONE": ("the file is no longer stored", None),
+    "RANGE_NOT_SATISFIABLE": (
+        "the range starts past the end of the file (48517737 bytes)",
+        "Range",
+    ),
+    "STORAGE_UNAVAILABLE": (
+        "the file storage does not answer; try again in a few seconds",
+        None,
+    ),
     "LINK_INVALID": ("the download link is not valid", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
     "LINK_NOT_YOURS": ("this download link was issued to another user", None),

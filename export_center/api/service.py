@@ -50,6 +50,7 @@ __all__ = [
     "actor_of",
     "cancel_task",
     "create_export",
+    "FileGrant",
     "file_for_link",
     "link_scope",
     "list_visible",
@@ -441,8 +442,8 @@ def signed_link_for(runtime: Runtime, user: Identity, task_no: str) -> str:
 
 def file_for_link(
     runtime: Runtime, task_no: str, link: Mapping[str, str], caller: Identity | None
-) -> Task:
-    """The task whose file a signed link may serve.
+) -> FileGrant:
+    """The task whose file a signed link may serve, and its retention left.
 
     The signature binds the task, the user, the tenant, the app, the scope and the
     expiry; the task is then looked up in the link's own scope, with the rule every
@@ -479,9 +480,27 @@ def file_for_link(
     task = task_in_scope(runtime, task_no, grant.scope)
     _require_file(task)
     with runtime.engine.connect() as conn:
-        if repository.retention_passed(conn, task.id):
-            raise Gone("the file has expired; export again")
+        left = repository.retention_left_seconds(conn, task.id)
+    if left is not None and left <= 0:
+        raise Gone("the file has expired; export again")
     assert task.object_key is not None
     if not runtime.storage.exists(task.object_key):
         raise NotFound("the file is no longer stored", code="FILE_GONE")
-    return task
+    return FileGrant(task, left)
+
+
+@dataclass(frozen=True, slots=True)
+class FileGrant:
+    """A file a signed link may serve: its task and the seconds its retention has left
+    (database clock; None when the task has no end of retention)."""
+
+    task: Task
+    retention_left_seconds: float | None
+
+    def presign_seconds(self, link_seconds: int) -> int:
+        """Lifetime of a presigned GET: ``link_seconds``, cut to the retention left,
+        at least 1 s (a file is never reachable past its retention)."""
+        left = self.retention_left_seconds
+        if left is None:
+            return link_seconds
+        return max(1, min(link_seconds, int(left)))

@@ -86,6 +86,7 @@ from export_center.repository.reads import (
     queue_figures,
     read_task,
     read_task_by_no,
+    retention_left_seconds,
     retention_passed,
     task_file_states,
 )
@@ -177,6 +178,7 @@ __all__ = [
     "release_outbox_backoff",
     "resend_outbox_row",
     "search_tasks",
+    "retention_left_seconds",
     "retention_passed",
     "stale_sent_outbox_ids",
     "start_next_attempt",

@@ -34,6 +34,7 @@ __all__ = [
     "queue_figures",
     "read_task",
     "read_task_by_no",
+    "retention_left_seconds",
     "retention_passed",
     "task_file_states",
 ]
@@ -111,6 +112,19 @@ def task_file_states(conn: Connection, task_nos: list[str]) -> dict[str, tuple[s
 def retention_passed(conn: Connection, task_id: int) -> bool:
     """True when the task's file is past ``expires_at`` by the database clock."""
     return bool(conn.execute(select(T.c.expires_at <= db_now()).where(T.c.id == task_id)).scalar())
+
+
+def retention_left_seconds(conn: Connection, task_id: int) -> float | None:
+    """Seconds from the database clock to the task's ``expires_at`` (negative once it
+    passed), or None when the task has no retention end."""
+    if conn.dialect.name == "sqlite":
+        left: ColumnElement[Any] = (
+            func.julianday(T.c.expires_at) - func.julianday(db_now())
+        ) * 86400.0
+    else:
+        left = func.timestampdiff(literal_column("MICROSECOND"), db_now(), T.c.expires_at) / 1e6
+    value = conn.execute(select(left).where(T.c.id == task_id)).scalar()
+    return None if value is None else float(value)
 
 
 def deadline_passed(conn: Connection, task_id: int) -> bool:

@@ -454,7 +454,7 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
 def test_succeeded_files_expire_after_retention_and_failed_deletes_are_retried(engine, tmp_path):
     storage = LocalStorage(tmp_path)
     t = new_task(engine)
-    key = new_object_key(t["task_no"], "csv")
+    key = new_object_key(t["task_no"], "csv", tenant="t1")
     with storage.open_write(key) as fh:
         fh.write(b"x")
     storage.commit(key)
@@ -485,7 +485,7 @@ def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
         ("running", running),
         ("unknown", {"task_no": "exp_" + "1" * 26}),
     ):
-        keys[name] = new_object_key(t["task_no"], "csv")
+        keys[name] = new_object_key(t["task_no"], "csv", tenant="t1")
         with storage.open_write(keys[name]) as fh:
             fh.write(b"x")
         if name != "running":

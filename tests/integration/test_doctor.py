@@ -173,3 +173,43 @@ def _env(tmp_path: Path, database_url: str) -> dict[str, str]:
         export_types_file = None
 
     return cli_env(_Settings())
+
+
+@pytest.mark.s3
+def test_s3_storage_healthy_missing_bucket_not_writable_and_down(
+    seeded, s3_endpoint, bucket, private_s3
+):
+    from tests.s3 import SECRET_KEY, storage_env
+
+    code, checks, table = doctor({**seeded.env, **storage_env(s3_endpoint, bucket)})
+    assert code == 0 and failed(checks) == {}, checks
+    assert checks["storage"]["message"] == (
+        f"bucket {bucket} at {s3_endpoint} writable (object and multipart upload)"
+    )
+    assert SECRET_KEY not in table
+
+    env = {**seeded.env, **storage_env(s3_endpoint, "no-such-bucket-here")}
+    code, checks, table = doctor(env)
+    assert code == 1 and list(failed(checks)) == ["storage"]
+    assert failed(checks)["storage"] == (
+        f"bucket no-such-bucket-here at {s3_endpoint} does not exist; create it (for the test "
+        "server: `bash scripts/s3proxy.sh bucket no-such-bucket-here`) or fix "
+        "EXPORT_CENTER_STORAGE__S3__BUCKET"
+    )
+    assert SECRET_KEY not in table
+
+    read_only = private_s3(read_only=True)
+    read_only.make_bucket("frozen")
+    code, checks, _ = doctor({**seeded.env, **storage_env(read_only.url, "frozen")})
+    assert code == 1 and list(failed(checks)) == ["storage"]
+    message = failed(checks)["storage"]
+    assert message.startswith(f"bucket frozen at {read_only.url} is not writable (")
+    assert message.endswith("on it for these credentials")
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    code, checks, _ = doctor({**seeded.env, **storage_env(closed, bucket, max_attempts="1")})
+    assert code == 1 and list(failed(checks)) == ["storage"]
+    assert failed(checks)["storage"].startswith(f"bucket {bucket} at {closed} does not answer (")
+    assert failed(checks)["storage"].endswith(
+        "start it or fix EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL and the credentials"
+    )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import RedirectResponse
 
 from export_center.api import service
 from export_center.api.deps import (
@@ -21,11 +21,11 @@ from export_center.api.deps import (
     TraceId,
     strict_query,
 )
+from export_center.api.files import file_response
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.present import task_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
 from export_center.errors import Unauthorized
-from export_center.filenames import content_disposition
 from export_center.repository import CreateReason
 from export_center.states import api_state
 
@@ -97,8 +97,19 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
             "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _CONTENT_FILE,
         },
     },
+    206: {
+        "description": "One byte range of the file (S3 storage with `download = proxy`: "
+        "`Range: bytes=first-last`, `Content-Range` in the answer).",
+        "content": {
+            "text/csv": _CONTENT_FILE,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _CONTENT_FILE,
+        },
+    },
     307: {
-        "description": "With a bearer token: redirect to a signed link valid 24 h.",
+        "description": "With a bearer token: redirect to a signed link (valid 24 h by "
+        "default). With a signed link on S3 storage (`download = redirect`): redirect to a "
+        "presigned GET of the bucket, signed for this click (5 min by default, never past "
+        "the file's retention).",
         "headers": {"Location": {"schema": {"type": "string"}}},
     },
     **errors(
@@ -109,6 +120,8 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
             404: ["TASK_NOT_FOUND", "FILE_GONE"],
             409: ["NO_FILE", "NOT_READY"],
             410: ["FILE_EXPIRED"],
+            416: ["RANGE_NOT_SATISFIABLE"],
+            503: ["STORAGE_UNAVAILABLE"],
         },
     ),
 }
@@ -209,6 +222,7 @@ def detail(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic
 )
 def download(
     task_id: str,
+    request: Request,
     runtime: RuntimeDep,
     user: OptionalUser,
     expires: Annotated[str | None, Query(description="signed link: expiry (Unix s)")] = None,
@@ -218,20 +232,16 @@ def download(
     scope: Annotated[str | None, Query(description="signed link: own or all")] = None,
     signature: Annotated[str | None, Query(description="signed link: HMAC-SHA256")] = None,
 ) -> Response:
-    """Download the file: with a bearer token, redirect to a signed link; with a link, the file."""
+    """Download the file: with a bearer token, redirect to a signed link; with a link, the
+    file (or, on S3, a redirect to a presigned GET, or the file streamed with Range)."""
     if signature is None:
         if user is None:
             raise Unauthorized("a bearer token or a signed link is required", code="UNAUTHORIZED")
         return RedirectResponse(service.signed_link_for(runtime, user, task_id), status_code=307)
     fields = {"expires": expires, "user": link_user, "tenant": tenant, "app": app}
     link = {name: value or "" for name, value in {**fields, "scope": scope}.items()}
-    task = service.file_for_link(runtime, task_id, {**link, "signature": signature}, user)
-    assert task.object_key is not None and task.file_name is not None
-    return FileResponse(
-        runtime.storage.local_path(task.object_key),
-        media_type=task.content_type,
-        headers={"Content-Disposition": content_disposition(task.file_name)},
-    )
+    grant = service.file_for_link(runtime, task_id, {**link, "signature": signature}, user)
+    return file_response(runtime, grant, request)
 
 
 # HEAD on a download (download managers and link checkers ask it first): the same
