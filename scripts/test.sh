@@ -114,9 +114,15 @@ EXPORT_CENTER_TEST_S3_SECRET_KEY="$(bash scripts/s3proxy.sh secret-key)"
 export EXPORT_CENTER_TEST_S3_ENDPOINT EXPORT_CENTER_TEST_S3_ACCESS_KEY EXPORT_CENTER_TEST_S3_SECRET_KEY
 echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 
-step "Running pytest -rs $*"
+# Two pytest-xdist workers by default (this machine has 2 cores, and much of the suite
+# waits on servers and browsers): EXPORT_CENTER_TEST_WORKERS=0 runs in one process. The
+# RocketMQ tests share one broker and stay together in one worker (tests/conftest.py).
+workers="${EXPORT_CENTER_TEST_WORKERS:-2}"
+xdist=()
+[ "$workers" != "0" ] && xdist=(-n "$workers" --dist loadgroup)
+step "Running pytest -rs ${xdist[*]} $*"
 status=0
-python -m pytest -rs "$@" || status=$?
+python -m pytest -rs "${xdist[@]}" "$@" || status=$?
 
 if [ "$status" -eq 5 ]; then
     echo "ERROR: no tests collected (pytest exit code 5); treating it as a failure" >&2

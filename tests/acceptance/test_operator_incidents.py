@@ -36,7 +36,12 @@ from tests.integration.test_runbook import sections
 from tests.operator_seed import cli_env, run_cli
 from tests.prometheus import Prometheus
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.mariadb, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.mariadb,
+    pytest.mark.rocketmq,
+    pytest.mark.timeout(900),
+]
 
 O = ExportOutbox.__table__  # noqa: E741
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}

@@ -46,6 +46,7 @@ def test_a_healthy_setup_passes(seeded):
     assert table.count("ok   ") == len(checks) and "FAIL" not in table
 
 
+@pytest.mark.rocketmq
 def test_a_healthy_setup_with_the_broker_passes(seeded):
     env = {
         **seeded.env,
@@ -83,6 +84,7 @@ def test_migrations_behind(db_url, tmp_path):
     assert code == 0, failed(checks)
 
 
+@pytest.mark.rocketmq
 def test_the_broker_down_or_without_the_topic(seeded):
     env = {
         **seeded.env,
