@@ -97,8 +97,9 @@ def download_file_name(task_name: str, extension: str) -> str:
         extension: ``csv`` or ``xlsx`` (ASCII, without the dot).
 
     Returns:
-        A name of at most 255 UTF-8 bytes ending in ``.extension`` (rules in the module
-        docstring); for example ``"九月订单 / 华东.xlsx"`` -> ``"九月订单 _ 华东.xlsx"``.
+        A name of at most ``MAX_NAME_BYTES`` (150) UTF-8 bytes ending in ``.extension``
+        (rules in the module docstring); for example ``"九月订单 / 华东.xlsx"`` ->
+        ``"九月订单 _ 华东.xlsx"``.
     """
     suffix = f".{extension}"
     base = _clean(task_name)

@@ -60,7 +60,7 @@ def test_names(task_name, expected):
     ],
 )
 @pytest.mark.parametrize("extension", ["csv", "xlsx"])
-def test_long_names_are_cut_between_graphemes_to_255_bytes(task_name, extension):
+def test_long_names_are_cut_between_graphemes_to_max_name_bytes(task_name, extension):
     name = download_file_name(task_name, extension)
     assert len(name.encode("utf-8")) <= MAX_NAME_BYTES
     assert name.endswith(f".{extension}")
