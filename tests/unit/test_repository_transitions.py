@@ -242,3 +242,20 @@ def test_the_transition_table_has_no_edge_the_repository_never_takes():
     # Run last in this module: every edge of the table was taken by the tests above.
     edges = {(a, b) for a, targets in ALLOWED_TRANSITIONS.items() for b in targets}
     assert edges == SEEN, sorted(edges - SEEN)
+
+
+def test_progress_sets_updated_at(engine):
+    """A progress write moves ``updated_at`` (the list's "last change" and the watchdog's
+    view of a live attempt), like every other write of the task."""
+    task_id = new_task(engine)
+    assert claim(engine, task_id)
+    with engine.begin() as conn:
+        conn.execute(update(TASKS).values(updated_at=db_now_plus(-3600)))
+        before = repository.read_task(conn, task_id)
+        assert repository.update_progress(
+            conn, task_id, 1, "w/1", processed=5, total=10, phase=Phase.FETCH
+        )
+        after = repository.read_task(conn, task_id)
+    assert before is not None and after is not None
+    assert (after.updated_at - before.updated_at).total_seconds() >= 3590
+    assert after.processed_rows == 5
