@@ -21,13 +21,14 @@ from typing import Annotated, Any
 
 import httpx
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from export_center import cli_ops
 from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
-from export_center.settings import Settings
+from export_center.settings import Settings, settings_problems
 
 __all__ = ["app", "main"]
 
@@ -535,6 +536,9 @@ def main() -> None:
     """Console-script entry point."""
     try:
         app()
+    except ValidationError as exc:  # settings from the environment or a .env file
+        sys.stderr.write(settings_problems(exc))
+        sys.exit(2)
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
 

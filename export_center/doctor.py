@@ -26,6 +26,7 @@ import httpx
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from export_center import repository
 from export_center.db import db_now, make_engine
@@ -247,6 +248,16 @@ def _utc_timestamp(value: object) -> float:
     return moment.replace(tzinfo=UTC).timestamp()
 
 
+def _database_check(name: str, check: Callable[[Engine], Check], engine: Engine) -> Check:
+    """Run one check that reads the database; a database without the export center's
+    tables (never upgraded, or another schema) is a failed check, not a traceback."""
+    try:
+        return check(engine)
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return Check(name, False, f"cannot read it ({reason}); run `export-center db upgrade`")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Run every check, in order; a check that needs the database is skipped (and
     failed) with a sentence when the database does not answer.
@@ -269,7 +280,7 @@ def run_checks(settings: Settings) -> list[Check]:
         ]
     else:
         try:
-            checks += [check(engine) for _, check in needs_database]
+            checks += [_database_check(name, check, engine) for name, check in needs_database]
         finally:
             engine.dispose()
     checks.append(_broker(settings))

@@ -21,7 +21,7 @@ from typing import Literal
 from zoneinfo import available_timezones
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "TaskSettings",
     "default_data_dir",
     "load_or_create_secret",
+    "settings_problems",
 ]
 
 
@@ -456,6 +457,26 @@ class Settings(BaseSettings):
                 f"{name}: must be set explicitly in production ({variable}, at least 32 characters)"
             )
         return load_or_create_secret(self.data_dir / f"{name}.txt")
+
+
+def settings_problems(error: ValidationError) -> str:
+    """The settings a process refused, one line each, named as the environment variable
+    that sets them (``EXPORT_CENTER_STORAGE__S3__PART_SIZE_MB: Input should be greater
+    than or equal to 5``), for a command to print instead of a traceback. The values are
+    never shown: a refused value may be a secret.
+
+    Args:
+        error: what pydantic raised while reading :class:`Settings`.
+
+    Returns:
+        Text ending in a newline: a first line, then one line per refused setting.
+    """
+    lines = ["export-center: cannot start: invalid settings"]
+    for problem in error.errors(include_url=False):
+        path = [str(part) for part in problem["loc"]]
+        name = "EXPORT_CENTER_" + "__".join(path).upper() if path else "settings"
+        lines.append(f"  {name}: {problem['msg']}")  # never the value: it may be a secret
+    return "\n".join(lines) + "\n"
 
 
 def default_data_dir() -> Path:

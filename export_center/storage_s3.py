@@ -44,7 +44,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 
 from export_center.errors import StorageError
 from export_center.filenames import content_disposition
@@ -83,6 +90,10 @@ def make_client(settings: S3Settings) -> S3Client:
     Returns:
         A thread-safe client (SigV4, path-style when ``path_style``, ``standard`` retries
         with ``max_attempts`` tries per call, the connect and read timeouts in seconds).
+
+    Raises:
+        ValueError: the environment holds an access key without its secret (or the
+            reverse), said as a sentence instead of botocore's traceback.
     """
     config = Config(
         region_name=settings.region,
@@ -103,14 +114,23 @@ def make_client(settings: S3Settings) -> S3Client:
             "aws_access_key_id": settings.access_key_id.get_secret_value(),
             "aws_secret_access_key": settings.secret_access_key.get_secret_value(),
         }
-    client: S3Client = boto3.session.Session().client(
-        "s3", endpoint_url=settings.endpoint_url, config=config, **keys
-    )
+    try:
+        client: S3Client = boto3.session.Session().client(
+            "s3", endpoint_url=settings.endpoint_url, config=config, **keys
+        )
+    except PartialCredentialsError as exc:
+        raise ValueError(
+            f"incomplete S3 credentials ({type(exc).__name__}): set both AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY, or neither to use the AWS chain's other sources"
+        ) from exc
     return client
 
 
 def _describe(exc: Exception) -> str:
-    """A short, credential-free reason: the S3 error code and message, or the class."""
+    """A short reason that a task's owner may read: the S3 error code and message, or
+    the client error's class with a plain cause. Never the endpoint, the bucket or a
+    credential (botocore's own text names the endpoint URL); the full error stays
+    chained to the :class:`StorageError` for the logs."""
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = error.get("Code") or str(
@@ -118,7 +138,11 @@ def _describe(exc: Exception) -> str:
         )
         message = error.get("Message") or ""
         return f"{code} {message}".strip()
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
+        return f"{type(exc).__name__}: the object storage does not answer"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return f"{type(exc).__name__}: the object storage credentials are missing or incomplete"
+    return type(exc).__name__
 
 
 def _status(exc: ClientError) -> int:
@@ -339,7 +363,7 @@ class S3Storage:
         client: an S3 client (default: :func:`make_client`).
 
     Raises:
-        ValueError: no bucket is set.
+        ValueError: no bucket is set, or the credentials are incomplete.
     """
 
     kind = "s3"
@@ -362,7 +386,7 @@ class S3Storage:
         return key
 
     def _fail(self, what: str, key: str, exc: Exception) -> StorageError:
-        return StorageError(f"cannot {what} {key} in bucket {self.bucket}: {_describe(exc)}")
+        return StorageError(f"cannot {what} {key}: {_describe(exc)}")
 
     # ------------------------------------------------------------------ writing
 
@@ -572,11 +596,17 @@ class S3Storage:
                     "or the bucket policy",
                 )
             return BucketCheck(False, f"{where} answers {_describe(exc)}; check the S3 service")
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            return BucketCheck(
+                False,
+                f"no usable credentials for {where} ({type(exc).__name__}); set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile of the AWS chain)",
+            )
         except BotoCoreError as exc:
             return BucketCheck(
                 False,
                 f"{where} does not answer ({_describe(exc)}); start it or fix "
-                "EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL and the credentials",
+                "EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL",
             )
         probe = f"doctor/{uuid.uuid4().hex}"
         try:

@@ -71,6 +71,16 @@ def test_the_database_down(seeded):
     assert "check(s) failed" in table
 
 
+def test_a_database_never_upgraded_fails_without_a_traceback(db_url, tmp_path):
+    code, checks, table = doctor(_env(tmp_path, db_url))  # an empty database
+    assert code == 1
+    assert failed(checks)["migrations"].startswith("the database is at revision none")
+    assert failed(checks)["guard row"].startswith("cannot read it (")
+    assert failed(checks)["guard row"].endswith("run `export-center db upgrade`")
+    assert checks["storage"]["ok"] and checks["registry"]["ok"]  # the rest is still checked
+    assert "Traceback" not in table
+
+
 def test_migrations_behind(db_url, tmp_path):
     command.upgrade(alembic_config(db_url), "0004")
     env = _env(tmp_path, db_url)
@@ -211,7 +221,34 @@ def test_s3_storage_healthy_missing_bucket_not_writable_and_down(
     closed = f"http://127.0.0.1:{free_port()}"
     code, checks, _ = doctor({**seeded.env, **storage_env(closed, bucket, max_attempts="1")})
     assert code == 1 and list(failed(checks)) == ["storage"]
-    assert failed(checks)["storage"].startswith(f"bucket {bucket} at {closed} does not answer (")
-    assert failed(checks)["storage"].endswith(
-        "start it or fix EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL and the credentials"
+    assert failed(checks)["storage"] == (
+        f"bucket {bucket} at {closed} does not answer (EndpointConnectionError: the object "
+        "storage does not answer); start it or fix EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL"
     )
+
+    env = {**seeded.env, **storage_env(s3_endpoint, bucket), "AWS_SECRET_ACCESS_KEY": ""}
+    code, checks, _ = doctor(env)  # a key without its secret
+    assert code == 1 and list(failed(checks)) == ["storage"]
+    assert failed(checks)["storage"] == (
+        "incomplete S3 credentials (PartialCredentialsError): set both AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or neither to use the AWS chain's other sources"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "sentence"),
+    [
+        ("EXPORT_CENTER_STORAGE__S3__PART_SIZE_MB", "1", "greater than or equal to 5"),
+        ("EXPORT_CENTER_STORAGE__BACKEND", "S3-9f3k", "Input should be 'local' or 's3'"),
+        ("EXPORT_CENTER_STORAGE__S3__DOWNLOAD", "stream-9f3k", "'redirect' or 'proxy'"),
+    ],
+)
+def test_an_invalid_setting_is_named_in_one_line_never_with_its_value(
+    seeded, name, value, sentence
+):
+    result = run_cli(["doctor"], {**seeded.env, name: value})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("export-center: cannot start: invalid settings\n")
+    assert f"  {name}: " in result.stderr and sentence in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "9f3k" not in result.stderr  # a refused value may be a secret: never printed
