@@ -112,11 +112,19 @@ def _announce(settings: Settings, *, what: str = "", also: dict[str, str] | None
         "data directory": f"{settings.data_dir.resolve()} ({origin})",
         "database": database,
         "registry": str(_registry_path(settings).resolve()),
-        "files": str(settings.files_dir.resolve()),
+        "files": _files_place(settings),
         **(also or {}),
     }
     lines = "\n".join(f"  {name:15} {value}" for name, value in where.items())
     typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
+
+
+def _files_place(settings: Settings) -> str:
+    """Where the export files go: the directory, or the bucket and its endpoint."""
+    if settings.storage.backend == "s3":
+        s3 = settings.storage.s3
+        return f"s3://{s3.bucket or '(no bucket set)'}/exports/ at {s3.endpoint_url or 'AWS S3'}"
+    return str(settings.files_dir.resolve())
 
 
 def _check_port_free(host: str, port: int) -> None:

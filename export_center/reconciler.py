@@ -215,7 +215,14 @@ class Reconciler:
             try:
                 self.storage.delete(obj.key)
                 deleted.add(obj.key)
-                done["upload_abort" if obj.temporary else "orphan_clean"] += 1
+                action = "upload_abort" if obj.temporary else "orphan_clean"
+                done[action] += 1
+                log.info(
+                    "%s %s (task %s)",
+                    "aborted the dead upload of" if obj.temporary else "deleted the orphan file",
+                    obj.key,
+                    status or "gone",
+                )
             except Exception:
                 log.warning("could not delete orphan %s", obj.key, exc_info=True)
         return done
