@@ -56,18 +56,6 @@ def _fresh_mariadb(prefix: str, collation: str | None = None) -> tuple[str, Call
     return base.set(database=name).render_as_string(hide_password=False), drop
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run every test of the one RocketMQ test broker in one xdist worker, one at a time.
-
-    They share its topics and consumer groups (two at once would take each other's
-    messages) and some stop and restart it, so under ``--dist loadgroup`` they form the
-    group ``rocketmq``; every other test is spread over the workers.
-    """
-    for item in items:
-        if item.get_closest_marker("rocketmq"):
-            item.add_marker(pytest.mark.xdist_group("rocketmq"))
-
-
 @pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database of each dialect (migrations not yet run)."""
@@ -118,9 +106,9 @@ def sample_url(dialect: str, sample_dir: Path, scale: float = SAMPLE_SCALE) -> s
     if dialect == "sqlite":
         url = f"sqlite:///{sample_dir / f'sample-{suffix}.db'}"
     else:
-        # One sample database per xdist worker: two workers loading one database at once
-        # would race (PYTEST_XDIST_WORKER is gw0, gw1, ...; unset without xdist).
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        # One sample database per concurrent pytest process of scripts/test.sh (its
+        # EXPORT_CENTER_TEST_GROUP): two processes loading one database at once would race.
+        worker = os.environ.get("EXPORT_CENTER_TEST_GROUP", "")
         name = f"export_center_sample_{suffix}{'_' + worker if worker else ''}"
         url = make_url(mariadb_base_url()).set(database=name).render_as_string(hide_password=False)
         admin = create_engine(make_url(mariadb_base_url()))
