@@ -10,12 +10,9 @@ import statistics
 from datetime import date, timedelta
 
 import pytest
-from sqlalchemy import update
 
-from export_center import repository
-from export_center.db import db_now, db_now_plus
-from export_center.models import ExportTask
 from tests.browser.conftest import ROOT
+from tests.browser.seeding import STATES, set_task
 from tests.conftest import SAMPLE_SCALE
 from tests.helpers import create
 
@@ -35,39 +32,8 @@ new MutationObserver((_, observer) => {
   }
 }).observe(document, { childList: true, subtree: true });
 """
-STATES = {
-    0: {"status": "PENDING"},
-    1: {
-        "status": "RUNNING",
-        "phase": "render",
-        "processed_rows": 4000,
-        "total_rows": 9000,
-        "started_at": db_now_plus(-8),
-        "lease_owner": "bench",
-        "lease_until": db_now_plus(600),
-    },
-    2: {
-        "status": "SUCCEEDED",
-        "phase": "store",
-        "processed_rows": 191,
-        "total_rows": 191,
-        "started_at": db_now_plus(-3),
-        "completed_at": db_now(),
-        "expires_at": db_now_plus(7 * 86400),
-        "file_name": "orders.csv",
-        "size_bytes": 61_234,
-        "object_key": "exports/bench.csv",
-    },
-    3: {
-        "status": "FAILED",
-        "phase": "fetch",
-        "attempt_count": 3,
-        "started_at": db_now_plus(-5),
-        "completed_at": db_now(),
-        "failure_code": "PROVIDER_UNAVAILABLE",
-        "failure_message": "fetch: batch 3 (cursor 2000): provider answered 503 on 3 attempts",
-    },
-}
+#: The state of task i is ORDER[i % 4] (column values from tests/browser/seeding.py).
+ORDER = ("queued", "running", "succeeded", "failed")
 
 
 def _seed(stack) -> None:
@@ -79,13 +45,7 @@ def _seed(stack) -> None:
         d = (day + timedelta(days=i)).isoformat()
         answer = create(alice, "csv", taskName=f"Orders of {d}", parameters={"from": d, "to": d})
         assert answer.status_code == 202, answer.text
-        with stack.runtime.engine.begin() as conn:
-            task = repository.read_task_by_no(conn, answer.json()["taskId"])
-            conn.execute(
-                update(ExportTask.__table__)
-                .where(ExportTask.__table__.c.id == task["id"])
-                .values(**STATES[i % 4])
-            )
+        set_task(stack, answer.json()["taskId"], **STATES[ORDER[i % 4]])
 
 
 def test_a_list_of_100_tasks_renders_on_one_page(make_stack, ui):
