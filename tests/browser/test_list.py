@@ -50,7 +50,9 @@ def test_polling_runs_while_a_task_is_active_and_the_tab_is_visible(make_stack, 
     assert len(asked) == 1  # back at once when shown again
 
 
-def test_cursor_pages_and_filters(make_stack, ui):
+def _two_pages_of_exports(make_stack, ui, month: int, name: str):
+    """22 queued exports of alice (one per day of ``month`` 1995, named ``"<name> DD"``),
+    signed in with the first page of 20 on screen; the view and the stack."""
     stack = make_stack(
         api={"dev_sign_in": True},
         consumer={"enabled": False},
@@ -58,12 +60,17 @@ def test_cursor_pages_and_filters(make_stack, ui):
     )
     alice = stack.client("alice")
     for day in range(1, 23):
-        d = f"1995-03-{day:02d}"
-        create(alice, "csv", taskName=f"March {day:02d}", parameters={"from": d, "to": d})
+        d = f"1995-{month:02d}-{day:02d}"
+        create(alice, "csv", taskName=f"{name} {day:02d}", parameters={"from": d, "to": d})
     view = ui(stack).open().sign_in()
+    expect(view.page.locator("#tasks-body tr")).to_have_count(20)
+    return view, stack
+
+
+def test_cursor_pages_and_filters(make_stack, ui):
+    view, stack = _two_pages_of_exports(make_stack, ui, month=3, name="March")
     page = view.page
     rows = page.locator("#tasks-body tr")
-    expect(rows).to_have_count(20)
     expect(rows.first.locator(".task-name")).to_have_text("March 22")  # newest first
     expect(page.locator("#page-no")).to_have_text("Page 1")
     expect(page.locator("#prev")).to_be_disabled()
@@ -119,19 +126,9 @@ def test_export_again_opens_the_form_with_the_same_export(make_stack, ui):
 
 
 def test_paging_keeps_the_focus_on_the_pager(make_stack, ui):
-    stack = make_stack(
-        api={"dev_sign_in": True},
-        consumer={"enabled": False},
-        limits={"max_active_per_user": 100},
-    )
-    alice = stack.client("alice")
-    for day in range(1, 23):
-        d = f"1995-04-{day:02d}"
-        create(alice, "csv", taskName=f"April {day:02d}", parameters={"from": d, "to": d})
-    view = ui(stack).open().sign_in()
+    view, stack = _two_pages_of_exports(make_stack, ui, month=4, name="April")
     page = view.page
     rows = page.locator("#tasks-body tr")
-    expect(rows).to_have_count(20)
     page.focus("#next")
     page.keyboard.press("Enter")
     expect(rows).to_have_count(2)
