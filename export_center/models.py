@@ -33,6 +33,7 @@ __all__ = [
     "ExportAudit",
     "ExportOutbox",
     "ExportRequestKey",
+    "ExportShard",
     "ExportTask",
     "ExportTaskGuard",
     "GUARD_ROW_ID",
@@ -205,3 +206,37 @@ class ExportAudit(Base):
         Index("ix_export_audit_task", "task_id", "id"),
         Index("ix_export_audit_tenant", "tenant_id", "id"),
     )
+
+
+class ExportShard(Base):
+    """One shard of a sharded export and its checkpoint.
+
+    A sharded export type splits a task into windows (for example days of the date
+    range); each shard pages with its own keyset cursor and snapshot token and writes
+    its part as numbered segments in storage. The row is written in the same
+    transaction as the task's progress and only while the writing attempt holds the
+    task's lease (owner and dispatch version), so a checkpoint always names segments
+    that are stored: ``segments_json`` lists ``[dispatch_version, bytes]`` per segment,
+    ``bytes`` and ``checksum`` (CRC-32 of the part so far, as 8 hex digits) cover
+    exactly those segments, and ``cursor`` is where the next page starts. A shard in
+    status ``DONE`` is reused by every later attempt; the others resume from here.
+    """
+
+    __tablename__ = "export_shard"
+
+    task_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    shard_no: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shard_key: Mapped[str] = mapped_column(ExactString(64), nullable=False)
+    window_from: Mapped[str] = mapped_column(String(40), nullable=False)
+    window_to: Mapped[str] = mapped_column(String(40), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    cursor: Mapped[str | None] = mapped_column(LongText)
+    snapshot_token: Mapped[str | None] = mapped_column(LongText)
+    rows_written: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    pages: Mapped[int] = mapped_column(Integer, nullable=False)
+    bytes: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    checksum: Mapped[str] = mapped_column(String(8), nullable=False)
+    segments_json: Mapped[str] = mapped_column(LongText, nullable=False)
+    stats_json: Mapped[str | None] = mapped_column(Text)
+    dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)

@@ -61,6 +61,7 @@ __all__ = [
     "Yaml12Loader",
     "ParameterSpec",
     "Registry",
+    "ShardSpec",
     "RegistryError",
     "load_registry",
     "parse_registry",
@@ -99,7 +100,9 @@ _KNOWN_KEYS = {
     "batch_timeout_seconds",
     "parameters",
     "date_range",
+    "shards",
 }
+_SHARD_KEYS = {"by", "max_shards", "parallel"}
 
 
 class RegistryError(ValueError):
@@ -193,6 +196,24 @@ class ParameterSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """How a type splits one export into shards (the registry's ``shards`` mapping).
+
+    Attributes:
+        by: the unit of a shard window; only ``day`` (whole days of the type's
+            ``date_range`` in the export's time zone, half-open ``[start, end)``).
+        max_shards: most shards of one task (1..1,000); a longer range groups
+            consecutive days per shard so there are at most this many.
+        parallel: shards of one task fetched at once (1..16), further capped by the
+            worker setting ``task.shard_parallel_cap``.
+    """
+
+    by: str = "day"
+    max_shards: int = 64
+    parallel: int = 4
+
+
+@dataclass(frozen=True, slots=True)
 class ExportType:
     """One registered export type."""
 
@@ -210,6 +231,7 @@ class ExportType:
     date_range: tuple[str, str] | None = None
     batch_timeout_seconds: int | None = None
     title_zh: str = ""
+    shards: ShardSpec | None = None
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -378,6 +400,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         if not {first, last} <= names or first == last:
             raise RegistryError(f"{code}.date_range: must name two date parameters")
         date_range = (first, last)
+    shards = _shards(code, entry.get("shards"), date_range)
     return ExportType(
         code=code,
         title=_text(entry.get("title", code), f"{code}.title"),
@@ -397,6 +420,33 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         ),
         parameters=params,
         date_range=date_range,
+        shards=shards,
+    )
+
+
+def _shards(code: str, raw: Any, date_range: tuple[str, str] | None) -> ShardSpec | None:
+    """The ``shards`` mapping of a type: ``{by: day, max_shards: 64, parallel: 4}``.
+
+    Raises:
+        RegistryError: not a mapping, unknown keys, ``by`` other than ``day``, numbers
+            out of range, or no ``date_range`` to split.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise RegistryError(f"{code}.shards: must be a mapping (by, max_shards, parallel)")
+    unknown = set(raw) - _SHARD_KEYS
+    if unknown:
+        raise RegistryError(f"{code}.shards: unknown keys {sorted(unknown)}")
+    by = raw.get("by", "day")
+    if by != "day":
+        raise RegistryError(f"{code}.shards.by: only 'day' is supported, got {by!r}")
+    if date_range is None:
+        raise RegistryError(f"{code}.shards: needs a date_range to split into days")
+    return ShardSpec(
+        by=by,
+        max_shards=_int_in(raw, f"{code}.shards", "max_shards", 1, 1000, 64),
+        parallel=_int_in(raw, f"{code}.shards", "parallel", 1, 16, 4),
     )
 
 

@@ -123,6 +123,20 @@ class TaskSettings(BaseModel):
     progress_every_seconds: float = Field(
         0.5, description="Progress is written at batch ends, at most this often"
     )
+    shard_parallel_cap: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="Most shards of one task fetched at once in this worker, whatever "
+        "the type asks (each holds a page in memory, a fetch thread and a DB connection "
+        "at checkpoints)",
+    )
+    checkpoint_every_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="A shard stores its segment and writes its checkpoint at a page end "
+        "at most this often (and always when the segment passes 8 MB)",
+    )
     time_zone: str = Field(
         "UTC",
         description="Default time zone (IANA name) of an export's date-times; "

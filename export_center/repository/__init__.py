@@ -22,7 +22,8 @@ Modules:
 * :mod:`.actions`: cancel and manual retry (a person's actions);
 * :mod:`.quarantine`: the dead-letter disposal;
 * :mod:`.audit`: the append-only trail of every disposal;
-* :mod:`.operators`: reads across owners for the operator tools.
+* :mod:`.operators`: reads across owners for the operator tools;
+* :mod:`.shards`: the shards of sharded exports and their fenced checkpoints.
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ from export_center.repository.recovery import (
     recover_expired_lease,
     tasks_past_retention,
 )
+from export_center.repository.shards import (
+    ShardCheckpoint,
+    ShardStatus,
+    delete_shards,
+    load_shards,
+    plan_task_shards,
+    save_checkpoint,
+    shard_counts,
+)
 from export_center.repository.rows import (
     AttemptEnd,
     CreateLimits,
@@ -131,6 +141,8 @@ __all__ = [
     "QuarantineOutcome",
     "QueueFigures",
     "Recovery",
+    "ShardCheckpoint",
+    "ShardStatus",
     "StoredFile",
     "Task",
     "TaskRow",
@@ -147,6 +159,7 @@ __all__ = [
     "db_now",
     "db_now_plus",
     "deadline_passed",
+    "delete_shards",
     "due_outbox_ids",
     "expired_running_tasks",
     "failures_by_type",
@@ -154,6 +167,7 @@ __all__ = [
     "guard_row_exists",
     "insert_outbox",
     "list_tasks",
+    "load_shards",
     "manual_retry",
     "mark_expired",
     "mark_outbox_sent",
@@ -162,6 +176,7 @@ __all__ = [
     "outbox_rows",
     "outbox_send_failed",
     "ping",
+    "plan_task_shards",
     "purge_audit",
     "purge_sent_outbox",
     "quarantine",
@@ -180,6 +195,8 @@ __all__ = [
     "search_tasks",
     "retention_left_seconds",
     "retention_passed",
+    "save_checkpoint",
+    "shard_counts",
     "stale_sent_outbox_ids",
     "start_next_attempt",
     "task_file_states",

@@ -15,11 +15,12 @@ from export_center.models import (
     ExportAudit,
     ExportOutbox,
     ExportRequestKey,
+    ExportShard,
     ExportTask,
     ExportTaskGuard,
 )
 
-__all__ = ["AUDIT", "CREATE_GUARD", "OUTBOX", "REQUEST_KEYS", "TASKS"]
+__all__ = ["AUDIT", "CREATE_GUARD", "OUTBOX", "REQUEST_KEYS", "SHARDS", "TASKS"]
 
 #: ``export_task``: one row per export a user asked for.
 TASKS = cast(Table, ExportTask.__table__)
@@ -31,3 +32,5 @@ CREATE_GUARD = cast(Table, ExportTaskGuard.__table__)
 REQUEST_KEYS = cast(Table, ExportRequestKey.__table__)
 #: ``export_audit``: every disposal, append-only.
 AUDIT = cast(Table, ExportAudit.__table__)
+#: ``export_shard``: the shards of sharded exports and their checkpoints.
+SHARDS = cast(Table, ExportShard.__table__)

@@ -116,5 +116,26 @@ CREATE TABLE IF NOT EXISTS `export_audit` (
   KEY `ix_export_audit_tenant` (`tenant_id`,`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
+-- The shards of sharded exports and their checkpoints (fenced by the task's lease).
+CREATE TABLE IF NOT EXISTS `export_shard` (
+  `task_id` bigint(20) NOT NULL,
+  `shard_no` int(11) NOT NULL,
+  `shard_key` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `window_from` varchar(40) NOT NULL,
+  `window_to` varchar(40) NOT NULL,
+  `status` varchar(16) NOT NULL,
+  `cursor` mediumtext DEFAULT NULL,
+  `snapshot_token` mediumtext DEFAULT NULL,
+  `rows_written` bigint(20) NOT NULL,
+  `pages` int(11) NOT NULL,
+  `bytes` bigint(20) NOT NULL,
+  `checksum` varchar(8) NOT NULL,
+  `segments_json` mediumtext NOT NULL,
+  `stats_json` text DEFAULT NULL,
+  `dispatch_version` int(11) NOT NULL,
+  `updated_at` datetime(3) NOT NULL,
+  PRIMARY KEY (`task_id`,`shard_no`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
 -- The single row that task creation locks (every create locks it first).
 INSERT IGNORE INTO `export_task_guard` (`id`, `updated_at`) VALUES ('GLOBAL_CREATE', CURRENT_TIMESTAMP(3));

@@ -1,0 +1,210 @@
+"""Shards of sharded exports and their checkpoints (table ``export_shard``).
+
+Every write here belongs to one attempt and is fenced like the attempt's own writes: it
+runs only when the task row is still ``RUNNING`` under the writer's dispatch version
+and lease owner (checked by an UPDATE of the task in the same transaction, which also
+locks the task row until the transaction ends), so an attempt that lost its lease can
+never move a checkpoint. Reads (the task detail's "shards done / total") are unfenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from export_center.db import db_now
+from export_center.repository._common import held_attempt
+from export_center.repository.tables import SHARDS as S
+from export_center.repository.tables import TASKS as T
+
+__all__ = [
+    "ShardCheckpoint",
+    "ShardStatus",
+    "delete_shards",
+    "load_shards",
+    "plan_task_shards",
+    "save_checkpoint",
+    "shard_counts",
+]
+
+
+class ShardStatus:
+    """Values of ``export_shard.status``."""
+
+    PENDING = "PENDING"
+    DONE = "DONE"
+
+
+@dataclass(slots=True)
+class ShardCheckpoint:
+    """One shard's row: its window and where its part stands.
+
+    Attributes:
+        shard_no: 0-based position in the file.
+        key: the window's name (``2024-03-10``).
+        window_from: ISO instant where the window starts (inclusive).
+        window_to: ISO instant where it ends (exclusive).
+        status: ``PENDING`` (not started or unfinished) or ``DONE``.
+        cursor: the keyset cursor of the next page (None: from the shard's start).
+        snapshot_token: the shard's snapshot token (None before its first page).
+        rows_written: data rows in the stored segments.
+        pages: provider pages fetched into the stored segments.
+        bytes: bytes in the stored segments.
+        checksum: CRC-32 of those bytes (0 for none).
+        segments: ``[(dispatch_version, bytes)]`` per stored segment, in order.
+        stats: the part writer's counts (JSON-able) as of the checkpoint.
+    """
+
+    shard_no: int
+    key: str
+    window_from: str
+    window_to: str
+    status: str = ShardStatus.PENDING
+    cursor: str | None = None
+    snapshot_token: str | None = None
+    rows_written: int = 0
+    pages: int = 0
+    bytes: int = 0
+    checksum: int = 0
+    segments: list[tuple[int, int]] | None = None
+    stats: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> bool:
+        """True when the shard's part is complete."""
+        return self.status == ShardStatus.DONE
+
+    def values(self, version: int) -> dict[str, Any]:
+        """Column values of this checkpoint written by attempt ``version``."""
+        return {
+            "shard_key": self.key,
+            "window_from": self.window_from,
+            "window_to": self.window_to,
+            "status": self.status,
+            "cursor": self.cursor,
+            "snapshot_token": self.snapshot_token,
+            "rows_written": self.rows_written,
+            "pages": self.pages,
+            "bytes": self.bytes,
+            "checksum": f"{self.checksum:08x}",
+            "segments_json": orjson.dumps(self.segments or []).decode(),
+            "stats_json": None if self.stats is None else orjson.dumps(self.stats).decode(),
+            "dispatch_version": version,
+            "updated_at": db_now(),
+        }
+
+
+def _row(row: Any) -> ShardCheckpoint:
+    return ShardCheckpoint(
+        shard_no=row.shard_no,
+        key=row.shard_key,
+        window_from=row.window_from,
+        window_to=row.window_to,
+        status=row.status,
+        cursor=row.cursor,
+        snapshot_token=row.snapshot_token,
+        rows_written=int(row.rows_written),
+        pages=int(row.pages),
+        bytes=int(row.bytes),
+        checksum=int(row.checksum, 16),
+        segments=[(int(v), int(n)) for v, n in orjson.loads(row.segments_json)],
+        stats=None if row.stats_json is None else orjson.loads(row.stats_json),
+    )
+
+
+def load_shards(conn: Connection, task_id: int) -> list[ShardCheckpoint]:
+    """The task's shards in file order (empty when it has none yet)."""
+    rows = conn.execute(select(S).where(S.c.task_id == task_id).order_by(S.c.shard_no))
+    return [_row(r) for r in rows]
+
+
+def _hold(conn: Connection, task_id: int, version: int, owner: str) -> bool:
+    """Touch the task row under the attempt's fence (locks it for the transaction)."""
+    return (
+        conn.execute(
+            update(T).where(held_attempt(task_id, version, owner)).values(updated_at=db_now())
+        ).rowcount
+        == 1
+    )
+
+
+def plan_task_shards(
+    conn: Connection,
+    task_id: int,
+    version: int,
+    owner: str,
+    planned: Sequence[ShardCheckpoint],
+) -> list[ShardCheckpoint] | None:
+    """Keep the task's shards when they match ``planned``, else write ``planned``.
+
+    The rule: shards whose keys and windows equal the plan (same parameters, time zone
+    and registry) are reused with their checkpoints; any other set is deleted and the
+    plan inserted fresh (the caller deletes the old parts).
+
+    Returns:
+        The shards to run (checkpoints included), or None when the attempt lost its
+        lease (nothing written).
+    """
+    if not _hold(conn, task_id, version, owner):
+        return None
+    current = load_shards(conn, task_id)
+    same = [(s.key, s.window_from, s.window_to) for s in current] == [
+        (s.key, s.window_from, s.window_to) for s in planned
+    ]
+    if same:
+        return current
+    conn.execute(delete(S).where(S.c.task_id == task_id))
+    conn.execute(
+        insert(S),
+        [{"task_id": task_id, "shard_no": s.shard_no, **s.values(version)} for s in planned],
+    )
+    return [ShardCheckpoint(s.shard_no, s.key, s.window_from, s.window_to) for s in planned]
+
+
+def save_checkpoint(
+    conn: Connection, task_id: int, version: int, owner: str, shard: ShardCheckpoint
+) -> bool:
+    """Write one shard's checkpoint, fenced by the attempt's lease.
+
+    Call it in the transaction that writes the task's progress, after
+    :func:`~export_center.repository.attempts.update_progress` returned True.
+
+    Returns:
+        False when the attempt lost its lease (nothing written).
+    """
+    if not _hold(conn, task_id, version, owner):
+        return False
+    return (
+        conn.execute(
+            update(S)
+            .where(S.c.task_id == task_id, S.c.shard_no == shard.shard_no)
+            .values(**shard.values(version))
+        ).rowcount
+        == 1
+    )
+
+
+def delete_shards(conn: Connection, task_id: int) -> int:
+    """Forget the task's shards (a fresh run, a success, or the end of the task)."""
+    return conn.execute(delete(S).where(S.c.task_id == task_id)).rowcount or 0
+
+
+def shard_counts(conn: Connection, task_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """``{task_id: (shards done, shards in all)}`` for the tasks that have shards."""
+    ids = list(task_ids)
+    if not ids:
+        return {}
+    rows = conn.execute(
+        select(S.c.task_id, S.c.status, func.count())
+        .where(S.c.task_id.in_(ids))
+        .group_by(S.c.task_id, S.c.status)
+    )
+    counts: dict[int, tuple[int, int]] = {}
+    for task_id, status, n in rows:
+        finished, total = counts.get(task_id, (0, 0))
+        counts[task_id] = (finished + (n if status == ShardStatus.DONE else 0), total + n)
+    return counts
