@@ -35,6 +35,7 @@ from export_center.errors import RequestError
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import api_state
+from export_center.storage import Storage
 
 __all__ = ["dlq_app", "doctor", "outbox_app", "register", "tasks_app"]
 
@@ -103,6 +104,12 @@ class _Context:
             allowed_hosts=set(self.settings.provider_allowed_hosts),
             allow_self=self.settings.mount_sample_providers,
         )
+
+    @cached_property
+    def storage(self) -> Storage:
+        from export_center.storage import open_storage
+
+        return open_storage(self.settings)
 
 
 def _plain(value: Any) -> Any:
@@ -283,16 +290,19 @@ def tasks_show(
     )
 
 
-def _act(name: str, task: str, reason: str, tenant: str | None) -> None:
+def _act(name: str, task: str, reason: str, tenant: str | None, *, fresh: bool = False) -> None:
     ctx = _Context()
     try:
         found = operations.find_task(ctx, task, tenant)
-        action = operations.retry_task if name == "retry" else operations.cancel_task
-        fresh = action(ctx, found, actor=operations.operator_actor(), reason=reason)
+        actor = operations.operator_actor()
+        if name == "retry":
+            again = operations.retry_task(ctx, found, actor=actor, reason=reason, fresh=fresh)
+        else:
+            again = operations.cancel_task(ctx, found, actor=actor, reason=reason)
     except RequestError as exc:
         raise _fail(exc) from None
     typer.echo(
-        f"{fresh.task_no}: {api_state(fresh.status)} (dispatch version {fresh.dispatch_version}); "
+        f"{again.task_no}: {api_state(again.status)} (dispatch version {again.dispatch_version}); "
         f"recorded in the audit trail as {operations.operator_actor()}"
     )
 
@@ -320,9 +330,17 @@ def tasks_retry(
     task: Annotated[str, typer.Argument(help="Task id (exp_...), FAILED")],
     reason: ReasonOption,
     tenant: TenantOption = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Start every shard from zero instead of resuming from the checkpoints",
+        ),
+    ] = False,
 ) -> None:
-    """Run a failed task again (new dispatch version), as the web API's retry does."""
-    _act("retry", task, reason, tenant)
+    """Run a failed task again (new dispatch version), as the web API's retry does: a
+    sharded export resumes from its checkpoints unless --fresh is given."""
+    _act("retry", task, reason, tenant, fresh=fresh)
 
 
 @tasks_app.command("cancel")

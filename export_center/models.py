@@ -83,6 +83,8 @@ class ExportTask(Base):
     phase: Mapped[str] = mapped_column(String(16), nullable=False)
     processed_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     total_rows: Mapped[int | None] = mapped_column(BigInteger)
+    shards_done: Mapped[int | None] = mapped_column(Integer)
+    shards_total: Mapped[int | None] = mapped_column(Integer)
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=3)

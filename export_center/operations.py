@@ -11,6 +11,7 @@ the admin's tenant unless the caller is a platform operator); None means every t
 from __future__ import annotations
 
 import getpass
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -24,6 +25,9 @@ from export_center.registry import Registry
 from export_center.repository import AuditEntry, OutboxEntry, QueueFigures, Task
 from export_center.settings import Settings
 from export_center.states import OutboxStatus, TaskStatus, api_state, state_phrase
+from export_center.storage import Storage
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DeadLetter",
@@ -58,6 +62,10 @@ class ServiceContext(Protocol):
     @property
     def settings(self) -> Settings:
         """The process settings."""
+
+    @property
+    def storage(self) -> Storage:
+        """File storage (a fresh retry deletes the shard parts)."""
 
 
 def operator_actor() -> str:
@@ -144,11 +152,20 @@ def task_report(ctx: ServiceContext, task_no: str, tenant_id: str | None = None)
     return TaskReport(task, rows, audit)
 
 
-def retry_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | None = None) -> Task:
+def retry_task(
+    ctx: ServiceContext,
+    task: Task,
+    *,
+    actor: str,
+    reason: str | None = None,
+    fresh: bool = False,
+) -> Task:
     """Run a FAILED task again (new dispatch version, counters reset), audited.
 
     The same rules as the web API: the task is FAILED, and its export type is still
-    registered and enabled.
+    registered and enabled. A sharded export resumes from its checkpoints (the shards
+    done are kept, the others continue from their last checkpoint); ``fresh=True``
+    forgets the checkpoints and deletes the parts, so every shard starts from zero.
 
     Raises:
         Conflict: ``EXPORT_TYPE_DISABLED`` or ``NOT_RETRYABLE``.
@@ -162,22 +179,34 @@ def retry_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | Non
             code="NOT_RETRYABLE",
         )
     with ctx.engine.begin() as conn:
-        fresh = repository.manual_retry(
+        again = repository.manual_retry(
             conn, task.id, topic=ctx.settings.command_topic, tag=COMMAND_TAG
         )
-        if fresh is not None:
+        if again is not None:
+            kept = 0 if fresh else len(repository.load_shards(conn, task.id))
+            if fresh:
+                repository.delete_shards(conn, task.id)
             repository.record_audit(
                 conn,
                 actor=actor,
                 action=repository.AuditAction.MANUAL_RETRY,
                 outcome="requeued",
-                task=fresh,
+                task=again,
                 reason=reason,
-                details={"previousFailure": task.failure_message},
+                details={
+                    "previousFailure": task.failure_message,
+                    "fresh": fresh,
+                    "shardsKept": kept,
+                },
             )
-    if fresh is None:
+    if again is None:
         raise Conflict("the export changed state; look again", code="NOT_RETRYABLE")
-    return fresh
+    if fresh:
+        try:
+            ctx.storage.delete_parts(task.task_no)
+        except Exception:  # the attempt writes new segment keys; the rest is cleaned later
+            log.warning("could not delete the parts of %s", task.task_no, exc_info=True)
+    return again
 
 
 def cancel_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | None = None) -> Task:

@@ -48,6 +48,7 @@ from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import ExportType, Registry
 from export_center.repository import AttemptEnd
 from export_center.settings import Settings
+from export_center.sharded import ShardedProducer
 from export_center.states import Phase
 from export_center.storage import Storage, file_extension, new_object_key
 from export_center.watchdog import Watchdog
@@ -183,6 +184,8 @@ class ExportRun:
         self.cursor: str | None = None
         self.processed = 0
         self.total: int | None = None
+        self.location: str | None = None  # where a sharded attempt failed
+        self.sharded: ShardedProducer | None = None
         self._last_progress = 0.0
         settings = context.settings.task
         self.watchdog = Watchdog(
@@ -241,6 +244,9 @@ class ExportRun:
     def _produce(self) -> repository.StoredFile:
         """Fetch every batch, write the file and store it; the steps below in order."""
         etype = self._export_type()
+        if etype.shards is not None:
+            self.sharded = ShardedProducer(self, etype)
+            return self.sharded.produce()
         request = self._provider_request(etype)
         time_limit = float(
             etype.batch_timeout_seconds or self.ctx.settings.provider.batch_timeout_seconds
@@ -386,13 +392,20 @@ class ExportRun:
         self.phase = Phase.RENDER
         if self.processed + len(batch.rows) > max_rows:
             raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-        typed = self._convert(batch, converter)
+        self._write_typed(writer, self._convert(batch, converter))
+        self.processed += len(batch.rows)
+        self._progress()
+
+    def _write_typed(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
+        """Write one batch of typed columns (the file's writer, or a shard's part writer).
+
+        Raises:
+            StorageError: the file cannot be written.
+        """
         try:
             writer.write_columns(typed)
         except OSError as exc:
             raise StorageError(f"cannot write the file: {exc}") from exc
-        self.processed += len(batch.rows)
-        self._progress()
 
     def _next_batch(self, fetcher: BatchFetcher, flight: InFlight, previous: Batch) -> Batch:
         """Wait for the batch that follows ``previous``."""
@@ -414,11 +427,22 @@ class ExportRun:
         self.watchdog.check()
         return stats, self.ctx.storage.commit(self.object_key)
 
+    @property
+    def content_type(self) -> str:
+        """The file's MIME type."""
+        return CONTENT_TYPES[self.ext]
+
     def _stored(
         self, stats: WriterStats, size: int, converter: BatchConverter
     ) -> repository.StoredFile:
         """What the commit records: key, name, type, size, rows and the warning."""
-        warning = _warning(stats, converter.notes())
+        return self._stored_with(stats, size, converter.notes())
+
+    def _stored_with(
+        self, stats: WriterStats, size: int, notes: Sequence[str]
+    ) -> repository.StoredFile:
+        """:meth:`_stored` with the converter's notes given as a list."""
+        warning = _warning(stats, notes)
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
         metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
@@ -503,6 +527,8 @@ class ExportRun:
             if late:
                 raise DeadlinePassed("execution ran past its deadline before commit")
             raise LeaseLost("commit touched no row: the attempt lost its lease")
+        if self.sharded is not None:
+            self.sharded.cleanup()
         metrics.TASK_DURATION.labels(self.task["export_type"], self.ext).observe(
             time.perf_counter() - started
         )
@@ -532,6 +558,8 @@ class ExportRun:
     def _settle_cancel(self) -> AttemptOutcome:
         with self.engine.begin() as conn:
             ok = repository.finish_cancelled(conn, self.task_id, self.version, self.owner)
+        if ok and self.sharded is not None:
+            self.sharded.cleanup()
         log.info(
             "export cancelled" if ok else "cancel arrived after the lease was lost",
             extra=self._log(),
@@ -540,7 +568,8 @@ class ExportRun:
 
     def _settle_failure(self, exc: ExportFailure) -> AttemptOutcome:
         cursor = f" (cursor {self.cursor[:40]})" if self.cursor else ""
-        message = f"{self.phase.value}: batch {max(self.batch_no, 1)}{cursor}: {exc.message}"
+        where = self.location or f"batch {max(self.batch_no, 1)}{cursor}"
+        message = f"{self.phase.value}: {where}: {exc.message}"
         with self.engine.begin() as conn:
             outcome = repository.record_failure(
                 conn,

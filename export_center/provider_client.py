@@ -109,6 +109,7 @@ class ProviderRequest:
     limit: int
     trace_id: str
     time_zone: str = "UTC"
+    shard: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +358,7 @@ class ProviderClient:
                 "snapshotToken": snapshot_token,
                 "limit": request.limit,
                 "timeZone": request.time_zone,
+                **({"shard": request.shard} if request.shard is not None else {}),
             }
         )
         headers = {"X-Internal-Service-Token": self.token}

@@ -21,7 +21,10 @@
    objects (unfinished S3 multipart uploads, ``.part`` files) older than the upload
    orphan age whose task is not running are aborted; **outbox_purge**: SENT rows
    older than the retention are deleted in batches; **audit_purge**: audit rows older
-   than the audit retention are deleted in batches.
+   than the audit retention are deleted in batches; **part_clean**: shard parts
+   (``parts/{task}/...``) of a task that ended (SUCCEEDED, CANCELLED, EXPIRED, or
+   gone) are deleted with its checkpoints, and those of a FAILED task once older than
+   ``failed_parts_retention_days`` (until then a manual retry resumes from them).
 
 Database times use the database clock; file ages use the storage's modification time.
 """
@@ -39,7 +42,7 @@ from export_center import metrics, repository
 from export_center.commands import COMMAND_TAG
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
-from export_center.storage import Storage, task_no_of_key
+from export_center.storage import PART_PREFIX, Storage, task_no_of_key, task_no_of_part
 
 __all__ = ["Reconciler"]
 
@@ -74,6 +77,7 @@ class Reconciler:
             self._release_outbox,
             self._expire_files,
             self._clean_orphans,
+            self._clean_parts,
             self._purge_outbox,
             self._purge_audit,
         ):
@@ -225,6 +229,42 @@ class Reconciler:
                 )
             except Exception:
                 log.warning("could not delete orphan %s", obj.key, exc_info=True)
+        return done
+
+    def _clean_parts(self) -> Counter[str]:
+        """Delete the shard parts and checkpoints of tasks that no longer need them."""
+        oldest: dict[str, datetime] = {}
+        for obj in self.storage.list(PART_PREFIX):
+            task_no = task_no_of_part(obj.key)
+            if task_no is not None and (task_no not in oldest or obj.modified_at > oldest[task_no]):
+                oldest[task_no] = obj.modified_at  # the newest segment of the task
+        if not oldest:
+            return Counter()
+        failed_cutoff = datetime.fromtimestamp(
+            time.time() - self.settings.failed_parts_retention_days * 86400, UTC
+        )
+        with self.engine.connect() as conn:
+            states = repository.task_file_states(conn, sorted(oldest))
+            ids = repository.task_ids_by_no(conn, sorted(oldest))
+        done: Counter[str] = Counter()
+        for task_no, newest in oldest.items():
+            status, _key = states.get(task_no, (None, None))
+            ended = status in (None, TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.EXPIRED)
+            stale_failure = status == TaskStatus.FAILED and newest <= failed_cutoff
+            if not (ended or stale_failure):
+                continue
+            try:
+                count = self.storage.delete_parts(task_no)
+                if task_no in ids:
+                    with self.engine.begin() as conn:
+                        repository.delete_shards(conn, ids[task_no])
+            except Exception:
+                log.warning("could not delete the parts of %s", task_no, exc_info=True)
+                continue
+            done["part_clean"] += count
+            log.info(
+                "deleted %d shard part segment(s) of %s (task %s)", count, task_no, status or "gone"
+            )
         return done
 
     def _purge_outbox(self) -> Counter[str]:

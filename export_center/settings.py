@@ -101,6 +101,12 @@ class ReconcilerSettings(LoopSettings):
     audit_retention_days: float = Field(
         400.0, gt=0, description="Audit rows older than this are deleted (in bounded batches)"
     )
+    failed_parts_retention_days: float = Field(
+        7.0,
+        gt=0,
+        description="Shard parts of a FAILED task are kept this long for a manual retry "
+        "that resumes; then the reconciler deletes them",
+    )
     batch_size: int = Field(50, description="Rows handled per action per pass")
 
 

@@ -98,9 +98,7 @@ def _date(value: Any) -> dt.date | None:
         return None
 
 
-def plan_shards(
-    etype: ExportType, parameters: Mapping[str, Any], time_zone: str
-) -> list[Shard]:
+def plan_shards(etype: ExportType, parameters: Mapping[str, Any], time_zone: str) -> list[Shard]:
     """The shards of one export, in file order.
 
     Args:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPORT_PREFIX",
+    "PART_PREFIX",
     "DownloadAnswer",
     "LocalFile",
     "LocalStorage",
@@ -51,6 +52,8 @@ __all__ = [
     "is_export_key",
     "new_object_key",
     "open_storage",
+    "part_key",
+    "task_no_of_part",
     "task_no_of_key",
     "tenant_segment",
 ]
@@ -62,6 +65,9 @@ _KEY = re.compile(
     rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
     rf"({_TASK_NO})/[0-9a-f]{{32}}\.(csv|xlsx)$"
 )
+#: Shard parts of sharded exports live under this prefix until the file is finalized.
+PART_PREFIX = "parts/"
+_PART_KEY = re.compile(rf"^parts/({_TASK_NO})/\d{{5}}/\d{{6}}\.v\d{{1,9}}$")
 _PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -101,6 +107,21 @@ def new_object_key(
     now = now or datetime.now(UTC)
     segment = tenant_segment(tenant)
     return f"{EXPORT_PREFIX}{segment}/{now:%Y}/{now:%m}/{task_no}/{uuid.uuid4().hex}.{extension}"
+
+
+def part_key(task_no: str, shard_no: int, segment_no: int, version: int) -> str:
+    """``parts/{task_no}/{shard:05d}/{segment:06d}.v{version}``: one stored segment of a
+    shard's part, written by attempt ``version`` (so that an attempt that lost its lease
+    can never overwrite a segment its successor stored)."""
+    if not re.fullmatch(_TASK_NO, task_no):
+        raise StorageError(f"refused task number {task_no!r} for a part key")
+    return f"{PART_PREFIX}{task_no}/{shard_no:05d}/{segment_no:06d}.v{version}"
+
+
+def task_no_of_part(key: str) -> str | None:
+    """The task number of a part key (None when ``key`` is not one)."""
+    match = _PART_KEY.match(key)
+    return match.group(1) if match else None
 
 
 def is_export_key(key: str) -> bool:
@@ -209,6 +230,16 @@ class Storage(Protocol):
     def list(self, prefix: str = EXPORT_PREFIX) -> Iterator[StoredObject]:
         """Committed and temporary objects under ``prefix``, read in bounded pages."""
 
+    def put_part(self, key: str, data: bytes) -> None:
+        """Store one segment of a shard part under ``key`` (made by :func:`part_key`),
+        whole or not at all; a segment stored again under the same key replaces it."""
+
+    def read_part(self, key: str) -> Iterator[bytes]:
+        """The bytes of a stored segment, in chunks of at most 1 MiB."""
+
+    def delete_parts(self, task_no: str) -> int:
+        """Delete every segment of the task's shard parts; return how many."""
+
 
 class LocalStorage:
     """:class:`Storage` on a local or shared directory.
@@ -292,6 +323,64 @@ class LocalStorage:
                     continue
                 modified = datetime.fromtimestamp(st.st_mtime, UTC)
                 yield StoredObject(key, st.st_size, modified, temporary)
+
+    # ------------------------------------------------------------------ shard parts
+
+    def _part_path(self, key: str) -> Path:
+        if not _PART_KEY.match(key):
+            raise StorageError(f"refused part key {key!r}: not made by this server")
+        return self.root / key
+
+    def put_part(self, key: str, data: bytes) -> None:
+        path = self._part_path(key)
+        temporary = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise StorageError(f"cannot store {key}: {exc.strerror}") from exc
+
+    def read_part(self, key: str) -> Iterator[bytes]:
+        path = self._part_path(key)
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - closed by the generator
+        except OSError as exc:
+            raise StorageError(f"cannot read {key}: {exc.strerror}") from exc
+
+        def chunks() -> Iterator[bytes]:
+            with fh:
+                while chunk := fh.read(_PART_CHUNK):
+                    yield chunk
+
+        return chunks()
+
+    def delete_parts(self, task_no: str) -> int:
+        if not re.fullmatch(_TASK_NO, task_no):
+            raise StorageError(f"refused task number {task_no!r}")
+        base = self.root / PART_PREFIX / task_no
+        count = 0
+        for dirpath, dirs, files in os.walk(base, topdown=False):
+            for name in files:
+                try:
+                    (Path(dirpath) / name).unlink()
+                    count += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise StorageError(f"cannot delete parts of {task_no}: {exc.strerror}") from exc
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    (Path(dirpath) / name).rmdir()
+        with contextlib.suppress(OSError):
+            base.rmdir()
+        return count
+
+
+_PART_CHUNK = 1 << 20
+"""Bytes per chunk when a segment is read back."""
 
 
 def open_storage(settings: Settings) -> Storage:

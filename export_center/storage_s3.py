@@ -58,11 +58,13 @@ from export_center.filenames import content_disposition
 from export_center.settings import S3Settings
 from export_center.storage import (
     EXPORT_PREFIX,
+    PART_PREFIX,
     DownloadAnswer,
     Proxied,
     Redirect,
     StoredObject,
     is_export_key,
+    task_no_of_part,
 )
 
 if TYPE_CHECKING:
@@ -564,6 +566,64 @@ class S3Storage:
                     yield StoredObject(upload["Key"], 0, upload["Initiated"], temporary=True)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("list", prefix, exc) from exc
+
+    # ------------------------------------------------------------------ shard parts
+
+    @staticmethod
+    def _check_part(key: str) -> str:
+        if task_no_of_part(key) is None:
+            raise StorageError(f"refused part key {key!r}: not made by this server")
+        return key
+
+    def put_part(self, key: str, data: bytes) -> None:
+        """Store one segment with a single PUT (S3 replaces an object whole).
+
+        Raises:
+            StorageError: the key is not a part key, or S3 refused or did not answer.
+        """
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._check_part(key), Body=data)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("store", key, exc) from exc
+
+    def read_part(self, key: str) -> Iterator[bytes]:
+        """The segment's bytes in chunks.
+
+        Raises:
+            StorageError: the segment is missing, or S3 refused or did not answer.
+        """
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._check_part(key))
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("read", key, exc) from exc
+        body = answer["Body"]
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                yield from body.iter_chunks(_READ_CHUNK)
+            finally:
+                body.close()
+
+        return chunks()
+
+    def delete_parts(self, task_no: str) -> int:
+        """Delete every segment under ``parts/{task_no}/`` (1,000 keys per request).
+
+        Raises:
+            StorageError: S3 refused or did not answer.
+        """
+        prefix = f"{PART_PREFIX}{task_no}/"
+        keys = [item.key for item in self.list(prefix) if not item.temporary]
+        try:
+            for start in range(0, len(keys), 1000):
+                chunk = keys[start : start + 1000]
+                self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+                )
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("delete", prefix, exc) from exc
+        return len(keys)
 
     # ------------------------------------------------------------------ doctor
 

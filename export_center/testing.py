@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from export_center import pipeline, publisher, repository
-from export_center.batches import BatchConverter
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
@@ -85,8 +84,9 @@ class FaultInjectingRun(pipeline.ExportRun):
     """An export attempt that calls ``fault(point)`` at its named points.
 
     Points: ``fetch`` (in the fetch thread, before each provider request), ``render``
-    (before each batch is written), ``store`` (before the file is closed and stored),
-    ``before_commit`` and ``after_commit``. ``fault`` may raise, or end the process.
+    (before each batch is written; in a sharded attempt, in the shard's thread), ``store``
+    (before the file is closed and stored; unsharded attempts only), ``before_commit``
+    and ``after_commit``. ``fault`` may raise, or end the process.
     """
 
     fault: Callable[[str], None] = staticmethod(lambda point: None)
@@ -107,11 +107,9 @@ class FaultInjectingRun(pipeline.ExportRun):
         self.fault("fetch")
         return super()._fetch(request, cursor, snapshot, abort, time_limit)
 
-    def _write_batch(
-        self, writer: ExportWriter, converter: BatchConverter, batch: Batch, max_rows: int
-    ) -> None:
+    def _write_typed(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
         self.fault("render")
-        super()._write_batch(writer, converter, batch, max_rows)
+        super()._write_typed(writer, typed)
 
     def _finish(self, writer: ExportWriter, stream: BinaryIO) -> tuple[WriterStats, int]:
         self.fault("store")

@@ -296,7 +296,8 @@ def orders_provider(
                 finally:
                     cur.close()
         where = [after, int(snapshot["maxKey"]), *binds]
-        task = (req.taskId, req.dispatchVersion)
+        # Shards of one task page at once: each has its own read-ahead slot.
+        task = (req.taskId, req.dispatchVersion, req.shard.id if req.shard else None)
         key = (filters, tuple(where), req.limit)
         batch = ahead.take(task, key) if ahead is not None else None
         if batch is None:

@@ -114,6 +114,24 @@ def schema_hash(columns: Sequence[Column]) -> str:
     return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
+class ShardWindow(BaseModel):
+    """The shard a batch belongs to (types with ``shards`` in the registry).
+
+    The request's date parameters are already narrowed to the shard's days, so a
+    provider that filters on them needs nothing else; one that filters on timestamps
+    uses ``start <= ts < end`` (half-open, in the export's time zone: a 23- or 25-hour
+    day is whole, without gap or overlap).
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    id: str = Field(max_length=64, description="2024-03-10, or 2024-03-10..2024-03-12")
+    index: int = Field(ge=0, description="0-based position of the shard in the file")
+    count: int = Field(ge=1, description="Shards of the export")
+    start: datetime = Field(alias="from", description="First instant of the window")
+    end: datetime = Field(alias="to", description="First instant after the window")
+
+
 class BatchRequest(BaseModel):
     """The validated request body of one batch."""
 
@@ -133,6 +151,9 @@ class BatchRequest(BaseModel):
         max_length=64,
         description="IANA zone of the export: day and month boundaries of date filters "
         "fall at midnight in this zone (see day_range_utc)",
+    )
+    shard: ShardWindow | None = Field(
+        default=None, description="The shard of a sharded export (None: not sharded)"
     )
 
 

@@ -129,12 +129,15 @@ def make_stack(
     """Factory for a running embedded stack on loopback; stops them all at teardown."""
     stacks: list[Stack] = []
 
-    def factory(scale: float = SAMPLE_SCALE, **overrides: Any) -> Stack:
+    def factory(
+        scale: float = SAMPLE_SCALE, wrap: Callable[[Any], Any] | None = None, **overrides: Any
+    ) -> Stack:
         stack = Stack.start(
             data_dir=tmp_path / f"data{len(stacks)}",
             database_url=db_url,
             sample_database_url=sample_url(dialect, sample_dir, scale),
             overrides=overrides,
+            wrap=wrap,
         )
         stacks.append(stack)
         return stack

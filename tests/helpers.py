@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class Stack:
     server: ServerThread
     url: str
     clients: list[httpx.Client] = field(default_factory=list)
+    app: Any = None  # the export center's app, inside any test wrapper
 
     @classmethod
     def start(
@@ -64,6 +66,7 @@ class Stack:
         database_url: str,
         sample_database_url: str,
         overrides: dict[str, Any],
+        wrap: Callable[[Any], Any] | None = None,
     ) -> Stack:
         settings = stack_settings(
             data_dir=data_dir,
@@ -73,13 +76,16 @@ class Stack:
         )
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        server = ServerThread(build_app(settings, self_url=url), "127.0.0.1", port)
+        app = build_app(settings, self_url=url)
+        server = ServerThread(wrap(app) if wrap else app, "127.0.0.1", port)
         server.start(timeout=120)
-        return cls(settings, server, url)
+        stack = cls(settings, server, url)
+        stack.app = app
+        return stack
 
     @property
     def runtime(self) -> Runtime:
-        return self.server.server.config.app.state.runtime  # type: ignore[no-any-return]
+        return self.app.state.runtime  # type: ignore[no-any-return]
 
     def token(
         self,

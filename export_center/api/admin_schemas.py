@@ -33,6 +33,11 @@ class ActionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(min_length=3, max_length=500, description="Why, for the audit trail")
+    fresh: bool = Field(
+        False,
+        description="Retry only: start every shard from zero instead of resuming from "
+        "the checkpoints",
+    )
 
 
 class AdminTask(BaseModel):

@@ -106,6 +106,8 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
         state=api_state(status),
         phase=task["phase"],
         processed=task["processed_rows"],
+        shardsDone=task["shards_done"],
+        shardsTotal=task["shards_total"],
         total=task["total_rows"],
         attempts=task["attempt_count"],
         maxAttempts=task["max_attempts"],

@@ -156,6 +156,12 @@ class ExportPublic(BaseModel):
     phase: PhaseName
     processed: int
     total: int | None
+    shardsDone: int | None = Field(
+        default=None, description="Sharded export: shards whose part is complete"
+    )
+    shardsTotal: int | None = Field(
+        default=None, description="Sharded export: shards in all (None when not sharded)"
+    )
     attempts: int = Field(description="Attempts of this run (a manual retry starts at 0)")
     maxAttempts: int = Field(
         default=1, description="Automatic attempts a run may use before it fails"

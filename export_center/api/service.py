@@ -378,10 +378,16 @@ def cancel_task(
 
 
 def retry_task(
-    runtime: Runtime, user: Identity, task_no: str, *, reason: str | None = None
+    runtime: Runtime,
+    user: Identity,
+    task_no: str,
+    *,
+    reason: str | None = None,
+    fresh: bool = False,
 ) -> Task:
     """Run a failed export the caller sees again (new dispatch version, counters and error
-    reset), if the caller may still run its type; written to the audit trail.
+    reset), if the caller may still run its type; written to the audit trail. A sharded
+    export resumes from its checkpoints unless ``fresh``.
 
     Returns:
         The requeued task.
@@ -397,9 +403,9 @@ def retry_task(
         raise Conflict(f"{task.export_type} exports are disabled", code="EXPORT_TYPE_DISABLED")
     if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
         raise Forbidden(f"you may not run {etype.code} exports", code="PERMISSION_DENIED")
-    fresh = operations.retry_task(runtime, task, actor=actor_of(user), reason=reason)
+    again = operations.retry_task(runtime, task, actor=actor_of(user), reason=reason, fresh=fresh)
     runtime.publish_soon()
-    return fresh
+    return again
 
 
 # --------------------------------------------------------------------------- download

@@ -90,21 +90,13 @@ from export_center.repository.reads import (
     retention_left_seconds,
     retention_passed,
     task_file_states,
+    task_ids_by_no,
 )
 from export_center.repository.recovery import (
     expired_running_tasks,
     mark_expired,
     recover_expired_lease,
     tasks_past_retention,
-)
-from export_center.repository.shards import (
-    ShardCheckpoint,
-    ShardStatus,
-    delete_shards,
-    load_shards,
-    plan_task_shards,
-    save_checkpoint,
-    shard_counts,
 )
 from export_center.repository.rows import (
     AttemptEnd,
@@ -119,6 +111,15 @@ from export_center.repository.rows import (
     StoredFile,
     Task,
     TaskRow,
+)
+from export_center.repository.shards import (
+    ShardCheckpoint,
+    ShardStatus,
+    delete_shards,
+    load_shards,
+    plan_task_shards,
+    save_checkpoint,
+    shard_counts,
 )
 
 __all__ = [
@@ -200,6 +201,7 @@ __all__ = [
     "stale_sent_outbox_ids",
     "start_next_attempt",
     "task_file_states",
+    "task_ids_by_no",
     "tasks_missing_outbox",
     "tasks_past_retention",
     "unsent_outbox",

@@ -127,8 +127,10 @@ def update_progress(
     processed: int,
     total: int | None,
     phase: Phase,
+    shards: tuple[int, int] | None = None,
 ) -> bool:
-    """Write the running attempt's rows done, total estimate and phase.
+    """Write the running attempt's rows done, total estimate and phase (and, for a
+    sharded export, ``shards`` = ``(shards done, shards in all)``).
 
     Returns:
         False when the attempt lost its lease.
@@ -140,6 +142,8 @@ def update_progress(
     }
     if total is not None:
         values["total_rows"] = total
+    if shards is not None:
+        values["shards_done"], values["shards_total"] = shards
     return (
         conn.execute(
             update(T).where(held_attempt(task_id, version, owner)).values(**values)

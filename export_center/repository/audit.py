@@ -36,6 +36,7 @@ class AuditAction(StrEnum):
     MANUAL_CANCEL = "manual_cancel"
     LEASE_RECOVERY = "lease_recovery"
     REGISTRY_RELOAD = "registry_reload"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ __all__ = [
     "retention_left_seconds",
     "retention_passed",
     "task_file_states",
+    "task_ids_by_no",
 ]
 
 
@@ -107,6 +108,14 @@ def task_file_states(conn: Connection, task_nos: list[str]) -> dict[str, tuple[s
         select(T.c.task_no, T.c.status, T.c.object_key).where(T.c.task_no.in_(task_nos))
     )
     return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def task_ids_by_no(conn: Connection, task_nos: list[str]) -> dict[str, int]:
+    """``{task_no: id}`` of the given tasks that exist."""
+    if not task_nos:
+        return {}
+    rows = conn.execute(select(T.c.task_no, T.c.id).where(T.c.task_no.in_(task_nos)))
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def retention_passed(conn: Connection, task_id: int) -> bool:

@@ -74,6 +74,8 @@ class Task(_RowMapping):
     phase: str
     processed_rows: int
     total_rows: int | None
+    shards_done: int | None
+    shards_total: int | None
     dispatch_version: int
     attempt_count: int
     max_attempts: int

@@ -78,8 +78,9 @@ class ShardCheckpoint:
         """True when the shard's part is complete."""
         return self.status == ShardStatus.DONE
 
-    def values(self, version: int) -> dict[str, Any]:
-        """Column values of this checkpoint written by attempt ``version``."""
+    def values(self, version: int, now: Any = None) -> dict[str, Any]:
+        """Column values of this checkpoint written by attempt ``version`` (``now``: the
+        database time to record; default: the database clock in the statement)."""
         return {
             "shard_key": self.key,
             "window_from": self.window_from,
@@ -94,7 +95,7 @@ class ShardCheckpoint:
             "segments_json": orjson.dumps(self.segments or []).decode(),
             "stats_json": None if self.stats is None else orjson.dumps(self.stats).decode(),
             "dispatch_version": version,
-            "updated_at": db_now(),
+            "updated_at": db_now() if now is None else now,
         }
 
 
@@ -155,14 +156,27 @@ def plan_task_shards(
     same = [(s.key, s.window_from, s.window_to) for s in current] == [
         (s.key, s.window_from, s.window_to) for s in planned
     ]
-    if same:
-        return current
-    conn.execute(delete(S).where(S.c.task_id == task_id))
+    if not same:
+        conn.execute(delete(S).where(S.c.task_id == task_id))
+        now = conn.execute(select(db_now())).scalar_one()  # one value for the many rows
+        conn.execute(
+            insert(S),
+            [
+                {"task_id": task_id, "shard_no": s.shard_no, **s.values(version, now)}
+                for s in planned
+            ],
+        )
+        current = [ShardCheckpoint(s.shard_no, s.key, s.window_from, s.window_to) for s in planned]
     conn.execute(
-        insert(S),
-        [{"task_id": task_id, "shard_no": s.shard_no, **s.values(version)} for s in planned],
+        update(T)
+        .where(T.c.id == task_id)
+        .values(
+            processed_rows=sum(s.rows_written for s in current),
+            shards_done=sum(s.done for s in current),
+            shards_total=len(current),
+        )
     )
-    return [ShardCheckpoint(s.shard_no, s.key, s.window_from, s.window_to) for s in planned]
+    return current
 
 
 def save_checkpoint(

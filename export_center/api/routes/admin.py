@@ -130,9 +130,11 @@ def task(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> TaskReportPubl
 def retry(task_id: str, body: ActionBody, user: CurrentUser, runtime: RuntimeDep) -> AdminTask:
     """Run a failed task again, with a reason kept in the audit trail."""
     found = operations.find_task(runtime, task_id, _tenant(user))
-    fresh = operations.retry_task(runtime, found, actor=service.actor_of(user), reason=body.reason)
+    again = operations.retry_task(
+        runtime, found, actor=service.actor_of(user), reason=body.reason, fresh=body.fresh
+    )
     runtime.publish_soon()
-    return AdminTask.of(fresh)
+    return AdminTask.of(again)
 
 
 @router.post(

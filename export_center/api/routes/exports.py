@@ -271,6 +271,20 @@ def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic
         {403: ["PERMISSION_DENIED"], 409: ["EXPORT_TYPE_DISABLED", "NOT_RETRYABLE"]},
     ),
 )
-def retry(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
-    """Run a failed export again (new dispatch version, counters reset)."""
-    return task_public(runtime.settings, service.retry_task(runtime, user, task_id), user)
+def retry(
+    task_id: str,
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    fresh: Annotated[
+        bool,
+        Query(
+            description="Start every shard from zero instead of resuming from the "
+            "checkpoints of the failed run"
+        ),
+    ] = False,
+) -> ExportPublic:
+    """Run a failed export again (new dispatch version, counters reset); a sharded export
+    resumes from its checkpoints unless ``fresh=true``."""
+    return task_public(
+        runtime.settings, service.retry_task(runtime, user, task_id, fresh=fresh), user
+    )

@@ -1,4 +1,5 @@
-"""export_shard: the shards of sharded exports and their checkpoints
+"""export_shard: the shards of sharded exports and their checkpoints; shards done and
+in all on export_task
 
 Revision ID: 0006
 Revises: 0005
@@ -21,6 +22,9 @@ LONG_TEXT = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("export_task") as batch:
+        batch.add_column(sa.Column("shards_done", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("shards_total", sa.Integer(), nullable=True))
     op.create_table(
         "export_shard",
         sa.Column("task_id", sa.BigInteger(), nullable=False),
@@ -45,3 +49,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("export_shard")
+    with op.batch_alter_table("export_task") as batch:
+        batch.drop_column("shards_total")
+        batch.drop_column("shards_done")

@@ -1,0 +1,544 @@
+"""Sharded attempts: day shards fetched in parallel, checkpointed, resumed, then joined.
+
+A type with ``shards`` in the registry runs each attempt as:
+
+1. **Plan.** :func:`export_center.shards.plan_shards` splits the date range into day
+   windows. The plan is written to ``export_shard`` under the attempt's lease; an
+   attempt that finds the same plan there reuses its checkpoints (resume), any other
+   plan starts from zero.
+2. **Shards.** Up to ``min(type's parallel, task.shard_parallel_cap)`` shards run at
+   once, one thread each (a shard's fetch thread prefetches its next page, so a shard
+   holds at most two pages). A shard pages with its own keyset cursor and snapshot
+   token, in order inside its window, and renders its rows into a *part*: header-less
+   CSV, or XLSX ``<row>`` fragments without row numbers. At a page end, at most every
+   ``task.checkpoint_every_seconds`` (and always when the buffer passes 8 MB or the
+   shard ends), the rendered bytes are stored as the part's next *segment*
+   (``parts/{task}/{shard}/{segment}.v{version}``) and then, in one transaction with
+   the task's progress and fenced by lease owner and dispatch version, the checkpoint
+   ``{cursor, rows, pages, bytes, CRC-32, segments, writer counts}`` is written. A
+   segment is stored before the checkpoint that names it, so a kill at any moment
+   leaves either a checkpoint naming stored segments or an orphan segment that no
+   checkpoint names (deleted with the parts at the end).
+3. **Resume.** A later attempt (after a lost lease, a transient failure, a hand-back
+   or a manual retry of a FAILED task) skips the ``DONE`` shards and restarts every
+   other shard at its checkpoint's cursor with its snapshot token, appending new
+   segments after the checkpoint's; nothing after the last checkpoint is kept, so both
+   formats resume from the last committed segment. A snapshot token the provider no
+   longer honours (410) makes the attempt drop every checkpoint and part and restart
+   from zero, recorded in the task's history (audit ``resume``/``restarted``).
+4. **Finalize.** When every shard is ``DONE`` the parts are joined in shard order
+   into the file: CSV = BOM and header + every part; XLSX = the fragments numbered and
+   split over sheets at 1,048,575 data rows with the header repeated, so the file is
+   byte-identical to a run of the same shards one after the other. Each part's CRC-32
+   is checked against its checkpoint while it is read. After the commit the parts and
+   the shard rows are deleted; a cancel deletes them too; a failure keeps them for the
+   next attempt (the reconciler deletes them once the task has ended).
+
+One shard failing for good (after its own retries) fails the attempt, and the message
+names the shard, its page and its cursor; the other shards stop at their next check.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import io
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from export_center import repository
+from export_center.batches import BatchConverter
+from export_center.columns import Column, ColumnType
+from export_center.errors import (
+    ExportFailure,
+    FileTooLarge,
+    PermanentExportError,
+    ProviderContractError,
+    RowLimitExceeded,
+    SchemaChanged,
+    StorageError,
+)
+from export_center.fetching import BatchFetcher
+from export_center.filenames import content_disposition
+from export_center.provider_client import Batch, ProviderRequest
+from export_center.registry import ExportType
+from export_center.repository import ShardCheckpoint, ShardStatus
+from export_center.shards import Shard, plan_shards
+from export_center.states import Phase
+from export_center.storage import part_key
+from export_center.writers import WriterStats
+from export_center.writers.parts import (
+    assemble,
+    open_part_writer,
+    stats_from_json,
+    stats_to_json,
+    sum_stats,
+)
+
+if TYPE_CHECKING:
+    from export_center.pipeline import ExportRun
+
+__all__ = ["SEGMENT_FLUSH_BYTES", "ShardedProducer"]
+
+log = logging.getLogger(__name__)
+
+SEGMENT_FLUSH_BYTES = 8 << 20
+"""A shard stores its segment (and checkpoints) once this many bytes are buffered."""
+_WAIT_SLICE_SECONDS = 0.25
+"""How often the attempt's thread checks the watchdog while shards run."""
+
+
+class _Stopped(Exception):
+    """Another shard failed or the attempt stopped: this shard ends quietly."""
+
+
+class _SnapshotExpired(Exception):
+    """A resumed shard's snapshot token was refused (410): restart from zero."""
+
+
+def _columns_json(columns: list[Column]) -> list[dict[str, Any]]:
+    return [{**asdict(c), "type": str(c.type)} for c in columns]
+
+
+def _columns_of(raw: list[dict[str, Any]]) -> list[Column]:
+    return [Column(**{**c, "type": ColumnType(c["type"])}) for c in raw]
+
+
+def _merged(first: list[str], more: Any) -> list[str]:
+    """``first`` followed by the items of ``more`` it does not hold yet."""
+    merged = list(first)
+    merged.extend(item for item in more if item not in merged)
+    return merged
+
+
+class _ShardState:
+    """One running shard: its checkpoint, buffer and writer (owned by its thread)."""
+
+    def __init__(self, checkpoint: ShardCheckpoint, shard: Shard) -> None:
+        self.cp = checkpoint
+        self.shard = shard
+        self.buffer = io.BytesIO()
+        self.live_rows = 0  # rows written since the last checkpoint
+        self.base_stats = stats_from_json((checkpoint.stats or {}).get("writer") or {})
+        self.batch_no = checkpoint.pages
+
+    @property
+    def rows(self) -> int:
+        return self.cp.rows_written + self.live_rows
+
+
+class ShardedProducer:
+    """Produces one sharded attempt's file (:meth:`produce`), for :class:`ExportRun`.
+
+    Args:
+        run: the attempt (its task, lease, watchdog, storage and fetch method).
+        etype: the task's export type (has ``shards``).
+    """
+
+    def __init__(self, run: ExportRun, etype: ExportType) -> None:
+        self.run = run
+        self.etype = etype
+        self.settings = run.ctx.settings.task
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.states: list[_ShardState] = []
+        self.columns: list[Column] | None = None
+        self.schema_hash: str | None = None
+        self.total: int | None = None
+        self.resumed = False
+
+    # ------------------------------------------------------------------ driver
+
+    def produce(self) -> repository.StoredFile:
+        """Run every unfinished shard, then join the parts into the stored file.
+
+        Raises:
+            ExportFailure: a shard failed (message names shard, page and cursor), the
+                parts cannot be read back, or the file is too large.
+            ExportCancelled, WorkerStopping, LeaseLost, DeadlinePassed: from the watchdog.
+        """
+        run = self.run
+        plan = plan_shards(
+            self.etype, orjson.loads(run.task["parameters_json"]), run.task["time_zone"]
+        )
+        checkpoints = self._prepare(plan)
+        try:
+            self._run_shards(plan, checkpoints)
+        except _SnapshotExpired:
+            self._restart_from_zero()
+            checkpoints = self._prepare(plan)
+            self._run_shards(plan, checkpoints)
+        return self._finalize()
+
+    def _prepare(self, plan: list[Shard]) -> list[ShardCheckpoint]:
+        """Write the plan (or keep the same one with its checkpoints) under the lease."""
+        run = self.run
+        planned = [ShardCheckpoint(s.no, s.key, s.start, s.end) for s in plan]
+        with run.engine.begin() as conn:
+            kept = repository.plan_task_shards(conn, run.task_id, run.version, run.owner, planned)
+        if kept is None:
+            run.watchdog.abort("lease")
+            run.watchdog.check()
+            raise AssertionError("unreachable")  # pragma: no cover
+        started = [cp for cp in kept if cp.done or cp.segments]
+        if started and not self.resumed:
+            self.resumed = True
+            done = sum(cp.done for cp in kept)
+            rows = sum(cp.rows_written for cp in kept)
+            log.info(
+                "resuming from checkpoints: %d of %d shards done, %d rows kept",
+                done,
+                len(kept),
+                rows,
+                extra=run._log(),
+            )
+            self._audit("resumed", f"{done} of {len(kept)} shards done, {rows:,} rows kept")
+        return kept
+
+    def _audit(self, outcome: str, reason: str) -> None:
+        run = self.run
+        with run.engine.begin() as conn:
+            task = repository.read_task(conn, run.task_id)
+            repository.record_audit(
+                conn,
+                actor="system:worker",
+                action=repository.AuditAction.RESUME,
+                outcome=outcome,
+                task=task,
+                dispatch_version=run.version,
+                reason=reason,
+            )
+
+    def _restart_from_zero(self) -> None:
+        run = self.run
+        log.warning(
+            "a resumed shard's snapshot expired (410): restarting the export from zero",
+            extra=run._log(),
+        )
+        self.stop.clear()
+        self.states = []
+        self.columns = None
+        self.schema_hash = None
+        with run.engine.begin() as conn:
+            repository.delete_shards(conn, run.task_id)
+        self.delete_parts()
+        self._audit(
+            "restarted",
+            "the provider no longer honours the snapshot of the checkpoints (410): "
+            "every shard starts again from zero",
+        )
+
+    def delete_parts(self) -> None:
+        """Delete every stored segment of the task (success, cancel, fresh run)."""
+        try:
+            self.run.ctx.storage.delete_parts(self.run.task["task_no"])
+        except Exception:  # the reconciler deletes them later
+            log.warning("could not delete the shard parts", extra=self.run._log(), exc_info=True)
+
+    def cleanup(self) -> None:
+        """Forget the shards and delete the parts (after a commit or a cancel)."""
+        try:
+            with self.run.engine.begin() as conn:
+                repository.delete_shards(conn, self.run.task_id)
+        except Exception:
+            log.warning("could not delete the shard rows", extra=self.run._log(), exc_info=True)
+        self.delete_parts()
+
+    # ------------------------------------------------------------------ shards
+
+    def _run_shards(self, plan: list[Shard], checkpoints: list[ShardCheckpoint]) -> None:
+        run = self.run
+        self.states = [_ShardState(cp, plan[cp.shard_no]) for cp in checkpoints]
+        for state in self.states:
+            stats = state.cp.stats or {}
+            if self.columns is None and stats.get("columns"):
+                self.columns = _columns_of(stats["columns"])
+                self.schema_hash = stats.get("schemaHash")
+        todo = [s for s in self.states if not s.cp.done]
+        spec = self.etype.shards
+        parallel = max(1, min(spec.parallel if spec else 1, self.settings.shard_parallel_cap))
+        if not todo:
+            return
+        pool = ThreadPoolExecutor(
+            max_workers=min(parallel, len(todo)), thread_name_prefix=f"shard-{run.task_id}"
+        )
+        futures: list[Future[None]] = []
+        try:
+            # Shards are submitted in file order, so the earliest shards finish first.
+            futures = [
+                pool.submit(contextvars.copy_context().run, self._run_shard, state)
+                for state in todo
+            ]
+            pending: set[Future[None]] = set(futures)
+            while pending:
+                finished, pending = wait(
+                    pending, timeout=_WAIT_SLICE_SECONDS, return_when=FIRST_EXCEPTION
+                )
+                for future in finished:
+                    error = future.exception()
+                    if error is not None and not isinstance(error, _Stopped):
+                        raise error
+                run.watchdog.check()
+        finally:
+            self.stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures:
+            error = future.exception()
+            if error is not None and not isinstance(error, _Stopped):
+                raise error
+
+    def _check(self) -> None:
+        """Between pages and while waiting: stop when the attempt or a sibling did."""
+        self.run.watchdog.check()
+        if self.stop.is_set():
+            raise _Stopped
+
+    def _request(self, shard: Shard) -> ProviderRequest:
+        base = self.run._provider_request(self.etype)
+        return ProviderRequest(
+            export_type=base.export_type,
+            url=base.url,
+            task_id=base.task_id,
+            tenant_id=base.tenant_id,
+            app_code=base.app_code,
+            requested_by=base.requested_by,
+            dispatch_version=base.dispatch_version,
+            parameters=shard.parameters(base.parameters, self.etype.date_range),
+            limit=base.limit,
+            trace_id=base.trace_id,
+            time_zone=base.time_zone,
+            shard=shard.describe(len(self.states)),
+        )
+
+    def _run_shard(self, state: _ShardState) -> None:
+        """One shard's thread: page from its checkpoint to its end, checkpointing."""
+        run = self.run
+        request = self._request(state.shard)
+        time_limit = float(
+            self.etype.batch_timeout_seconds or run.ctx.settings.provider.batch_timeout_seconds
+        )
+        fetcher = BatchFetcher(
+            lambda cursor, snapshot, abort, limit: run._fetch(
+                request, cursor, snapshot, abort, limit
+            ),
+            self._check,
+            time_limit,
+            f"fetch-{run.task_id}-{state.cp.shard_no}",
+        )
+        resumed = state.cp.cursor is not None
+        try:
+            state.batch_no += 1
+            batch = self._first_batch(fetcher, state, resumed)
+            converter, writer = self._open(state, batch)
+            last_checkpoint = time.monotonic()
+            while True:
+                self._check()
+                if batch.schema_hash != self.schema_hash:
+                    raise SchemaChanged(
+                        f"schemaHash changed from {self.schema_hash} to {batch.schema_hash}"
+                    )
+                following = None
+                if batch.has_more:
+                    fetcher.cursors.add(batch.next_cursor, state.batch_no)
+                    following = fetcher.submit(batch.next_cursor, state.cp.snapshot_token)
+                self._write(state, writer, converter, batch)
+                ended = following is None
+                if (
+                    ended
+                    or state.buffer.tell() >= SEGMENT_FLUSH_BYTES
+                    or time.monotonic() - last_checkpoint >= self.settings.checkpoint_every_seconds
+                ):
+                    self._checkpoint(state, writer, converter, batch, ended=ended)
+                    last_checkpoint = time.monotonic()
+                if following is None:
+                    break
+                state.batch_no += 1
+                batch = fetcher.wait(following)
+        except (_Stopped, _SnapshotExpired):
+            fetcher.abandon()
+            raise
+        except ExportFailure as exc:
+            fetcher.abandon()
+            if self.stop.is_set() and not isinstance(exc, PermanentExportError):
+                raise _Stopped from exc
+            self.stop.set()
+            with self.lock:
+                if run.location is None:
+                    cursor = f" (cursor {state.cp.cursor[:40]})" if state.cp.cursor else ""
+                    run.location = f"shard {state.shard.key}, page {state.batch_no}{cursor}"
+            raise
+        except BaseException:
+            fetcher.abandon()
+            self.stop.set()
+            raise
+        fetcher.close()
+
+    def _first_batch(self, fetcher: BatchFetcher, state: _ShardState, resumed: bool) -> Batch:
+        try:
+            return fetcher.wait(fetcher.submit(state.cp.cursor, state.cp.snapshot_token))
+        except ExportFailure as exc:
+            if resumed and exc.code == "SNAPSHOT_EXPIRED":
+                self.stop.set()
+                raise _SnapshotExpired from exc
+            raise
+
+    def _open(self, state: _ShardState, first: Batch) -> tuple[BatchConverter, Any]:
+        """The shard's converter and part writer; the first page of the export fixes
+        the columns and schema hash every other shard must match."""
+        with self.lock:
+            if self.columns is None:
+                if first.columns is None:
+                    raise ProviderContractError("the first batch has no columns")
+                self.columns = first.columns
+                self.schema_hash = first.schema_hash
+            if first.total_rows is not None and state.cp.cursor is None:
+                self.total = (self.total or 0) + first.total_rows
+            columns = self.columns
+        if state.cp.snapshot_token is None:
+            state.cp.snapshot_token = first.snapshot_token
+        writer = open_part_writer(
+            self.run.ext, state.buffer, columns, time_zone=self.run.task["time_zone"]
+        )
+        return BatchConverter(columns), writer
+
+    def _write(
+        self, state: _ShardState, writer: Any, converter: BatchConverter, batch: Batch
+    ) -> None:
+        run = self.run
+        with self.lock:
+            done = sum(s.rows for s in self.states)
+        if done + len(batch.rows) > self.etype.max_rows:
+            raise RowLimitExceeded(f"more than {self.etype.max_rows:,} rows (the type's max_rows)")
+        saved = run.processed
+        run.processed = state.rows  # row numbers in messages count from the shard's start
+        try:
+            typed = run._convert(batch, converter)
+        finally:
+            run.processed = saved
+        run._write_typed(writer, typed)
+        state.live_rows += len(batch.rows)
+        state.cp.cursor = batch.next_cursor
+
+    def _checkpoint(
+        self,
+        state: _ShardState,
+        writer: Any,
+        converter: BatchConverter,
+        batch: Batch,
+        *,
+        ended: bool,
+    ) -> None:
+        """Store the buffered segment, then write the checkpoint with the progress."""
+        run = self.run
+        stats = sum_stats([state.base_stats, writer.close() if ended else writer.stats()])
+        data = state.buffer.getvalue()
+        state.buffer.seek(0)
+        state.buffer.truncate()
+        cp = state.cp
+        segments = list(cp.segments or [])
+        if data or ended:
+            key = part_key(run.task["task_no"], cp.shard_no, len(segments), run.version)
+            run.ctx.storage.put_part(key, data)
+            segments.append((run.version, len(data)))
+        cp.segments = segments
+        cp.bytes += len(data)
+        cp.checksum = zlib.crc32(data, cp.checksum)
+        cp.rows_written += state.live_rows
+        cp.pages = state.batch_no
+        state.live_rows = 0
+        cp.status = ShardStatus.DONE if ended else ShardStatus.PENDING
+        if ended:
+            cp.cursor = None
+        cp.stats = {
+            "columns": _columns_json(self.columns or []),
+            "schemaHash": self.schema_hash,
+            "writer": stats_to_json(stats),
+            "notes": _merged((cp.stats or {}).get("notes") or [], converter.notes()),
+        }
+        if self.etype.max_rows and run.ext == "csv":
+            cap = run.ctx.settings.file_size_cap_bytes
+            with self.lock:
+                size = sum(s.cp.bytes for s in self.states)
+            if cap is not None and size > cap:
+                raise FileTooLarge(f"the file passes the size cap of {cap:,} bytes")
+        with self.lock:
+            processed = sum(s.rows for s in self.states)
+            shards = (sum(s.cp.done for s in self.states), len(self.states))
+        with run.engine.begin() as conn:
+            ok = repository.update_progress(
+                conn,
+                run.task_id,
+                run.version,
+                run.owner,
+                processed=processed,
+                total=self.total,
+                phase=Phase.FETCH,
+                shards=shards,
+            ) and repository.save_checkpoint(conn, run.task_id, run.version, run.owner, cp)
+        if not ok:
+            run.watchdog.abort("lease")
+            run.watchdog.check()
+
+    # ------------------------------------------------------------------ finalize
+
+    def _segments(self, state: _ShardState) -> Iterator[bytes]:
+        """A DONE shard's part, read back segment by segment, its CRC-32 checked."""
+        cp = state.cp
+        crc = 0
+        for number, (version, _size) in enumerate(cp.segments or []):
+            key = part_key(self.run.task["task_no"], cp.shard_no, number, version)
+            for chunk in self.run.ctx.storage.read_part(key):
+                crc = zlib.crc32(chunk, crc)
+                yield chunk
+        if crc != cp.checksum:
+            raise StorageError(
+                f"shard {cp.key}: its stored part does not match its checkpoint "
+                f"(CRC-32 {crc:08x}, expected {cp.checksum:08x})"
+            )
+
+    def _finalize(self) -> repository.StoredFile:
+        run = self.run
+        run.phase = Phase.STORE
+        self.run.watchdog.check()
+        if self.columns is None:
+            raise ProviderContractError("no shard declared columns")
+        run.processed = sum(s.cp.rows_written for s in self.states)
+        run.total = self.total
+        run._progress(force=True)
+        stream = run.ctx.storage.open_write(
+            run.object_key,
+            content_type=run.content_type,
+            content_disposition=content_disposition(run.file_name),
+        )
+        parts = [
+            (self._segments(s), stats_from_json((s.cp.stats or {}).get("writer") or {}))
+            for s in self.states
+        ]
+        try:
+            stats: WriterStats = assemble(
+                run.ext,
+                stream,
+                self.columns,
+                parts,
+                time_zone=run.task["time_zone"],
+                max_bytes=run.ctx.settings.file_size_cap_bytes,
+                check=run.watchdog.check,
+            )
+            stream.close()
+        except BaseException:
+            if not stream.closed:
+                stream.close()
+            raise
+        run.watchdog.check()
+        size = run.ctx.storage.commit(run.object_key)
+        notes: list[str] = []
+        for s in self.states:
+            notes = _merged(notes, (s.cp.stats or {}).get("notes") or [])
+        return run._stored_with(stats, size, notes)

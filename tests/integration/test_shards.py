@@ -1,0 +1,277 @@
+"""Sharded exports end to end over real HTTP, on SQLite and MariaDB: day shards in
+parallel, checkpoints, resume after a failed attempt, a snapshot that expired, a manual
+retry that resumes or starts fresh, cancel, and the reconciler's part cleanup.
+
+ORDERS with both dates is sharded by day (at most 64 shards, 4 at once). The probe
+(:class:`tests.shard_probe.ServedRows`) counts the rows the provider served per task,
+so a test can tell what an attempt fetched again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from export_center import repository
+from export_center.errors import ProviderUnavailable
+from export_center.models import ExportAudit, ExportShard, ExportTask
+from export_center.reconciler import Reconciler
+from export_center.settings import ReconcilerSettings
+from export_center.storage import PART_PREFIX
+from export_center.testing import FaultInjectingRun
+from providers import tpch
+from tests.conftest import SAMPLE_SCALE
+from tests.helpers import Stack, create, download, read_csv, read_xlsx, wait_state
+from tests.shard_probe import ServedRows
+
+ORDERS = int(SAMPLE_SCALE * tpch.ORDERS_PER_SCALE)
+ALL_DATES = {"from": "1992-01-01", "to": "1998-12-31"}
+T, S, A = ExportTask.__table__, ExportShard.__table__, ExportAudit.__table__
+
+
+def _probed(make_stack: Callable[..., Stack], **overrides: Any) -> tuple[Stack, ServedRows]:
+    probes: list[ServedRows] = []
+
+    def wrap(app: Any) -> ServedRows:
+        probes.append(ServedRows(app))
+        return probes[-1]
+
+    stack = make_stack(wrap=wrap, **overrides)
+    return stack, probes[0]
+
+
+def _source_by_day(sample_dir: Path) -> list[int]:
+    """Order keys in the sharded file's order: by order date, then by key."""
+    rows = tpch.read_source_orders(tpch.generate(SAMPLE_SCALE, sample_dir))
+    return [
+        r["o_orderkey"] for r in sorted(rows, key=lambda r: (r["o_orderdate"], r["o_orderkey"]))
+    ]
+
+
+def _parts(stack: Stack) -> list[str]:
+    return [o.key for o in stack.runtime.storage.list(PART_PREFIX)]
+
+
+def _set_parallel(stack: Stack, shards: int) -> None:
+    stack.runtime.settings.task.shard_parallel_cap = shards
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_four_shards_at_once_give_the_bytes_of_one_at_a_time(make_stack, sample_dir, fmt):
+    stack, probe = _probed(make_stack)
+    client = stack.client()
+    files = []
+    for parallel in (4, 1):
+        _set_parallel(stack, parallel)
+        task_id = create(client, fmt, parameters=ALL_DATES).json()["taskId"]
+        detail = wait_state(client, task_id)
+        assert detail["state"] == "succeeded", detail
+        assert detail["processed"] == ORDERS
+        assert detail["shardsDone"] == detail["shardsTotal"] == 64
+        assert probe.served(task_id) == ORDERS  # nothing fetched twice
+        assert len(probe.by_shard(task_id)) == 64
+        files.append(download(client, detail))
+    assert files[0] == files[1]
+    rows = read_csv(files[0])[1:] if fmt == "csv" else read_xlsx(files[0])[1:]
+    keys = [int(r[0]) for r in rows]
+    assert keys == _source_by_day(sample_dir)
+    assert _parts(stack) == []  # parts are deleted after the commit
+    with stack.runtime.engine.connect() as conn:
+        assert conn.execute(select(S.c.task_id)).first() is None
+
+
+class _FailOnce:
+    """Fault for FaultInjectingRun: the first attempt fails transiently at the N-th
+    page render, once several shards are done; later attempts run clean."""
+
+    def __init__(self, nth: int) -> None:
+        self.nth, self.seen, self.lock = nth, 0, threading.Lock()
+
+    def __call__(self, point: str) -> None:
+        if point != "render":
+            return
+        with self.lock:
+            self.seen += 1
+            if self.seen == self.nth:
+                raise ProviderUnavailable("the provider went away (injected)")
+
+
+def test_a_retry_resumes_from_the_checkpoints(make_stack, sample_dir):
+    stack, probe = _probed(make_stack, task={"checkpoint_every_seconds": 0.001})
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(_FailOnce(40))
+    client = stack.client()
+    task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+    detail = wait_state(client, task_id)
+    assert detail["state"] == "succeeded", detail
+    assert detail["attempts"] == 2
+    keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert keys == _source_by_day(sample_dir)
+    served = probe.served(task_id)
+    # The second attempt fetched again only what was not checkpointed: at most the
+    # pages in flight of the 4 running shards.
+    assert ORDERS <= served <= ORDERS * 1.15, served
+    with stack.runtime.engine.connect() as conn:
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+    resumed = [a for a in audit if a.action == "resume"]
+    assert len(resumed) == 1 and resumed[0].outcome == "resumed", audit
+    assert "of 64 shards done" in resumed[0].reason
+
+
+def test_a_failed_task_retried_by_hand_resumes_or_starts_fresh(make_stack):
+    stack, probe = _probed(
+        make_stack, task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [0.2]}
+    )
+    fault = _FailOnce(30)
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(fault)
+    client = stack.client()
+    task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+    with stack.runtime.engine.begin() as conn:  # one attempt only: the failure is final
+        conn.execute(update(T).where(T.c.task_no == task_id).values(max_attempts=1))
+    failed = wait_state(client, task_id)
+    assert failed["state"] == "failed", failed
+    assert failed["error"]["message"].startswith("fetch: shard "), failed
+    assert "page" in failed["error"]["message"]
+    kept = [key for key in _parts(stack) if task_id in key]
+    assert kept, "a failed task keeps its parts for a retry that resumes"
+    served_before = probe.served(task_id)
+    assert client.post(f"/api/v1/exports/{task_id}/retry").status_code == 202
+    resumed = wait_state(client, task_id)
+    assert resumed["state"] == "succeeded", resumed
+    refetched = probe.served(task_id) - served_before
+    assert refetched < ORDERS - served_before + ORDERS * 0.15, refetched
+    # A fresh run: fail again, then retry with fresh=true: every row is fetched again.
+    fault.seen = 0
+    second = create(client, "csv", parameters=ALL_DATES, taskName="again").json()["taskId"]
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).where(T.c.task_no == second).values(max_attempts=1))
+    assert wait_state(client, second)["state"] == "failed"
+    before = probe.served(second)
+    answer = client.post(f"/api/v1/exports/{second}/retry", params={"fresh": "true"})
+    assert answer.status_code == 202, answer.text
+    assert wait_state(client, second)["state"] == "succeeded"
+    assert probe.served(second) - before == ORDERS
+
+
+def test_an_expired_snapshot_restarts_from_zero_and_says_so(make_stack, sample_dir):
+    stack, probe = _probed(
+        make_stack, task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [0.2]}
+    )
+    client = stack.client()
+    fault = _FailOnce(30)
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(fault)
+    # Checkpoints then carry a snapshot token the provider refuses (its HMAC is broken).
+    original = repository.save_checkpoint
+
+    def tampered(conn, task_id, version, owner, shard):  # type: ignore[no-untyped-def]
+        if shard.snapshot_token:
+            token = shard.snapshot_token[:-4] + (
+                "AAAA" if shard.snapshot_token[-4:] != "AAAA" else "BBBB"
+            )
+            shard = dataclasses.replace(shard, snapshot_token=token)
+        return original(conn, task_id, version, owner, shard)
+
+    repository.save_checkpoint = tampered  # type: ignore[assignment]
+    try:
+        task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+        detail = wait_state(client, task_id)
+    finally:
+        repository.save_checkpoint = original  # type: ignore[assignment]
+    assert detail["state"] == "succeeded", detail
+    keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert keys == _source_by_day(sample_dir)
+    with stack.runtime.engine.connect() as conn:
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+    assert ("resume", "restarted") in [(a.action, a.outcome) for a in audit], audit
+    assert probe.served(task_id) >= ORDERS + 1
+
+
+def test_cancel_of_a_four_shard_export_stops_within_10_s_and_leaves_no_parts(make_stack):
+    slow = {"checkpoint_every_seconds": 0.001}
+    stack, _probe = _probed(make_stack, task=slow)
+
+    def crawl(point: str) -> None:
+        if point == "fetch":
+            time.sleep(0.2)  # a slow provider: the export runs for about a minute
+
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(crawl)
+    client = stack.client()
+    task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _parts(stack):
+        time.sleep(0.05)
+    assert _parts(stack), "the shards stored segments before the cancel"
+    started = time.monotonic()
+    assert client.post(f"/api/v1/exports/{task_id}/cancel").status_code in (200, 202)
+    detail = wait_state(client, task_id, timeout=30)
+    took = time.monotonic() - started
+    assert detail["state"] == "cancelled", detail
+    assert took <= 10, took
+    assert _parts(stack) == []
+    with stack.runtime.engine.connect() as conn:
+        assert conn.execute(select(S.c.task_id)).first() is None
+
+
+def test_the_reconciler_deletes_the_parts_of_ended_tasks_only(make_stack):
+    stack = make_stack(publisher={"enabled": False}, consumer={"enabled": False})
+    storage = stack.runtime.storage
+    client = stack.client()
+    ids = {}
+    for day, name in enumerate(("queued", "failed", "stale", "cancelled", "done"), 20):
+        params = {"from": "1992-01-01", "to": f"1998-12-{day}"}  # five tasks, not duplicates
+        ids[name] = create(client, "csv", parameters=params, taskName=name).json()["taskId"]
+        storage.put_part(f"parts/{ids[name]}/00000/000000.v1", b"rows")
+    storage.put_part("parts/exp_01J8Z4K2000000000000000000/00000/000000.v1", b"gone")
+    statuses = {
+        "failed": "FAILED",
+        "stale": "FAILED",
+        "cancelled": "CANCELLED",
+        "done": "SUCCEEDED",
+    }
+    with stack.runtime.engine.begin() as conn:
+        for name, status in statuses.items():
+            conn.execute(update(T).where(T.c.task_no == ids[name]).values(status=status))
+    old = time.time() - 8 * 86400
+    stale_dir = Path(stack.settings.files_dir) / "parts" / ids["stale"] / "00000"
+    for path in stale_dir.iterdir():
+        os.utime(path, (old, old))
+    reconciler = Reconciler(
+        stack.runtime.engine,
+        storage,
+        ReconcilerSettings(failed_parts_retention_days=7),
+        topic=stack.settings.command_topic,
+    )
+    reconciler.run_once()
+    left = sorted(_parts(stack))
+    assert left == sorted(f"parts/{ids[n]}/00000/000000.v1" for n in ("queued", "failed"))
+    assert reconciler.last["part_clean"] == 4
+
+
+def test_the_task_detail_counts_shards_while_running(make_stack):
+    stack, _probe = _probed(make_stack, task={"checkpoint_every_seconds": 0.001})
+
+    def crawl(point: str) -> None:
+        if point == "fetch":
+            time.sleep(0.05)
+
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(crawl)
+    client = stack.client()
+    params = {"from": "1995-03-01", "to": "1995-03-10"}
+    task_id = create(client, "csv", parameters=params).json()["taskId"]
+    seen = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        detail = client.get(f"/api/v1/exports/{task_id}").json()
+        if detail["shardsTotal"] is not None:
+            seen.add((detail["shardsDone"], detail["shardsTotal"]))
+        if detail["state"] == "succeeded":
+            break
+        time.sleep(0.02)
+    assert (10, 10) in seen and any(done < 10 for done, _ in seen), seen
