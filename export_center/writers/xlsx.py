@@ -63,6 +63,7 @@ __all__ = [
     "check_xlsx_columns",
     "column_letter",
     "excel_text",
+    "slice_column",
 ]
 
 EXCEL_MAX_ROWS = 1_048_576
@@ -323,7 +324,7 @@ class XlsxWriter(StreamingWriter):
             if done == 0 and take == total:
                 chunk = columns
             else:
-                chunk = [_slice(values, done, done + take) for values in columns]
+                chunk = [slice_column(values, done, done + take) for values in columns]
             package.add(self._render_rows(chunk, first, take).encode("utf-8"), take)
             done += take
 
@@ -364,7 +365,15 @@ def check_xlsx_columns(columns: Sequence[Column], sheet_row_limit: int) -> None:
         )
 
 
-def _slice(values: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
-    """``values[start:stop]``, keeping the :class:`DecimalColumn` mark."""
+def slice_column(values: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
+    """``values[start:stop]`` of one column of a batch, keeping the :class:`DecimalColumn` mark.
+
+    Args:
+        values: one column's values.
+        start, stop: the row range, as for a slice.
+
+    Returns:
+        The slice, a ``DecimalColumn`` when ``values`` is one.
+    """
     part = values[start:stop]
     return DecimalColumn(part) if type(values) is DecimalColumn else part
