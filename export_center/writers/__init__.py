@@ -13,6 +13,9 @@ Modules:
 * ``xlsx``: ``XlsxWriter`` (chunks, sheets, the ZIP archive), with
   ``xlsx_cells`` (cell rules and per-column renderers), ``xlsx_text`` (text rules)
   and ``xlsx_parts`` (the static package parts and style indices).
+* ``parts``: a sharded export's parts (CSV rows without head, XLSX fragments without
+  row numbers), their checkpointed stats, and the file assembled from them, byte for
+  byte the single writer's.
 """
 
 from __future__ import annotations
@@ -23,14 +26,28 @@ from typing import BinaryIO, Literal
 from export_center.columns import Column
 from export_center.writers.base import CountingStream, ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
+from export_center.writers.parts import (
+    CsvPartWriter,
+    XlsxFragmentWriter,
+    assemble_csv,
+    assemble_xlsx,
+    csv_head,
+    csv_stats,
+)
 from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
 
 __all__ = [
     "CountingStream",
+    "CsvPartWriter",
     "CsvWriter",
     "ExportWriter",
     "WriterStats",
+    "XlsxFragmentWriter",
     "XlsxWriter",
+    "assemble_csv",
+    "assemble_xlsx",
+    "csv_head",
+    "csv_stats",
     "open_writer",
 ]
 

@@ -29,7 +29,7 @@ import dataclasses
 import datetime as _dt
 import functools
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
@@ -67,9 +67,11 @@ class CountingStream(io.RawIOBase):
     Args:
         stream: the binary stream receiving the bytes (file, upload buffer...).
         max_bytes: the size cap in bytes, or None for no cap.
+        start: bytes already written before this wrapper (a resumed part's earlier
+            segments); ``count`` starts there and the cap applies to the total.
 
     Attributes:
-        count: bytes written so far (int).
+        count: bytes written so far, ``start`` included (int).
         max_bytes: the cap (int or None).
 
     Raises:
@@ -77,13 +79,15 @@ class CountingStream(io.RawIOBase):
             the bytes that cross the cap are not passed on.
     """
 
-    def __init__(self, stream: BinaryIO, max_bytes: int | None = None):
+    def __init__(self, stream: BinaryIO, max_bytes: int | None = None, start: int = 0):
         super().__init__()
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        if start < 0:
+            raise ValueError(f"start must be >= 0, got {start}")
         self._stream = stream
         self.max_bytes = max_bytes
-        self.count = 0
+        self.count = start
         self._abandoned = False
 
     def writable(self) -> bool:
@@ -177,6 +181,72 @@ class WriterStats:
     replaced_noncharacters: int = 0
     replaced_surrogates: int = 0
 
+    def __add__(self, other: WriterStats) -> WriterStats:
+        """Field-wise sum (two shards' parts, or a part and the file's head).
+
+        Returns:
+            A new ``WriterStats`` whose every field is the sum of both; ``sheets`` and
+            ``bytes`` add up too, so the sum of parts is the file's only where the
+            file is the parts' concatenation (CSV head plus parts). The XLSX
+            assembler (``writers.parts.assemble_xlsx``) counts sheets and bytes itself.
+        """
+        if not isinstance(other, WriterStats):
+            return NotImplemented
+        return WriterStats(
+            **{name: getattr(self, name) + getattr(other, name) for name in _STATS_FIELDS}
+        )
+
+    @classmethod
+    def total(cls, parts: Iterable[WriterStats]) -> WriterStats:
+        """Sum any number of stats field by field (``WriterStats()`` for none).
+
+        Args:
+            parts: e.g. the last checkpointed stats of every shard's part.
+
+        Returns:
+            A new ``WriterStats``, as repeated ``+``.
+        """
+        result = cls()
+        for part in parts:
+            result = result + part
+        return result
+
+    def to_dict(self) -> dict[str, int]:
+        """The stats as a JSON-able dict ``{field name: int}``, every field present.
+
+        The form stored in a checkpoint; :meth:`from_dict` reads it back.
+        """
+        return {name: getattr(self, name) for name in _STATS_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WriterStats:
+        """Read stats back from :meth:`to_dict`'s form (e.g. a checkpoint's JSON).
+
+        Args:
+            data: ``{field name: count}``; a missing field is 0 (stats stored before
+                the field existed).
+
+        Returns:
+            The ``WriterStats``.
+
+        Raises:
+            ValueError: a key that is no field, or a value that is not an int >= 0
+                (``bool`` is not accepted): the checkpoint is corrupt or comes from a
+                newer version whose counts this one would lose.
+        """
+        unknown = sorted(set(data) - set(_STATS_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown WriterStats fields: {', '.join(unknown)}")
+        values = {}
+        for name, value in data.items():
+            if type(value) is not int or value < 0:
+                raise ValueError(f"WriterStats.{name} must be an int >= 0, got {value!r}")
+            values[name] = value
+        return cls(**values)
+
+
+_STATS_FIELDS = tuple(field.name for field in dataclasses.fields(WriterStats))
+"""The names of ``WriterStats``' counts, in declaration order."""
 
 WallClock = Callable[[_dt.datetime], tuple[_dt.datetime, bool]]
 """``wall(moment) -> (local, repeated)``, made by :func:`wall_clock`."""
@@ -378,6 +448,9 @@ class StreamingWriter(abc.ABC):
         columns: the export's columns, in file order (at least one).
         time_zone: IANA name of the export time zone (E13).
         max_bytes: file size cap in bytes, or None for none.
+        resume_from: stats to continue from (a resumed part, ``writers.parts``): the
+            counts start at its values and its ``bytes`` count against ``max_bytes``;
+            None starts from zero.
 
     Attributes:
         content_type: the MIME type of the file (set by the subclass).
@@ -399,16 +472,19 @@ class StreamingWriter(abc.ABC):
         *,
         time_zone: str,
         max_bytes: int | None,
+        resume_from: WriterStats | None = None,
     ):
         if not columns:
             raise ValueError("an export needs at least one column")
         self._columns = list(columns)
         self._keys = [c.key for c in self._columns]
         self._wall = wall_clock(time_zone)
-        self._stats = WriterStats()
+        start = resume_from or WriterStats()
+        # The running counts; bytes live in the counting stream, the total at close.
+        self._stats = dataclasses.replace(start, bytes=0, replaced_chars=0)
         self._closed = False
         self._failed = False
-        self._counting = CountingStream(stream, max_bytes)
+        self._counting = CountingStream(stream, max_bytes, start.bytes)
 
     # --- ExportWriter -----------------------------------------------------------------
 
@@ -459,11 +535,7 @@ class StreamingWriter(abc.ABC):
         if not self._closed:
             self._guarded(self._finish)
             self._closed = True
-        stats = dataclasses.replace(self._stats, bytes=self._counting.count)
-        stats.replaced_chars = (
-            stats.replaced_control_chars + stats.replaced_noncharacters + stats.replaced_surrogates
-        )
-        return stats
+        return self._snapshot()
 
     def abort(self) -> None:
         """Abandon the file after a failure elsewhere: nothing more is written."""
@@ -478,6 +550,14 @@ class StreamingWriter(abc.ABC):
     @abc.abstractmethod
     def _finish(self) -> None:
         """Write the end of the file and flush it."""
+
+    def _snapshot(self) -> WriterStats:
+        """A copy of the running stats with ``bytes`` (written so far) and the total."""
+        stats = dataclasses.replace(self._stats, bytes=self._counting.count)
+        stats.replaced_chars = (
+            stats.replaced_control_chars + stats.replaced_noncharacters + stats.replaced_surrogates
+        )
+        return stats
 
     def _guarded(self, action: Callable[..., None], *args: Any) -> None:
         """Run ``action(*args)``; on any error fail the writer, then re-raise."""

@@ -54,7 +54,7 @@ from typing import Any, BinaryIO
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import StreamingWriter, date_cache
+from export_center.writers.base import StreamingWriter, WriterStats, date_cache
 
 __all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
 
@@ -124,9 +124,9 @@ class CsvWriter(StreamingWriter):
 
     The frame (``write_rows``, ``write_columns``, ``close``, ``abort``, the closed and
     failed states) is :class:`~export_center.writers.base.StreamingWriter`'s; this class
-    renders the fields. Its stats have ``sheets=1``, ``bytes`` with the BOM, and
-    ``replaced_chars`` equal to ``replaced_surrogates`` (lone surrogates are all that
-    CSV replaces).
+    renders the fields. Its stats have ``sheets=1``, ``bytes`` with the BOM (without a
+    header: ``sheets=0``, no BOM), and ``replaced_chars`` equal to
+    ``replaced_surrogates`` (lone surrogates are all that CSV replaces).
 
     Args:
         stream: binary output; it is not closed by ``close()``.
@@ -136,6 +136,13 @@ class CsvWriter(StreamingWriter):
             repeated by a DST fall-back.
         max_bytes: file size cap in bytes (None = unlimited); ``write_rows`` raises
             ``errors.FileTooLarge`` as soon as the file would grow past it.
+        header: write the BOM and the header row first (True), or rows only (False:
+            a shard's part, see ``writers.parts``; the stats then have ``sheets=0``).
+        resume_from: with ``header=False`` only, the stats of the part so far: the
+            counts continue from them and their ``bytes`` count against ``max_bytes``.
+
+    Raises:
+        ValueError: no columns, or ``resume_from`` with ``header=True``.
 
     Attributes:
         content_type: ``text/csv; charset=utf-8``.
@@ -152,12 +159,19 @@ class CsvWriter(StreamingWriter):
         *,
         time_zone: str = "UTC",
         max_bytes: int | None = None,
+        header: bool = True,
+        resume_from: WriterStats | None = None,
     ):
-        super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-        self._stats.sheets = 1
+        if header and resume_from is not None:
+            raise ValueError("a resumed CSV part has no header: pass header=False")
+        super().__init__(
+            stream, columns, time_zone=time_zone, max_bytes=max_bytes, resume_from=resume_from
+        )
         self._renderers = [self._renderer(ColumnType(c.type)) for c in self._columns]
         self._single = len(self._columns) == 1
-        self._guarded(self._write_header)
+        if header:
+            self._stats.sheets = 1
+            self._guarded(self._write_header)
 
     def _write_header(self) -> None:
         """The BOM (once per file, E01) and the row of column titles (guarded, E06)."""

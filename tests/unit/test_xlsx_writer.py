@@ -26,7 +26,7 @@ from export_center.errors import FileTooLarge
 from export_center.values import coerce
 from export_center.writers import ExportWriter, WriterStats, XlsxWriter, open_writer
 from export_center.writers.xlsx import column_letter
-from tests.unit.writer_helpers import cols, write_file
+from tests.unit.writer_helpers import cols, frozen_package_time, write_file
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 ROW_RE = re.compile(rb'<row r="(\d+)"')
@@ -223,6 +223,29 @@ def test_e12_rows_split_into_sheets_with_repeated_header() -> None:
         assert len(values) - 1 <= limit
         seen.extend(values[1:])
     assert seen == ids  # contiguous, none twice
+
+
+def test_the_file_does_not_depend_on_the_batches() -> None:
+    # Rows reach the compressor in 1,000-row chunks counted per sheet whatever the
+    # batches (ISA-L's deflate output depends on how its input is cut).
+    columns = cols("s", ("i", ColumnType.INTEGER))
+    rows = [{"s": f"text {i} " * (i % 17), "i": i} for i in range(7_500)]
+    cuts = [
+        [1_000] * 8,
+        [1] * 300 + [2_345, 999, 1_001],
+        [7_500],
+        [3, 997, 1_000, 1_500, 2_499],
+    ]
+    files = []
+    with frozen_package_time():
+        for sizes in cuts:
+            starts = [sum(sizes[:k]) for k in range(len(sizes))] + [sum(sizes)]
+            batches = [rows[a:b] for a, b in zip(starts, starts[1:], strict=False)]
+            batches.append(rows[starts[-1] :])
+            files.append(write_xlsx(columns, batches, sheet_row_limit=2_999)[0])
+    assert len(set(files)) == 1
+    last_sheet = sheet_xml(files[0])["xl/worksheets/sheet3.xml"]
+    assert ROW_RE.findall(last_sheet)[-1] == b"1503"  # 7,500 - 2 x 2,999 rows, + header
 
 
 def test_e12_default_limit_is_excel_maximum() -> None:

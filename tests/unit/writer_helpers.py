@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Mapping, Sequence
+import time
+import types
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from unittest import mock
 
 from export_center.columns import Column, ColumnType
-from export_center.writers import WriterStats, open_writer
+from export_center.writers import WriterStats, open_writer, xlsx_parts
 
 
 def cols(*specs: str | tuple[str, ColumnType]) -> list[Column]:
@@ -48,6 +53,23 @@ def write_columns_file(
         writer.write_columns(batch)
     stats = writer.close()
     return out.getvalue(), stats
+
+
+@contextlib.contextmanager
+def frozen_package_time() -> Iterator[None]:
+    """Freeze the two clocks of an XLSX package, so two files can be compared byte for byte.
+
+    The ZIP entries' modification times (``zipfile`` reads ``time.time()``) and
+    ``docProps/core.xml``'s creation time are "now"; within the block they are one
+    fixed moment.
+    """
+    core = xlsx_parts._core_xml()
+    clock = types.SimpleNamespace(time=lambda: 1_700_000_000.0, localtime=time.localtime)
+    with (
+        mock.patch.object(zipfile, "time", clock),
+        mock.patch.object(xlsx_parts, "_core_xml", lambda: core),
+    ):
+        yield
 
 
 #: Cells that spreadsheet programs would run as formulas (CASES E06): the first eleven
