@@ -75,11 +75,10 @@ from export_center.states import Phase
 from export_center.storage import part_key
 from export_center.writers import WriterStats
 from export_center.writers.parts import (
-    assemble,
-    open_part_writer,
-    stats_from_json,
-    stats_to_json,
-    sum_stats,
+    CsvPartWriter,
+    XlsxFragmentWriter,
+    assemble_csv,
+    assemble_xlsx,
 )
 
 if TYPE_CHECKING:
@@ -126,7 +125,8 @@ class _ShardState:
         self.shard = shard
         self.buffer = io.BytesIO()
         self.live_rows = 0  # rows written since the last checkpoint
-        self.base_stats = stats_from_json((checkpoint.stats or {}).get("writer") or {})
+        writer = (checkpoint.stats or {}).get("writer")
+        self.resume_from = WriterStats.from_dict(writer) if writer else None
         self.batch_no = checkpoint.pages
 
     @property
@@ -403,8 +403,12 @@ class ShardedProducer:
             columns = self.columns
         if state.cp.snapshot_token is None:
             state.cp.snapshot_token = first.snapshot_token
-        writer = open_part_writer(
-            self.run.ext, state.buffer, columns, time_zone=self.run.task["time_zone"]
+        part = CsvPartWriter if self.run.ext == "csv" else XlsxFragmentWriter
+        writer = part(
+            state.buffer,
+            columns,
+            time_zone=self.run.task["time_zone"],
+            resume_from=state.resume_from,
         )
         return BatchConverter(columns), writer
 
@@ -437,7 +441,9 @@ class ShardedProducer:
     ) -> None:
         """Store the buffered segment, then write the checkpoint with the progress."""
         run = self.run
-        stats = sum_stats([state.base_stats, writer.close() if ended else writer.stats()])
+        stats = writer.checkpoint()
+        if ended:
+            writer.close()
         data = state.buffer.getvalue()
         state.buffer.seek(0)
         state.buffer.truncate()
@@ -459,14 +465,14 @@ class ShardedProducer:
         cp.stats = {
             "columns": _columns_json(self.columns or []),
             "schemaHash": self.schema_hash,
-            "writer": stats_to_json(stats),
+            "writer": stats.to_dict(),
             "notes": _merged((cp.stats or {}).get("notes") or [], converter.notes()),
         }
-        if self.etype.max_rows and run.ext == "csv":
-            cap = run.ctx.settings.file_size_cap_bytes
+        cap = run.ctx.settings.file_size_cap_bytes
+        if run.ext == "csv" and cap is not None:  # XLSX: checked on the compressed file
             with self.lock:
                 size = sum(s.cp.bytes for s in self.states)
-            if cap is not None and size > cap:
+            if size > cap:
                 raise FileTooLarge(f"the file passes the size cap of {cap:,} bytes")
         with self.lock:
             processed = sum(s.rows for s in self.states)
@@ -489,10 +495,12 @@ class ShardedProducer:
     # ------------------------------------------------------------------ finalize
 
     def _segments(self, state: _ShardState) -> Iterator[bytes]:
-        """A DONE shard's part, read back segment by segment, its CRC-32 checked."""
+        """A DONE shard's part, read back segment by segment, its CRC-32 checked (and the
+        watchdog between segments, so a cancel stops a long finalize)."""
         cp = state.cp
         crc = 0
         for number, (version, _size) in enumerate(cp.segments or []):
+            self.run.watchdog.check()
             key = part_key(self.run.task["task_no"], cp.shard_no, number, version)
             for chunk in self.run.ctx.storage.read_part(key):
                 crc = zlib.crc32(chunk, crc)
@@ -511,26 +519,33 @@ class ShardedProducer:
             raise ProviderContractError("no shard declared columns")
         run.processed = sum(s.cp.rows_written for s in self.states)
         run.total = self.total
-        run._progress(force=True)
+        with run.engine.begin() as conn:  # shards finishing at once may have written late
+            ok = repository.update_progress(
+                conn,
+                run.task_id,
+                run.version,
+                run.owner,
+                processed=run.processed,
+                total=self.total,
+                phase=Phase.STORE,
+                shards=(len(self.states), len(self.states)),
+            )
+        if not ok:
+            run.watchdog.abort("lease")
+            run.watchdog.check()
         stream = run.ctx.storage.open_write(
             run.object_key,
             content_type=run.content_type,
             content_disposition=content_disposition(run.file_name),
         )
-        parts = [
-            (self._segments(s), stats_from_json((s.cp.stats or {}).get("writer") or {}))
-            for s in self.states
-        ]
+        part_stats = WriterStats.total(
+            WriterStats.from_dict((s.cp.stats or {}).get("writer") or {}) for s in self.states
+        )
+        parts = (self._segments(s) for s in self.states)
+        cap = run.ctx.settings.file_size_cap_bytes
         try:
-            stats: WriterStats = assemble(
-                run.ext,
-                stream,
-                self.columns,
-                parts,
-                time_zone=run.task["time_zone"],
-                max_bytes=run.ctx.settings.file_size_cap_bytes,
-                check=run.watchdog.check,
-            )
+            assemble = assemble_csv if run.ext == "csv" else assemble_xlsx
+            stats = assemble(stream, self.columns, parts, part_stats=part_stats, max_bytes=cap)
             stream.close()
         except BaseException:
             if not stream.closed:

@@ -9,7 +9,9 @@ so a test can tell what an attempt fetched again.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import datetime as dt
 import os
 import threading
 import time
@@ -25,6 +27,7 @@ from export_center.errors import ProviderUnavailable
 from export_center.models import ExportAudit, ExportShard, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
+from export_center.shards import plan_shards
 from export_center.storage import PART_PREFIX
 from export_center.testing import FaultInjectingRun
 from providers import tpch
@@ -48,16 +51,30 @@ def _probed(make_stack: Callable[..., Stack], **overrides: Any) -> tuple[Stack, 
     return stack, probes[0]
 
 
-def _source_by_day(sample_dir: Path) -> list[int]:
-    """Order keys in the sharded file's order: by order date, then by key."""
+def _source_by_day(sample_dir: Path, stack: Stack) -> list[int]:
+    """Order keys in the sharded file's order: by shard (40 consecutive days for the
+    whole range in 64 shards), then by order key."""
+    etype = stack.runtime.registry.get("ORDERS")
+    assert etype is not None
+    starts = [s.first for s in plan_shards(etype, ALL_DATES, "UTC")]
+
+    def shard_of(day: dt.date) -> int:
+        return bisect.bisect_right(starts, day) - 1
+
     rows = tpch.read_source_orders(tpch.generate(SAMPLE_SCALE, sample_dir))
-    return [
-        r["o_orderkey"] for r in sorted(rows, key=lambda r: (r["o_orderdate"], r["o_orderkey"]))
-    ]
+    ordered = sorted(rows, key=lambda r: (shard_of(r["o_orderdate"]), r["o_orderkey"]))
+    return [r["o_orderkey"] for r in ordered]
 
 
 def _parts(stack: Stack) -> list[str]:
     return [o.key for o in stack.runtime.storage.list(PART_PREFIX)]
+
+
+def _small_pages(stack: Stack, rows: int = 50) -> None:
+    """ORDERS pages of ``rows`` (5,000 in the registry): at scale 0.01 a shard holds
+    about 230 orders, so each shard then pages several times and can resume mid-way."""
+    registry = stack.runtime.registry
+    registry.types["ORDERS"] = dataclasses.replace(registry.types["ORDERS"], batch_size=rows)
 
 
 def _set_parallel(stack: Stack, shards: int) -> None:
@@ -82,7 +99,7 @@ def test_four_shards_at_once_give_the_bytes_of_one_at_a_time(make_stack, sample_
     assert files[0] == files[1]
     rows = read_csv(files[0])[1:] if fmt == "csv" else read_xlsx(files[0])[1:]
     keys = [int(r[0]) for r in rows]
-    assert keys == _source_by_day(sample_dir)
+    assert keys == _source_by_day(sample_dir, stack)
     assert _parts(stack) == []  # parts are deleted after the commit
     with stack.runtime.engine.connect() as conn:
         assert conn.execute(select(S.c.task_id)).first() is None
@@ -106,14 +123,15 @@ class _FailOnce:
 
 def test_a_retry_resumes_from_the_checkpoints(make_stack, sample_dir):
     stack, probe = _probed(make_stack, task={"checkpoint_every_seconds": 0.001})
-    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(_FailOnce(40))
+    _small_pages(stack)
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(_FailOnce(120))
     client = stack.client()
     task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
     detail = wait_state(client, task_id)
     assert detail["state"] == "succeeded", detail
     assert detail["attempts"] == 2
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
-    assert keys == _source_by_day(sample_dir)
+    assert keys == _source_by_day(sample_dir, stack)
     served = probe.served(task_id)
     # The second attempt fetched again only what was not checkpointed: at most the
     # pages in flight of the 4 running shards.
@@ -129,7 +147,8 @@ def test_a_failed_task_retried_by_hand_resumes_or_starts_fresh(make_stack):
     stack, probe = _probed(
         make_stack, task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [0.2]}
     )
-    fault = _FailOnce(30)
+    _small_pages(stack)
+    fault = _FailOnce(120)
     stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(fault)
     client = stack.client()
     task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
@@ -165,7 +184,8 @@ def test_an_expired_snapshot_restarts_from_zero_and_says_so(make_stack, sample_d
         make_stack, task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [0.2]}
     )
     client = stack.client()
-    fault = _FailOnce(30)
+    _small_pages(stack)
+    fault = _FailOnce(120)
     stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(fault)
     # Checkpoints then carry a snapshot token the provider refuses (its HMAC is broken).
     original = repository.save_checkpoint
@@ -186,7 +206,7 @@ def test_an_expired_snapshot_restarts_from_zero_and_says_so(make_stack, sample_d
         repository.save_checkpoint = original  # type: ignore[assignment]
     assert detail["state"] == "succeeded", detail
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
-    assert keys == _source_by_day(sample_dir)
+    assert keys == _source_by_day(sample_dir, stack)
     with stack.runtime.engine.connect() as conn:
         audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
     assert ("resume", "restarted") in [(a.action, a.outcome) for a in audit], audit
