@@ -3,7 +3,9 @@
 ``POST {base}/internal/exports/v1/{TYPE}/batches`` with ``X-Internal-Service-Token``
 and ``{taskId, tenantId, appCode, requestedBy, dispatchVersion, parameters, cursor,
 snapshotToken, limit}``. Every answer is checked while it is read: body at most 4 MB
-(counted while streaming), at most ``limit`` rows, at most 100 columns.
+(counted while streaming), at most ``limit`` rows, at most 100 columns. ``limit`` is the
+type's batch size unless the caller passes a smaller one (``fetch(limit=...)``, see
+:class:`export_center.fetching.PageSizer`).
 
 Answers, by class (:meth:`ProviderClient.fetch`):
 
@@ -11,6 +13,9 @@ Answers, by class (:meth:`ProviderClient.fetch`):
 answer                                      what happens
 ==========================================  ============================================
 2xx                                         parsed and checked (:class:`Batch`)
+2xx over 4 MB, or a MemoryError while       :class:`PageTooLarge` at once (transient,
+decoding it; 413                            ``PAGE_TOO_LARGE``), the same size is not
+                                            asked again: the caller halves ``limit``
 3xx                                         permanent, ``PROVIDER_REDIRECTED``: "provider
                                             redirected (308) to <Location>"; never
                                             followed (it could leave the allow-listed host)
@@ -62,6 +67,7 @@ from export_center import metrics
 from export_center.columns import Column, ColumnType
 from export_center.errors import (
     FetchAborted,
+    PageTooLarge,
     ProviderContractError,
     ProviderRejected,
     ProviderTooSlow,
@@ -319,6 +325,7 @@ class ProviderClient:
         *,
         cursor: str | None,
         snapshot_token: str | None,
+        limit: int | None = None,
         time_limit: float | None = None,
         abort: threading.Event | None = None,
     ) -> Batch:
@@ -328,6 +335,7 @@ class ProviderClient:
             request: the attempt's identity and the provider URL.
             cursor: the cursor of this batch (None for the first).
             snapshot_token: the token of the first answer (None for the first batch).
+            limit: the rows asked for; None: ``request.limit`` (the type's batch size).
             time_limit: seconds the whole batch may take, tries and pauses included;
                 None: no limit beyond the timeouts of each request.
             abort: set by the caller when it stops waiting; checked between received
@@ -339,12 +347,15 @@ class ProviderClient:
         Raises:
             ProviderRejected: a permanent answer: 3xx (``PROVIDER_REDIRECTED``), 410
                 (``SNAPSHOT_EXPIRED``), another 4xx than 408/429, 501 or 505.
+            PageTooLarge: a 413, a 2xx body over 4 MB, or a MemoryError decoding it
+                (transient; ask again with a smaller ``limit``).
             ProviderUnavailable: a transient failure on every try, or a ``Retry-After``
                 longer than ``max_retry_after``.
             ProviderTooSlow: the batch took longer than ``time_limit`` (transient).
             ProviderContractError: the answer broke the contract.
             FetchAborted: ``abort`` was set.
         """
+        size = request.limit if limit is None else limit
         body = orjson.dumps(
             {
                 "taskId": request.task_id,
@@ -355,7 +366,7 @@ class ProviderClient:
                 "parameters": request.parameters,
                 "cursor": cursor,
                 "snapshotToken": snapshot_token,
-                "limit": request.limit,
+                "limit": size,
                 "timeZone": request.time_zone,
             }
         )
@@ -376,7 +387,7 @@ class ProviderClient:
             span = new_span_id()
             headers["traceparent"] = traceparent(request.trace_id, span)
             try:
-                answer = self._post(request.url, body, headers, limits=limits)
+                answer = self._post(request.url, body, headers, limits=limits, limit=size)
             except httpx.TimeoutException:
                 last = "timed out"
                 metrics.PROVIDER_FAILURES.labels(kind, "timeout").inc()
@@ -388,7 +399,8 @@ class ProviderClient:
             else:
                 metrics.PROVIDER_SECONDS.labels(kind).observe(time.perf_counter() - started)
                 if 200 <= answer.status < 300:
-                    return self._parse(answer.body, request.limit)
+                    return self._decode(answer.body, size)
+                _raise_if_too_large(answer, kind, size)
                 _raise_if_permanent(answer, kind)
                 last = f"answered {answer.status}"
                 metrics.PROVIDER_FAILURES.labels(kind, str(answer.status)[0] + "xx").inc()
@@ -422,11 +434,13 @@ class ProviderClient:
             )
         return asked
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str], *, limits: _Limits) -> _Answer:
+    def _post(
+        self, url: str, body: bytes, headers: dict[str, str], *, limits: _Limits, limit: int
+    ) -> _Answer:
         """One request; the body is read in chunks with the limits checked between them.
 
         Raises:
-            ProviderContractError: a 2xx body over 4 MB (declared or counted).
+            PageTooLarge: a 2xx body over 4 MB (declared or counted) for ``limit`` rows.
             FetchAborted, ProviderTooSlow: from ``limits``.
             httpx.TimeoutException, httpx.TransportError: as httpx raises them.
         """
@@ -446,8 +460,10 @@ class ProviderClient:
             ok = 200 <= status < 300
             declared = response.headers.get("content-length")
             if ok and declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-                raise ProviderContractError(
-                    f"answer of {int(declared):,} bytes, at most 4 MB allowed"
+                raise PageTooLarge(
+                    f"answer of {int(declared):,} bytes, at most 4 MB allowed",
+                    limit=limit,
+                    cause="body",
                 )
             cap = MAX_BODY_BYTES if ok else MAX_ERROR_BODY_BYTES
             chunks = []
@@ -457,11 +473,27 @@ class ProviderClient:
                 size += len(chunk)
                 if size > cap:
                     if ok:
-                        raise ProviderContractError("answer larger than 4 MB")
+                        raise PageTooLarge("answer larger than 4 MB", limit=limit, cause="body")
                     break  # an error answer: its start is enough for the detail
                 chunks.append(chunk)
             limits.check()
             return _Answer(status, b"".join(chunks), location, retry_after)
+
+    def _decode(self, raw: bytes, limit: int) -> Batch:
+        """:meth:`_parse`, with a MemoryError reported as a page too large.
+
+        Raises:
+            PageTooLarge: decoding the page ran out of memory (cause ``"memory"``).
+            ProviderContractError: from :meth:`_parse`.
+        """
+        try:
+            return self._parse(raw, limit)
+        except MemoryError:
+            raise PageTooLarge(
+                f"out of memory decoding an answer of {len(raw):,} bytes",
+                limit=limit,
+                cause="memory",
+            ) from None
 
     def _parse(self, raw: bytes, limit: int) -> Batch:
         exact = False
@@ -497,6 +529,22 @@ class ProviderClient:
             snapshot_token=token,
             schema_hash=data.get("schemaHash"),
             raw=None if exact else raw,
+        )
+
+
+def _raise_if_too_large(answer: _Answer, kind: str, limit: int) -> None:
+    """Raise for a 413: the provider refuses a page of ``limit`` rows.
+
+    Raises:
+        PageTooLarge: the answer is a 413 (cause ``"413"``).
+    """
+    if answer.status == 413:
+        metrics.PROVIDER_FAILURES.labels(kind, "4xx").inc()
+        raise PageTooLarge(
+            "provider answered 413 Payload Too Large",
+            limit=limit,
+            cause="413",
+            detail=_error_detail(answer.body),
         )
 
 

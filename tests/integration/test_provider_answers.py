@@ -17,6 +17,7 @@ import pytest
 from export_center.embedded import free_port
 from export_center.errors import (
     FetchAborted,
+    PageTooLarge,
     ProviderRejected,
     ProviderTooSlow,
     ProviderUnavailable,
@@ -51,8 +52,8 @@ def request(base: str) -> ProviderRequest:
 
 
 def fetch(faulty: FaultProviderServer, **options: Any) -> Batch:
-    limits = {k: options.pop(k) for k in ("time_limit", "abort") if k in options}
-    client = ProviderClient(token=TOKEN, retry_pause=0.01, **options)
+    limits = {k: options.pop(k) for k in ("time_limit", "abort", "limit") if k in options}
+    client = options.pop("client_class", ProviderClient)(token=TOKEN, retry_pause=0.01, **options)
     try:
         return client.fetch(request(faulty.url), cursor=None, snapshot_token=None, **limits)
     finally:
@@ -178,3 +179,58 @@ def test_abort_stops_the_fetch(faulty: FaultProviderServer, where: str) -> None:
     with pytest.raises(FetchAborted):
         fetch(faulty, abort=abort)
     assert time.monotonic() - started < 10  # not after the 20 s pause or the 30 s answer
+
+
+def test_the_caller_may_ask_for_fewer_rows_than_the_request(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250)
+    batch = fetch(faulty, limit=40)
+    assert [row["id"] for row in batch.rows] == list(range(1, 41))
+    assert [r["limit"] for r in behaviour.requests] == [40]
+
+
+def test_a_413_is_a_page_too_large_at_once(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, refuse_above=50)
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty)
+    error = caught.value
+    assert (error.code, error.permanent, error.cause, error.limit) == (
+        "PAGE_TOO_LARGE",
+        False,
+        "413",
+        100,
+    )
+    assert error.message == (
+        "provider answered 413 Payload Too Large for a page of 100 rows "
+        "(PAGE_TOO_LARGE: a page of 100 rows is too large)"
+    )
+    assert len(behaviour.requests) == 1  # the same size is not asked again
+    assert len(fetch(faulty, limit=50).rows) == 50
+
+
+def test_an_answer_over_4_mb_is_a_page_too_large(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, big_text=50_000)  # 100 rows: about 5 MB
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty)
+    assert caught.value.cause == "body" and caught.value.limit == 100
+    assert caught.value.message.startswith("answer of 5,0")
+    assert caught.value.message.endswith(" bytes, at most 4 MB allowed for a page of 100 rows")
+    assert len(behaviour.requests) == 1
+    assert len(fetch(faulty, limit=50).rows) == 50
+
+
+class OutOfMemoryClient(ProviderClient):
+    """Runs out of memory decoding any answer of more than 60 rows' worth of bytes."""
+
+    def _parse(self, raw: bytes, limit: int) -> Batch:
+        if limit > 60:
+            raise MemoryError
+        return super()._parse(raw, limit)
+
+
+def test_out_of_memory_decoding_is_a_page_too_large(faulty: FaultProviderServer) -> None:
+    faulty.reset(rows=250)
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty, client_class=OutOfMemoryClient)
+    assert caught.value.cause == "memory" and not caught.value.permanent
+    assert caught.value.message.startswith("out of memory decoding an answer of ")
+    assert len(fetch(faulty, client_class=OutOfMemoryClient, limit=60).rows) == 60
