@@ -1,8 +1,9 @@
-"""Pages too large through whole exports, over real HTTP.
+"""Pages too large and database timeouts through whole exports, over real HTTP.
 
 The FLAKY provider (tests/fault_provider.py) refuses pages above a size with 413
-(``ProviderFault.page_too_large``) or sends answers over the 4 MB cap; the stack pages
-through it as it would through a business service (docs/provider-guide.md, section 3).
+(``ProviderFault.page_too_large``), sends answers over the 4 MB cap, or answers 503
+``DB_TIMEOUT`` (``ProviderFault.db_timeout``); the stack pages through it as it would
+through a business service (docs/provider-guide.md, section 3).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from decimal import Decimal
 
 from tests.fault_provider import FLAKY, flaky
 from tests.helpers import download, read_csv, wait_state
+
+SHORT_SCHEDULE = [0.1, 0.4, 1.6]
 
 
 def expected_rows(count: int, note: str | None = None) -> list[list[str]]:
@@ -84,3 +87,35 @@ def test_the_page_size_grows_back_to_the_batch_size(flaky_stack, faulty):
         (4000, 200),
         (4000, 200),
     ]
+
+
+def test_a_db_timeout_twice_then_ok_succeeds_after_the_pauses(flaky_stack, faulty):
+    stack = flaky_stack(provider={"db_timeout_retry_seconds": SHORT_SCHEDULE})
+    behaviour = faulty.reset(rows=2500, db_timeouts=2, db_timeout_at_batch=2)
+    client = stack.client(perms=FLAKY)
+    detail, rows = exported(stack, client, 2500)
+    assert detail["attempts"] == 1
+    assert rows == expected_rows(2500)
+    second = [r for r in behaviour.requests if r["batch"] == 2]
+    assert [r["status"] for r in second] == [503, 503, 200]
+    first_gap, second_gap = (b["at"] - a["at"] for a, b in zip(second, second[1:], strict=False))
+    assert 0.1 <= first_gap < 0.4 <= second_gap < 1.6, (first_gap, second_gap)
+
+
+def test_a_db_timeout_every_time_ends_each_attempt_transiently(flaky_stack, faulty):
+    stack = flaky_stack(max_attempts=2, provider={"db_timeout_retry_seconds": SHORT_SCHEDULE})
+    behaviour = faulty.reset(rows=2500, db_timeouts=-1, db_timeout_at_batch=2)
+    client = stack.client(perms=FLAKY)
+    detail = wait_state(client, flaky(client).json()["taskId"], timeout=60)
+    # The first attempt's failure was transient: a second attempt followed.
+    assert detail["state"] == "failed" and detail["attempts"] == 2, detail
+    assert detail["error"]["code"] == "PROVIDER_UNAVAILABLE"
+    assert detail["error"]["message"].startswith("fetch: batch 2 (cursor "), detail["error"]
+    assert detail["error"]["message"].endswith(
+        ": provider answered 503 DB_TIMEOUT on 4 attempts (3 retries, after 0.1, 0.4, 1.6 s)"
+    )
+    for version in (1, 2):
+        tries = [r for r in behaviour.requests if r["version"] == version and r["batch"] == 2]
+        assert [r["status"] for r in tries] == [503] * 4
+        gaps = [b["at"] - a["at"] for a, b in zip(tries, tries[1:], strict=False)]
+        assert 0.1 <= gaps[0] < 0.4 <= gaps[1] < 1.6 <= gaps[2], gaps

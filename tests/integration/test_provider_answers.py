@@ -234,3 +234,58 @@ def test_out_of_memory_decoding_is_a_page_too_large(faulty: FaultProviderServer)
     assert caught.value.cause == "memory" and not caught.value.permanent
     assert caught.value.message.startswith("out of memory decoding an answer of ")
     assert len(fetch(faulty, client_class=OutOfMemoryClient, limit=60).rows) == 60
+
+
+def gaps(behaviour: Any) -> list[float]:
+    times = [r["at"] for r in behaviour.requests]
+    return [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+
+
+@pytest.mark.parametrize("status", [503, 504])
+def test_a_db_timeout_is_asked_again_on_its_own_schedule(
+    faulty: FaultProviderServer, status: int
+) -> None:
+    behaviour = faulty.reset(rows=250, db_timeouts=3, db_timeout_status=status)
+    # One try for other failures: the DB_TIMEOUT retries do not use it up.
+    batch = fetch(faulty, attempts=1, db_timeout_pauses=(0.1, 0.4, 1.6))
+    assert len(batch.rows) == 100
+    assert [r["status"] for r in behaviour.requests] == [status] * 3 + [200]
+    first, second, third = gaps(behaviour)
+    assert 0.1 <= first < 0.4 <= second < 1.6 <= third < 3.0, (first, second, third)
+
+
+def test_a_db_timeout_on_every_try_fails_the_batch_naming_it(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, db_timeouts=-1)
+    with pytest.raises(ProviderUnavailable) as caught:
+        fetch(faulty, db_timeout_pauses=(0.01, 0.02, 0.04))
+    assert caught.value.message == (
+        "provider answered 503 DB_TIMEOUT on 4 attempts (3 retries, after 0.01, 0.02, 0.04 s)"
+    )
+    assert caught.value.code == "PROVIDER_UNAVAILABLE" and not caught.value.permanent
+    assert len(behaviour.requests) == 4
+
+
+def test_other_503s_keep_the_usual_tries(faulty: FaultProviderServer) -> None:
+    # Two DB timeouts, then plain 503s: three plain tries, as without the timeouts.
+    behaviour = faulty.reset(rows=250, db_timeouts=2, always_fail=True)
+    with pytest.raises(ProviderUnavailable) as caught:
+        fetch(faulty, db_timeout_pauses=(0.01, 0.01, 0.01))
+    assert caught.value.message == "provider answered 503 on 5 attempts"
+    assert [r["status"] for r in behaviour.requests] == [503] * 5
+
+
+def test_the_batch_time_limit_and_abort_cut_a_db_timeout_pause(
+    faulty: FaultProviderServer,
+) -> None:
+    faulty.reset(rows=250, db_timeouts=-1)
+    started = time.monotonic()
+    with pytest.raises(ProviderTooSlow) as caught:
+        fetch(faulty, time_limit=1.0, db_timeout_pauses=(20.0,))
+    assert caught.value.message == (
+        "provider answer took longer than 1 s (last try: answered 503 DB_TIMEOUT)"
+    )
+    abort = threading.Event()
+    threading.Timer(0.5, abort.set).start()
+    with pytest.raises(FetchAborted):
+        fetch(faulty, abort=abort, db_timeout_pauses=(20.0,))
+    assert time.monotonic() - started < 10
