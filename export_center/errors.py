@@ -22,6 +22,8 @@
     │   └── TransientExportError    task -> PENDING with version + 1 and backoff
     │       ├── ProviderUnavailable provider 408, 429, 5xx, timeouts, connection errors
     │       │   └── ProviderTooSlow the batch took longer than its total time limit
+    │       ├── PageTooLarge        the page was too large (413, over 4 MB, no memory to
+    │       │                       decode it): the caller asks again with fewer rows
     │       ├── StorageError        the file could not be written or moved
     │       └── DeadlinePassed      execution_deadline_at reached
     ├── LeaseLost                   the attempt lost its lease: stop, delete the file, write nothing
@@ -47,6 +49,7 @@ __all__ = [
     "Gone",
     "LeaseLost",
     "NotFound",
+    "PageTooLarge",
     "PermanentExportError",
     "RETRY_CANNOT_HELP",
     "ProviderContractError",
@@ -242,6 +245,32 @@ class ProviderTooSlow(ProviderUnavailable):
     """One batch took longer than its total time limit (retries and pauses included)."""
 
     code = "PROVIDER_TOO_SLOW"
+
+
+class PageTooLarge(TransientExportError):
+    """The page was too large: the provider answered 413, the answer was over the 4 MB
+    cap, or decoding it ran out of memory.
+
+    Raised at once, without asking for the same size again: the caller
+    (:class:`export_center.fetching.PageSizer`) asks for the same cursor with half the
+    rows, down to a floor, and turns the error into a permanent one at the floor.
+
+    Args:
+        reason: what said so, e.g. ``"provider answered 413 Payload Too Large"``.
+        limit: the page size (rows) that was too large.
+        cause: ``"413"`` (the provider refused), ``"body"`` (over the 4 MB cap) or
+            ``"memory"`` (a MemoryError while decoding).
+        detail: the provider's ``" (code: message)"``, if it sent one.
+    """
+
+    code = "PAGE_TOO_LARGE"
+
+    def __init__(self, reason: str, *, limit: int, cause: str, detail: str = ""):
+        super().__init__(f"{reason} for a page of {limit:,} rows{detail}")
+        self.reason = reason
+        self.limit = limit
+        self.cause = cause
+        self.detail = detail
 
 
 class StorageError(TransientExportError):

@@ -11,28 +11,55 @@ cancel past the watchdog's poll plus half a second.
 
 :class:`CursorLog` refuses a provider that pages in a loop: a ``nextCursor`` that
 repeats any earlier cursor of the attempt is a contract error at once.
+
+:class:`PageSizer` holds the page size (``limit``) of one fetch stream: it halves it
+when a page is too large (413, over 4 MB, out of memory) and asks for the same cursor
+again, and grows it back after pages that fit.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from export_center.errors import ProviderContractError
+from export_center.errors import (
+    ExportFailure,
+    PageTooLarge,
+    ProviderContractError,
+    ProviderRejected,
+)
 from export_center.provider_client import Batch, too_slow
 
-__all__ = ["AWAIT_GRACE_SECONDS", "AWAIT_SLICE_SECONDS", "BatchFetcher", "CursorLog", "InFlight"]
+__all__ = [
+    "AWAIT_GRACE_SECONDS",
+    "AWAIT_SLICE_SECONDS",
+    "PAGE_FLOOR_ROWS",
+    "PAGE_GROW_AFTER",
+    "BatchFetcher",
+    "CursorLog",
+    "InFlight",
+    "PageSizer",
+]
+
+log = logging.getLogger(__name__)
 
 AWAIT_SLICE_SECONDS = 0.5
 """Longest wait for a fetch between two checks of the watchdog and the batch limit."""
 AWAIT_GRACE_SECONDS = 1.0
 """After the batch deadline, how long the attempt still waits for the fetch thread to
 report the limit itself (its message names the last try); then it stops waiting."""
+
+PAGE_FLOOR_ROWS = 200
+"""The smallest page :class:`PageSizer` halves down to (or the type's batch size when
+that is smaller)."""
+PAGE_GROW_AFTER = 4
+"""Pages that fit in a row after which :class:`PageSizer` doubles a reduced size."""
 
 #: ``fetch(cursor, snapshot_token, abort, time_limit_seconds) -> Batch``.
 FetchFunction = Callable[[str | None, str | None, threading.Event, float], Batch]
@@ -153,3 +180,117 @@ class BatchFetcher:
     def close(self) -> None:
         """Release the fetch thread after the last batch (nothing is in flight)."""
         self._pool.shutdown(wait=True)
+
+
+class PageSizer:
+    """The page size (``limit``) of one fetch stream, halved when a page is too large.
+
+    The rule (docs/provider-guide.md, "Page size"):
+
+    * a page that is too large (:class:`PageTooLarge`: the provider answered 413, the
+      answer was over the 4 MB cap, or decoding it ran out of memory) is asked for again,
+      same cursor, with half the rows, down to :data:`PAGE_FLOOR_ROWS` (200; the
+      configured size when that is smaller);
+    * a page too large at the floor ends the export: permanent for a 413
+      (:class:`ProviderRejected`, "provider refused pages of 200 rows (413 Payload Too
+      Large) after halving from 5,000") and for an answer over the cap
+      (:class:`ProviderContractError`); transient for a MemoryError (the memory may be
+      free at the next attempt: the :class:`PageTooLarge` itself);
+    * after every :data:`PAGE_GROW_AFTER` (4) pages in a row that fit at a reduced size,
+      the size doubles, never above the configured size. A provider that refuses pages
+      above 1,000 rows of 4,000 configured thus sees 4,000 (413), 2,000 (413), 1,000 x 4,
+      2,000 (413), 1,000 x 4, ...: one refused request in five.
+
+    One sizer per fetch stream (an attempt now; a shard of it later), created with the
+    stream and dropped with it: a new attempt starts at the configured size again. The
+    stream's fetches are sequential (one in flight), so the sizer takes no lock. Each
+    call gets the batch's whole time limit; the attempt's own wait
+    (:meth:`BatchFetcher.wait`) still ends the batch at its limit, smaller pages
+    included.
+
+    Args:
+        configured: the type's batch size (the request's ``limit``).
+        floor: the smallest size halved to.
+        grow_after: pages that fit in a row before a reduced size doubles.
+
+    Attributes:
+        limit: the size the next page is asked with.
+    """
+
+    def __init__(
+        self,
+        configured: int,
+        *,
+        floor: int = PAGE_FLOOR_ROWS,
+        grow_after: int = PAGE_GROW_AFTER,
+    ) -> None:
+        self.configured = configured
+        self.floor = min(floor, configured)
+        self.grow_after = max(1, grow_after)
+        self.limit = configured
+        self._fitted = 0
+
+    def fetch(self, call: Callable[[int], Batch]) -> Batch:
+        """``call(limit)`` at the current size, smaller while the page is too large.
+
+        Args:
+            call: fetches the stream's next page with ``limit`` rows (the same cursor
+                each time).
+
+        Returns:
+            The page.
+
+        Raises:
+            ProviderRejected: 413 at the floor (permanent).
+            ProviderContractError: over the 4 MB cap at the floor (permanent).
+            PageTooLarge: out of memory at the floor (transient).
+            ExportFailure: what ``call`` raised otherwise.
+        """
+        while True:
+            try:
+                batch = call(self.limit)
+            except PageTooLarge as exc:
+                self.shrink(exc)
+            else:
+                self.fitted()
+                return batch
+
+    def shrink(self, error: PageTooLarge) -> None:
+        """Halve the size after ``error`` (down to the floor).
+
+        Raises:
+            ExportFailure: the size is at the floor already (see :meth:`fetch`).
+        """
+        if self.limit <= self.floor:
+            raise self._at_floor(error) from error
+        before = self.limit
+        self.limit = max(self.floor, self.limit // 2)
+        self._fitted = 0
+        log.warning("%s: asking for %d rows instead of %d", error.message, self.limit, before)
+
+    def fitted(self) -> None:
+        """Count a page that fit; double a reduced size after ``grow_after`` in a row."""
+        if self.limit >= self.configured:
+            return
+        self._fitted += 1
+        if self._fitted >= self.grow_after:
+            self._fitted = 0
+            self.limit = min(self.configured, self.limit * 2)
+            log.info("%d pages fit in a row: asking for %d rows", self.grow_after, self.limit)
+
+    def _at_floor(self, error: PageTooLarge) -> ExportFailure:
+        """The error that ends the export when a page at the floor is too large."""
+        if self.configured > self.limit:
+            how = f"after halving from {self.configured:,}"
+        else:
+            how = "(the type's batch size, not made smaller)"
+        if error.cause == "413":
+            return ProviderRejected(
+                f"provider refused pages of {self.limit:,} rows (413 Payload Too Large) "
+                f"{how}{error.detail}"
+            )
+        if error.cause == "body":
+            return ProviderContractError(
+                f"pages of {self.limit:,} rows are over the 4 MB cap ({error.reason}) {how}"
+            )
+        return error

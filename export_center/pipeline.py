@@ -42,7 +42,7 @@ from export_center.errors import (
     TransientExportError,
     WorkerStopping,
 )
-from export_center.fetching import BatchFetcher, InFlight
+from export_center.fetching import BatchFetcher, InFlight, PageSizer
 from export_center.filenames import content_disposition, download_file_name
 from export_center.provider_client import Batch, ProviderClient, ProviderRequest
 from export_center.registry import ExportType, Registry
@@ -248,6 +248,7 @@ class ExportRun:
             self.sharded = ShardedProducer(self, etype)
             return self.sharded.produce()
         request = self._provider_request(etype)
+        self.pages = PageSizer(request.limit)  # halved for a page too large, then grown back
         time_limit = float(
             etype.batch_timeout_seconds or self.ctx.settings.provider.batch_timeout_seconds
         )
@@ -333,12 +334,15 @@ class ExportRun:
     ) -> Batch:
         """The fetch thread's work: one batch, stopping when ``abort`` is set."""
         self.watchdog.check()
-        return self.ctx.provider.fetch(
-            request,
-            cursor=cursor,
-            snapshot_token=snapshot,
-            time_limit=time_limit,
-            abort=abort,
+        return self.pages.fetch(
+            lambda limit: self.ctx.provider.fetch(
+                request,
+                cursor=cursor,
+                snapshot_token=snapshot,
+                limit=limit,
+                time_limit=time_limit,
+                abort=abort,
+            )
         )
 
     def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[ExportWriter, _Stream]:

@@ -3,7 +3,9 @@
 ``POST {base}/internal/exports/v1/{TYPE}/batches`` with ``X-Internal-Service-Token``
 and ``{taskId, tenantId, appCode, requestedBy, dispatchVersion, parameters, cursor,
 snapshotToken, limit}``. Every answer is checked while it is read: body at most 4 MB
-(counted while streaming), at most ``limit`` rows, at most 100 columns.
+(counted while streaming), at most ``limit`` rows, at most 100 columns. ``limit`` is the
+type's batch size unless the caller passes a smaller one (``fetch(limit=...)``, see
+:class:`export_center.fetching.PageSizer`).
 
 Answers, by class (:meth:`ProviderClient.fetch`):
 
@@ -11,6 +13,9 @@ Answers, by class (:meth:`ProviderClient.fetch`):
 answer                                      what happens
 ==========================================  ============================================
 2xx                                         parsed and checked (:class:`Batch`)
+2xx over 4 MB, or a MemoryError while       :class:`PageTooLarge` at once (transient,
+decoding it; 413                            ``PAGE_TOO_LARGE``), the same size is not
+                                            asked again: the caller halves ``limit``
 3xx                                         permanent, ``PROVIDER_REDIRECTED``: "provider
                                             redirected (308) to <Location>"; never
                                             followed (it could leave the allow-listed host)
@@ -22,6 +27,13 @@ timeouts, connection errors                 ``attempts`` tries in all, pauses of
                                             ends the tries at once; then
                                             :class:`ProviderUnavailable` (retried later
                                             as a new attempt)
+503 or 504 with ``{"code": "DB_TIMEOUT"}``  the provider's database timed out: the same
+                                            request is tried again after each pause of
+                                            ``db_timeout_pauses`` (1 s, 4 s, 16 s; at
+                                            least the ``Retry-After``), counted apart
+                                            from the tries above; then
+                                            :class:`ProviderUnavailable` naming
+                                            ``DB_TIMEOUT``
 410                                         permanent, ``SNAPSHOT_EXPIRED``
 other 4xx, 501, 505, 1xx                    permanent, ``PROVIDER_REJECTED``
 ==========================================  ============================================
@@ -49,7 +61,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -62,6 +74,7 @@ from export_center import metrics
 from export_center.columns import Column, ColumnType
 from export_center.errors import (
     FetchAborted,
+    PageTooLarge,
     ProviderContractError,
     ProviderRejected,
     ProviderTooSlow,
@@ -70,6 +83,8 @@ from export_center.errors import (
 from export_center.ids import new_span_id, traceparent
 
 __all__ = [
+    "DB_TIMEOUT_CODE",
+    "DB_TIMEOUT_STATUSES",
     "MAX_BODY_BYTES",
     "MAX_COLUMNS",
     "PERMANENT_5XX",
@@ -92,6 +107,11 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 """Statuses retried within a batch; every other 5xx except :data:`PERMANENT_5XX` too."""
 PERMANENT_5XX = frozenset({501, 505})
 """5xx answers that trying again cannot change (not implemented, HTTP version)."""
+DB_TIMEOUT_CODE = "DB_TIMEOUT"
+"""The error body ``code`` of a provider whose database timed out on this page."""
+DB_TIMEOUT_STATUSES = frozenset({503, 504})
+"""The statuses that carry :data:`DB_TIMEOUT_CODE` (any other status with it is an
+ordinary answer of its class)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +303,9 @@ class ProviderClient:
         retry_pause: seconds before the second try (doubled for each later one).
         max_retry_after: the longest ``Retry-After`` (seconds) waited between two tries;
             an answer asking for more ends the batch's tries at once (transient).
+        db_timeout_pauses: seconds waited before each new try of a page the provider
+            answered 503/504 ``DB_TIMEOUT`` (one try per entry; then the batch fails,
+            transient). These tries do not use up ``attempts``.
         transport: optional httpx transport (tests).
     """
 
@@ -295,12 +318,14 @@ class ProviderClient:
         attempts: int = 3,
         retry_pause: float = 0.5,
         max_retry_after: float = 30.0,
+        db_timeout_pauses: Sequence[float] = (1.0, 4.0, 16.0),
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.token = token
         self.attempts = max(1, attempts)
         self.retry_pause = retry_pause
         self.max_retry_after = max_retry_after
+        self.db_timeout_pauses = tuple(db_timeout_pauses)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._client = httpx.Client(
@@ -320,6 +345,7 @@ class ProviderClient:
         *,
         cursor: str | None,
         snapshot_token: str | None,
+        limit: int | None = None,
         time_limit: float | None = None,
         abort: threading.Event | None = None,
     ) -> Batch:
@@ -329,6 +355,7 @@ class ProviderClient:
             request: the attempt's identity and the provider URL.
             cursor: the cursor of this batch (None for the first).
             snapshot_token: the token of the first answer (None for the first batch).
+            limit: the rows asked for; None: ``request.limit`` (the type's batch size).
             time_limit: seconds the whole batch may take, tries and pauses included;
                 None: no limit beyond the timeouts of each request.
             abort: set by the caller when it stops waiting; checked between received
@@ -340,12 +367,16 @@ class ProviderClient:
         Raises:
             ProviderRejected: a permanent answer: 3xx (``PROVIDER_REDIRECTED``), 410
                 (``SNAPSHOT_EXPIRED``), another 4xx than 408/429, 501 or 505.
-            ProviderUnavailable: a transient failure on every try, or a ``Retry-After``
-                longer than ``max_retry_after``.
+            PageTooLarge: a 413, a 2xx body over 4 MB, or a MemoryError decoding it
+                (transient; ask again with a smaller ``limit``).
+            ProviderUnavailable: a transient failure on every try (``DB_TIMEOUT`` after
+                each of ``db_timeout_pauses``), or a ``Retry-After`` longer than
+                ``max_retry_after``.
             ProviderTooSlow: the batch took longer than ``time_limit`` (transient).
             ProviderContractError: the answer broke the contract.
             FetchAborted: ``abort`` was set.
         """
+        size = request.limit if limit is None else limit
         body = orjson.dumps(
             {
                 "taskId": request.task_id,
@@ -356,7 +387,7 @@ class ProviderClient:
                 "parameters": request.parameters,
                 "cursor": cursor,
                 "snapshotToken": snapshot_token,
-                "limit": request.limit,
+                "limit": size,
                 "timeZone": request.time_zone,
                 **({"shard": request.shard} if request.shard is not None else {}),
             }
@@ -370,15 +401,18 @@ class ProviderClient:
         kind = request.export_type
         last = "no answer"
         pause = self.retry_pause
-        for attempt in range(1, self.attempts + 1):
-            limits.check(last if attempt > 1 else None)
+        calls = failures = db_timeouts = 0
+        while True:
+            limits.check(last if calls else None)
+            calls += 1
             started = time.perf_counter()
             asked = 0.0
+            db_timeout = False
             # Every HTTP call is a new span of the task's trace (W3C Trace Context).
             span = new_span_id()
             headers["traceparent"] = traceparent(request.trace_id, span)
             try:
-                answer = self._post(request.url, body, headers, limits=limits)
+                answer = self._post(request.url, body, headers, limits=limits, limit=size)
             except httpx.TimeoutException:
                 last = "timed out"
                 metrics.PROVIDER_FAILURES.labels(kind, "timeout").inc()
@@ -390,22 +424,33 @@ class ProviderClient:
             else:
                 metrics.PROVIDER_SECONDS.labels(kind).observe(time.perf_counter() - started)
                 if 200 <= answer.status < 300:
-                    return self._parse(answer.body, request.limit)
+                    return self._decode(answer.body, size)
+                _raise_if_too_large(answer, kind, size)
                 _raise_if_permanent(answer, kind)
-                last = f"answered {answer.status}"
-                metrics.PROVIDER_FAILURES.labels(kind, str(answer.status)[0] + "xx").inc()
+                db_timeout = _is_db_timeout(answer)
+                last = f"answered {answer.status}" + (f" {DB_TIMEOUT_CODE}" if db_timeout else "")
+                reason = "db_timeout" if db_timeout else str(answer.status)[0] + "xx"
+                metrics.PROVIDER_FAILURES.labels(kind, reason).inc()
                 asked = self._retry_after(answer)
             log.warning(
-                "provider call %d of %d failed: %s",
-                attempt,
-                self.attempts,
+                "provider call %d failed: %s",
+                calls,
                 last,
-                extra={"exportType": kind, "spanId": span, "attempt": attempt},
+                extra={"exportType": kind, "spanId": span, "attempt": calls},
             )
-            if attempt < self.attempts:
-                limits.pause(max(pause, asked), last)
-                pause *= 2
-        raise ProviderUnavailable(f"provider {last} on {self.attempts} attempts")
+            if db_timeout:  # its own schedule, apart from the other transient failures
+                db_timeouts += 1
+                if db_timeouts > len(self.db_timeout_pauses):
+                    raise ProviderUnavailable(
+                        f"provider {last} on {calls} attempts ({_retries(self.db_timeout_pauses)})"
+                    )
+                limits.pause(max(self.db_timeout_pauses[db_timeouts - 1], asked), last)
+                continue
+            failures += 1
+            if failures >= self.attempts:
+                raise ProviderUnavailable(f"provider {last} on {calls} attempts")
+            limits.pause(max(pause, asked), last)
+            pause *= 2
 
     def _retry_after(self, answer: _Answer) -> float:
         """Seconds the provider asked to wait (0 when it did not ask).
@@ -424,11 +469,13 @@ class ProviderClient:
             )
         return asked
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str], *, limits: _Limits) -> _Answer:
+    def _post(
+        self, url: str, body: bytes, headers: dict[str, str], *, limits: _Limits, limit: int
+    ) -> _Answer:
         """One request; the body is read in chunks with the limits checked between them.
 
         Raises:
-            ProviderContractError: a 2xx body over 4 MB (declared or counted).
+            PageTooLarge: a 2xx body over 4 MB (declared or counted) for ``limit`` rows.
             FetchAborted, ProviderTooSlow: from ``limits``.
             httpx.TimeoutException, httpx.TransportError: as httpx raises them.
         """
@@ -448,8 +495,10 @@ class ProviderClient:
             ok = 200 <= status < 300
             declared = response.headers.get("content-length")
             if ok and declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-                raise ProviderContractError(
-                    f"answer of {int(declared):,} bytes, at most 4 MB allowed"
+                raise PageTooLarge(
+                    f"answer of {int(declared):,} bytes, at most 4 MB allowed",
+                    limit=limit,
+                    cause="body",
                 )
             cap = MAX_BODY_BYTES if ok else MAX_ERROR_BODY_BYTES
             chunks = []
@@ -459,11 +508,27 @@ class ProviderClient:
                 size += len(chunk)
                 if size > cap:
                     if ok:
-                        raise ProviderContractError("answer larger than 4 MB")
+                        raise PageTooLarge("answer larger than 4 MB", limit=limit, cause="body")
                     break  # an error answer: its start is enough for the detail
                 chunks.append(chunk)
             limits.check()
             return _Answer(status, b"".join(chunks), location, retry_after)
+
+    def _decode(self, raw: bytes, limit: int) -> Batch:
+        """:meth:`_parse`, with a MemoryError reported as a page too large.
+
+        Raises:
+            PageTooLarge: decoding the page ran out of memory (cause ``"memory"``).
+            ProviderContractError: from :meth:`_parse`.
+        """
+        try:
+            return self._parse(raw, limit)
+        except MemoryError:
+            raise PageTooLarge(
+                f"out of memory decoding an answer of {len(raw):,} bytes",
+                limit=limit,
+                cause="memory",
+            ) from None
 
     def _parse(self, raw: bytes, limit: int) -> Batch:
         exact = False
@@ -500,6 +565,40 @@ class ProviderClient:
             schema_hash=data.get("schemaHash"),
             raw=None if exact else raw,
         )
+
+
+def _raise_if_too_large(answer: _Answer, kind: str, limit: int) -> None:
+    """Raise for a 413: the provider refuses a page of ``limit`` rows.
+
+    Raises:
+        PageTooLarge: the answer is a 413 (cause ``"413"``).
+    """
+    if answer.status == 413:
+        metrics.PROVIDER_FAILURES.labels(kind, "4xx").inc()
+        raise PageTooLarge(
+            "provider answered 413 Payload Too Large",
+            limit=limit,
+            cause="413",
+            detail=_error_detail(answer.body),
+        )
+
+
+def _is_db_timeout(answer: _Answer) -> bool:
+    """Whether the answer is a 503/504 whose error body's ``code`` is ``DB_TIMEOUT``."""
+    if answer.status not in DB_TIMEOUT_STATUSES:
+        return False
+    try:
+        data = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(data, Mapping) and data.get("code") == DB_TIMEOUT_CODE
+
+
+def _retries(pauses: Sequence[float]) -> str:
+    """``"3 retries, after 1, 4, 16 s"`` (``"no retries"`` without pauses)."""
+    if not pauses:
+        return "no retries"
+    return f"{len(pauses)} retries, after " + ", ".join(f"{p:g}" for p in pauses) + " s"
 
 
 def _raise_if_permanent(answer: _Answer, kind: str) -> None:

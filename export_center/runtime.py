@@ -95,6 +95,7 @@ class Runtime:
             read_timeout=settings.provider.read_timeout_seconds,
             attempts=settings.provider.request_attempts,
             max_retry_after=settings.provider.max_retry_after_seconds,
+            db_timeout_pauses=settings.provider.db_timeout_retry_seconds,
         )
         self.context = RunContext(
             settings=settings,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import available_timezones
 
 import platformdirs
@@ -175,6 +175,11 @@ class ProviderSettings(BaseModel):
         60.0,
         gt=0,
         description="Total time limit of one batch, retries included (registry may override)",
+    )
+    db_timeout_retry_seconds: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=lambda: [1.0, 4.0, 16.0],
+        description="Pauses before asking again for a page the provider answered 503/504 "
+        "DB_TIMEOUT, one retry per entry (then the attempt fails, retried later)",
     )
     internal_token: SecretStr | None = Field(
         None, description="X-Internal-Service-Token shared with providers"

@@ -12,7 +12,10 @@ contract") and does the rest:
 * serializes DECIMAL as a JSON string in positional notation, DATE and DATETIME as
   ISO 8601 strings, so no value passes through a float;
 * answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
-  5xx for its own.
+  5xx for its own. Two errors make the export center do more than fail or retry later:
+  ``raise ProviderFault.db_timeout()`` (503 ``DB_TIMEOUT``: the same page is asked again
+  after 1 s, 4 s and 16 s) and ``raise ProviderFault.page_too_large(req.limit)`` (413
+  ``PAGE_TOO_LARGE``: the same cursor is asked again with half the rows, down to 200).
 
 Example::
 
@@ -47,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
 __all__ = [
+    "DB_TIMEOUT",
+    "PAGE_TOO_LARGE",
     "BatchRequest",
     "day_range_utc",
     "Column",
@@ -58,6 +63,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 TYPES = ("STRING", "INTEGER", "DECIMAL", "BOOLEAN", "DATE", "DATETIME")
+DB_TIMEOUT = "DB_TIMEOUT"
+"""Error code of a 503 (or 504): the database timed out on this page; ask again soon."""
+PAGE_TOO_LARGE = "PAGE_TOO_LARGE"
+"""Error code of a 413: the page asked for is too large; ask with fewer rows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +186,35 @@ class Page:
 
 
 class ProviderFault(Exception):
-    """Raise from ``fetch`` to answer an error: ``status`` 4xx or 5xx, a code, a sentence."""
+    """Raise from ``fetch`` to answer an error: ``status`` 4xx or 5xx, a code, a sentence.
+
+    :meth:`db_timeout` and :meth:`page_too_large` build the two errors the export center
+    answers with more than a failure or a later retry (docs/provider-guide.md).
+    """
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
+
+    @classmethod
+    def db_timeout(cls, message: str = "the database query timed out") -> ProviderFault:
+        """503 ``DB_TIMEOUT``: the database timed out on this page (a statement timeout,
+        a lock wait). The export center asks for the same page again after 1 s, 4 s and
+        16 s, then ends the attempt, which is retried later with backoff.
+
+        Example::
+
+            except OperationalError as exc:  # e.g. MySQL 3024, max_execution_time
+                raise ProviderFault.db_timeout() from exc
+        """
+        return cls(503, DB_TIMEOUT, message)
+
+    @classmethod
+    def page_too_large(cls, limit: int, message: str | None = None) -> ProviderFault:
+        """413 ``PAGE_TOO_LARGE``: a page of ``limit`` rows is too large to answer. The
+        export center asks for the same cursor again with half the rows, down to 200; a
+        413 at 200 rows fails the export."""
+        return cls(413, PAGE_TOO_LARGE, message or f"a page of {limit} rows is too large")
 
 
 def _default(value: Any) -> Any:

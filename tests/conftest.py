@@ -181,12 +181,14 @@ def flaky_stack(
         max_attempts: int = 3,
         max_rows: int = 5_000_000,
         batch_timeout_seconds: int | None = None,
+        batch_size: int = 1000,
         **overrides: Any,
     ) -> Stack:
         registry = registry_file(
             tmp_path,
             faulty.url,
             max_rows=max_rows,
+            batch_size=batch_size,
             max_attempts=max_attempts,
             batch_timeout_seconds=batch_timeout_seconds,
         )

@@ -3,9 +3,10 @@
 Type ``FLAKY`` serves ``rows`` integer ids through the provider SDK in batches; a
 :class:`Behaviour` decides per request whether to answer 503, 400, change the schema,
 stall the cursor, sleep, send a NaN, answer a scripted status with headers (429 with
-``Retry-After``, 308 with ``Location``), or drip its answer one byte at a time. Every
-request is recorded (time, version, batch) so tests can assert what was and was not
-fetched.
+``Retry-After``, 308 with ``Location``), refuse pages above a size (413), answer
+``DB_TIMEOUT`` (503), or drip its answer one byte at a time. Every request is recorded
+(time, version, batch, limit, the status the fetch function gave) so tests can assert
+what was and was not fetched.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from export_center.embedded import ServerThread, free_port
-from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFault
+from providers.sdk import DB_TIMEOUT, BatchRequest, Column, ExportProvider, Page, ProviderFault
 
 TOKEN_ENV = "the-internal-token-of-the-tests"
 FAULT_TOKEN = "internal-token-for-fault-tests-0123456789"
@@ -47,6 +48,15 @@ class Behaviour:
     sleep_seconds: float = 0.0
     nan_at_row: int | None = None
     big_text: int = 0  # characters of filler per row (file size tests)
+    # 413 (ProviderFault.page_too_large) for a limit above ``refuse_above``; only the
+    # first ``refuse_times`` such requests when set.
+    refuse_above: int | None = None
+    refuse_times: int | None = None
+    # DB_TIMEOUT answers (ProviderFault.db_timeout, or 504 with the same code) left for
+    # batch ``db_timeout_at_batch``; negative: every time.
+    db_timeouts: int = 0
+    db_timeout_at_batch: int = 1
+    db_timeout_status: int = 503
     # (status, headers) answered instead of the real answer, one per request of batch
     # ``scripted_at_batch``, in order; then the real answer.
     scripted: list[tuple[int, dict[str, str]]] = field(default_factory=list)
@@ -74,19 +84,33 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
     def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
         after = int(cursor or 0)
         batch = after // req.limit + 1
+        record = {
+            "at": time.monotonic(),
+            "version": req.dispatchVersion,
+            "batch": batch,
+            "task": req.taskId,
+            "limit": req.limit,
+            "status": 200,
+        }
         with behaviour.lock:
-            behaviour.requests.append(
-                {
-                    "at": time.monotonic(),
-                    "version": req.dispatchVersion,
-                    "batch": batch,
-                    "task": req.taskId,
-                }
-            )
+            behaviour.requests.append(record)
         if behaviour.sleep_seconds:
             time.sleep(behaviour.sleep_seconds)
+        refused = behaviour.refuse_above is not None and req.limit > behaviour.refuse_above
+        if refused and behaviour.refuse_times != 0:
+            if behaviour.refuse_times is not None:
+                behaviour.refuse_times -= 1
+            record["status"] = 413
+            raise ProviderFault.page_too_large(req.limit)
+        if behaviour.db_timeouts and batch == behaviour.db_timeout_at_batch:
+            behaviour.db_timeouts -= 1
+            record["status"] = behaviour.db_timeout_status
+            if behaviour.db_timeout_status == 503:
+                raise ProviderFault.db_timeout()
+            raise ProviderFault(behaviour.db_timeout_status, DB_TIMEOUT, "the query timed out")
         failing = behaviour.always_fail or req.dispatchVersion in behaviour.fail_versions
         if failing and batch == behaviour.fail_at_batch:
+            record["status"] = behaviour.fail_status
             raise ProviderFault(
                 behaviour.fail_status, "INJECTED", f"injected {behaviour.fail_status}"
             )

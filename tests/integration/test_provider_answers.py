@@ -17,6 +17,7 @@ import pytest
 from export_center.embedded import free_port
 from export_center.errors import (
     FetchAborted,
+    PageTooLarge,
     ProviderRejected,
     ProviderTooSlow,
     ProviderUnavailable,
@@ -51,8 +52,8 @@ def request(base: str) -> ProviderRequest:
 
 
 def fetch(faulty: FaultProviderServer, **options: Any) -> Batch:
-    limits = {k: options.pop(k) for k in ("time_limit", "abort") if k in options}
-    client = ProviderClient(token=TOKEN, retry_pause=0.01, **options)
+    limits = {k: options.pop(k) for k in ("time_limit", "abort", "limit") if k in options}
+    client = options.pop("client_class", ProviderClient)(token=TOKEN, retry_pause=0.01, **options)
     try:
         return client.fetch(request(faulty.url), cursor=None, snapshot_token=None, **limits)
     finally:
@@ -178,3 +179,113 @@ def test_abort_stops_the_fetch(faulty: FaultProviderServer, where: str) -> None:
     with pytest.raises(FetchAborted):
         fetch(faulty, abort=abort)
     assert time.monotonic() - started < 10  # not after the 20 s pause or the 30 s answer
+
+
+def test_the_caller_may_ask_for_fewer_rows_than_the_request(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250)
+    batch = fetch(faulty, limit=40)
+    assert [row["id"] for row in batch.rows] == list(range(1, 41))
+    assert [r["limit"] for r in behaviour.requests] == [40]
+
+
+def test_a_413_is_a_page_too_large_at_once(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, refuse_above=50)
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty)
+    error = caught.value
+    assert (error.code, error.permanent, error.cause, error.limit) == (
+        "PAGE_TOO_LARGE",
+        False,
+        "413",
+        100,
+    )
+    assert error.message == (
+        "provider answered 413 Payload Too Large for a page of 100 rows "
+        "(PAGE_TOO_LARGE: a page of 100 rows is too large)"
+    )
+    assert len(behaviour.requests) == 1  # the same size is not asked again
+    assert len(fetch(faulty, limit=50).rows) == 50
+
+
+def test_an_answer_over_4_mb_is_a_page_too_large(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, big_text=50_000)  # 100 rows: about 5 MB
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty)
+    assert caught.value.cause == "body" and caught.value.limit == 100
+    assert caught.value.message.startswith("answer of 5,0")
+    assert caught.value.message.endswith(" bytes, at most 4 MB allowed for a page of 100 rows")
+    assert len(behaviour.requests) == 1
+    assert len(fetch(faulty, limit=50).rows) == 50
+
+
+class OutOfMemoryClient(ProviderClient):
+    """Runs out of memory decoding any answer of more than 60 rows' worth of bytes."""
+
+    def _parse(self, raw: bytes, limit: int) -> Batch:
+        if limit > 60:
+            raise MemoryError
+        return super()._parse(raw, limit)
+
+
+def test_out_of_memory_decoding_is_a_page_too_large(faulty: FaultProviderServer) -> None:
+    faulty.reset(rows=250)
+    with pytest.raises(PageTooLarge) as caught:
+        fetch(faulty, client_class=OutOfMemoryClient)
+    assert caught.value.cause == "memory" and not caught.value.permanent
+    assert caught.value.message.startswith("out of memory decoding an answer of ")
+    assert len(fetch(faulty, client_class=OutOfMemoryClient, limit=60).rows) == 60
+
+
+def gaps(behaviour: Any) -> list[float]:
+    times = [r["at"] for r in behaviour.requests]
+    return [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+
+
+@pytest.mark.parametrize("status", [503, 504])
+def test_a_db_timeout_is_asked_again_on_its_own_schedule(
+    faulty: FaultProviderServer, status: int
+) -> None:
+    behaviour = faulty.reset(rows=250, db_timeouts=3, db_timeout_status=status)
+    # One try for other failures: the DB_TIMEOUT retries do not use it up.
+    batch = fetch(faulty, attempts=1, db_timeout_pauses=(0.1, 0.4, 1.6))
+    assert len(batch.rows) == 100
+    assert [r["status"] for r in behaviour.requests] == [status] * 3 + [200]
+    first, second, third = gaps(behaviour)
+    assert 0.1 <= first < 0.4 <= second < 1.6 <= third < 3.0, (first, second, third)
+
+
+def test_a_db_timeout_on_every_try_fails_the_batch_naming_it(faulty: FaultProviderServer) -> None:
+    behaviour = faulty.reset(rows=250, db_timeouts=-1)
+    with pytest.raises(ProviderUnavailable) as caught:
+        fetch(faulty, db_timeout_pauses=(0.01, 0.02, 0.04))
+    assert caught.value.message == (
+        "provider answered 503 DB_TIMEOUT on 4 attempts (3 retries, after 0.01, 0.02, 0.04 s)"
+    )
+    assert caught.value.code == "PROVIDER_UNAVAILABLE" and not caught.value.permanent
+    assert len(behaviour.requests) == 4
+
+
+def test_other_503s_keep_the_usual_tries(faulty: FaultProviderServer) -> None:
+    # Two DB timeouts, then plain 503s: three plain tries, as without the timeouts.
+    behaviour = faulty.reset(rows=250, db_timeouts=2, always_fail=True)
+    with pytest.raises(ProviderUnavailable) as caught:
+        fetch(faulty, db_timeout_pauses=(0.01, 0.01, 0.01))
+    assert caught.value.message == "provider answered 503 on 5 attempts"
+    assert [r["status"] for r in behaviour.requests] == [503] * 5
+
+
+def test_the_batch_time_limit_and_abort_cut_a_db_timeout_pause(
+    faulty: FaultProviderServer,
+) -> None:
+    faulty.reset(rows=250, db_timeouts=-1)
+    started = time.monotonic()
+    with pytest.raises(ProviderTooSlow) as caught:
+        fetch(faulty, time_limit=1.0, db_timeout_pauses=(20.0,))
+    assert caught.value.message == (
+        "provider answer took longer than 1 s (last try: answered 503 DB_TIMEOUT)"
+    )
+    abort = threading.Event()
+    threading.Timer(0.5, abort.set).start()
+    with pytest.raises(FetchAborted):
+        fetch(faulty, abort=abort, db_timeout_pauses=(20.0,))
+    assert time.monotonic() - started < 10

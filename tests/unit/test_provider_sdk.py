@@ -126,6 +126,29 @@ def test_errors_have_one_shape_4xx_for_the_caller_5xx_for_the_provider():
     assert status == 500 and answer["code"] == "PROVIDER_ERROR"
 
 
+def test_a_database_timeout_and_a_page_too_large_have_their_own_answers():
+    def answer(fault: ProviderFault):
+        p = ExportProvider("T", COLUMNS, token="secret-token", secret="signing")
+
+        @p.fetcher
+        def fetch(req: BatchRequest, cursor, snapshot) -> Page:
+            raise fault
+
+        return call(p, body())
+
+    assert answer(ProviderFault.db_timeout()) == (
+        503,
+        {"code": "DB_TIMEOUT", "message": "the database query timed out", "field": None},
+    )
+    assert answer(ProviderFault.page_too_large(100)) == (
+        413,
+        {"code": "PAGE_TOO_LARGE", "message": "a page of 100 rows is too large", "field": None},
+    )
+    assert answer(ProviderFault.page_too_large(100, "rows of 2 MB"))[1]["message"] == (
+        "rows of 2 MB"
+    )
+
+
 def test_unknown_column_types_are_refused_at_declaration():
     with pytest.raises(ValueError, match="type must be one of"):
         ExportProvider("T", [Column("x", "X", "MONEY")], token="t", secret="s")
