@@ -248,13 +248,13 @@ class ExportRun:
             self.sharded = ShardedProducer(self, etype)
             return self.sharded.produce()
         request = self._provider_request(etype)
-        self.pages = PageSizer(request.limit)  # halved for a page too large, then grown back
+        pages = PageSizer(request.limit)  # halved for a page too large, then grown back
         time_limit = float(
             etype.batch_timeout_seconds or self.ctx.settings.provider.batch_timeout_seconds
         )
         fetcher = BatchFetcher(
             lambda cursor, snapshot, abort, limit: self._fetch(
-                request, cursor, snapshot, abort, limit
+                request, cursor, snapshot, abort, limit, pages
             ),
             self.watchdog.check,
             time_limit,
@@ -331,10 +331,12 @@ class ExportRun:
         snapshot: str | None,
         abort: threading.Event,
         time_limit: float,
+        pages: PageSizer,
     ) -> Batch:
-        """The fetch thread's work: one batch, stopping when ``abort`` is set."""
+        """The fetch thread's work: one batch at the page size ``pages`` holds for this
+        stream (halved after a page too large), stopping when ``abort`` is set."""
         self.watchdog.check()
-        return self.pages.fetch(
+        return pages.fetch(
             lambda limit: self.ctx.provider.fetch(
                 request,
                 cursor=cursor,

@@ -65,7 +65,7 @@ from export_center.errors import (
     SchemaChanged,
     StorageError,
 )
-from export_center.fetching import BatchFetcher
+from export_center.fetching import BatchFetcher, PageSizer
 from export_center.filenames import content_disposition
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
@@ -324,9 +324,10 @@ class ShardedProducer:
         time_limit = float(
             self.etype.batch_timeout_seconds or run.ctx.settings.provider.batch_timeout_seconds
         )
+        pages = PageSizer(request.limit)  # this shard's page size (halved on a 413)
         fetcher = BatchFetcher(
             lambda cursor, snapshot, abort, limit: run._fetch(
-                request, cursor, snapshot, abort, limit
+                request, cursor, snapshot, abort, limit, pages
             ),
             self._check,
             time_limit,

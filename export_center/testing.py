@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from export_center import pipeline, publisher, repository
+from export_center.fetching import PageSizer
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
@@ -103,9 +104,10 @@ class FaultInjectingRun(pipeline.ExportRun):
         snapshot: str | None,
         abort: threading.Event,
         time_limit: float,
+        pages: PageSizer,
     ) -> Batch:
         self.fault("fetch")
-        return super()._fetch(request, cursor, snapshot, abort, time_limit)
+        return super()._fetch(request, cursor, snapshot, abort, time_limit, pages)
 
     def _write_typed(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
         self.fault("render")
