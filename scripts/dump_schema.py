@@ -27,6 +27,7 @@ TABLES = (
     "export_task_guard",
     "export_request_key",
     "export_audit",
+    "export_shard",
 )
 HEADER = """-- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 -- Generated from the Alembic head by scripts/dump_schema.py; do not edit by hand.
@@ -38,7 +39,7 @@ HEADER = """-- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 
 
 def render(url: str) -> str:
-    """Return the DDL of the three tables as created by the migrations on ``url``."""
+    """Return the DDL of the tables as created by the migrations on ``url``."""
     engine = make_engine(url)
     upgrade_database(engine)
     parts = [HEADER]

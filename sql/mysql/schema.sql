@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `updated_at` datetime(3) NOT NULL,
   `warning_message` varchar(1000) DEFAULT NULL,
   `time_zone` varchar(64) NOT NULL DEFAULT 'UTC',
+  `shards_done` int(11) DEFAULT NULL,
+  `shards_total` int(11) DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),
@@ -116,7 +118,6 @@ CREATE TABLE IF NOT EXISTS `export_audit` (
   KEY `ix_export_audit_tenant` (`tenant_id`,`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
--- The shards of sharded exports and their checkpoints (fenced by the task's lease).
 CREATE TABLE IF NOT EXISTS `export_shard` (
   `task_id` bigint(20) NOT NULL,
   `shard_no` int(11) NOT NULL,
