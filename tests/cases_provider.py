@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -113,6 +114,41 @@ class CasesServer:
             return result
 
         app.include_router(events.router())
+
+        by_day = ExportProvider(
+            "DAY_EVENTS",
+            [Column("id", "id", "INTEGER"), Column("created_at", "created_at", "STRING")],
+            token=token,
+            secret="cases-secret",
+        )
+
+        @by_day.fetcher
+        def fetch_by_day(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
+            """Events of the request's shard window (half-open, instants in UTC)."""
+            assert req.shard is not None, "DAY_EVENTS is sharded"
+            start = req.shard.start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            end = req.shard.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            where, binds = " AND created_at >= ? AND created_at < ?", [start, end]
+            if cursor is not None:
+                where += " AND (created_at, id) > (?, ?)"
+                binds += [cursor[0], cursor[1]]
+            with server.lock:
+                server.requests.append(req.model_dump(by_alias=True, mode="json"))
+                rows = server.db.execute(
+                    f"SELECT id, created_at FROM events WHERE 1=1{where}"
+                    " ORDER BY created_at, id LIMIT ?",
+                    [*binds, req.limit + 1],
+                ).fetchall()
+            has_more = len(rows) > req.limit
+            rows = rows[: req.limit]
+            return Page(
+                rows=[{"id": r[0], "created_at": r[1]} for r in rows],
+                next_cursor=[rows[-1][1], rows[-1][0]] if rows else None,
+                has_more=has_more,
+                snapshot={"window": req.shard.id},
+            )
+
+        app.include_router(by_day.router())
         self.port = free_port()
         self.thread = ServerThread(app, "127.0.0.1", self.port)
         self.url = self.thread.url
@@ -126,7 +162,8 @@ class CasesServer:
 
 
 def cases_registry(directory: Path, provider_url: str) -> Path:
-    """Registry: the samples plus CASES and EVENTS at ``provider_url`` (batch size 50)."""
+    """Registry: the samples plus CASES, EVENTS and DAY_EVENTS (sharded by day) at
+    ``provider_url`` (batch size 50)."""
     from export_center.runtime import default_registry_path
 
     extra = ""
@@ -152,6 +189,20 @@ def cases_registry(directory: Path, provider_url: str) -> Path:
   app_scope: PLATFORM
   batch_size: 50
   max_attempts: 1{params}
+"""
+    extra += f"""
+DAY_EVENTS:
+  provider_url: {provider_url}
+  provider_path: /internal/exports/v1/DAY_EVENTS/batches
+  required_permission: export:cases:create
+  app_scope: PLATFORM
+  batch_size: 50
+  max_attempts: 1
+  parameters:
+    - {{name: from, type: date}}
+    - {{name: to, type: date}}
+  date_range: [from, to]
+  shards: {{by: day, max_shards: 64, parallel: 4}}
 """
     path = directory / "cases_types.yaml"
     path.write_text(default_registry_path().read_text() + extra)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import select, update
@@ -30,6 +31,7 @@ from export_center.shards import plan_shards
 from export_center.storage import PART_PREFIX
 from export_center.testing import FaultInjectingRun
 from providers import tpch
+from tests.cases_provider import CASES_TOKEN, cases_registry
 from tests.conftest import SAMPLE_SCALE
 from tests.helpers import Stack, create, download, read_csv, read_xlsx, wait_state
 from tests.shard_probe import ServedRows
@@ -285,3 +287,51 @@ def test_the_task_detail_counts_shards_while_running(make_stack):
             break
         time.sleep(0.02)
     assert (10, 10) in seen and any(done < 10 for done, _ in seen), seen
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "hours"),
+    [("2024-03-09", "2024-03-11", [24, 23, 24]), ("2024-11-02", "2024-11-04", [24, 25, 24])],
+)
+def test_dst_days_in_new_york_are_shards_of_their_own_length(
+    make_stack, cases, tmp_path, first, last, hours
+):
+    """A day-sharded type over the spring-forward and fall-back weekends: the windows
+    are 24/23/24 and 24/25/24 hours, and every event of the three days is in the file
+    exactly once (one event every 7 minutes, from two days before to two days after)."""
+    start = dt.datetime.fromisoformat(first).replace(tzinfo=dt.UTC) - dt.timedelta(days=2)
+    stamps = [start + dt.timedelta(minutes=7 * i) for i in range(7 * 24 * 60 // 7)]
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [(i, s.strftime("%Y-%m-%dT%H:%M:%S.%f")) for i, s in enumerate(stamps)],
+    )
+    stack = make_stack(
+        export_types_file=str(cases_registry(tmp_path, cases.url)),
+        provider={"internal_token": CASES_TOKEN},
+    )
+    client = stack.client(perms=["export:cases:create"])
+    answer = create(
+        client,
+        "csv",
+        exportType="DAY_EVENTS",
+        timeZone="America/New_York",
+        parameters={"from": first, "to": last},
+    )
+    assert answer.status_code == 202, answer.text
+    detail = wait_state(client, answer.json()["taskId"], timeout=60)
+    assert detail["state"] == "succeeded", detail
+    windows = sorted(
+        {(r["shard"]["from"], r["shard"]["to"]) for r in cases.requests if r.get("shard")}
+    )
+    lengths = [
+        (dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds() / 3600
+        for a, b in windows
+    ]
+    assert lengths == hours
+    zone = ZoneInfo("America/New_York")
+    day0 = dt.datetime.fromisoformat(first).replace(tzinfo=zone)
+    day3 = dt.datetime.fromisoformat(last).replace(tzinfo=zone) + dt.timedelta(days=1)
+    expected = [i for i, s in enumerate(stamps) if day0 <= s < day3]
+    ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert ids == expected  # each once, none missing, in time order across the shards
+    assert abs(len(expected) - sum(hours) * 60 / 7) <= 1
