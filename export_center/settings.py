@@ -138,10 +138,11 @@ class TaskSettings(BaseModel):
         "at checkpoints)",
     )
     checkpoint_every_seconds: float = Field(
-        2.0,
-        gt=0,
+        0.0,
+        ge=0,
         description="A shard stores its segment and writes its checkpoint at a page end "
-        "at most this often (and always when the segment passes 8 MB)",
+        "at most this often; 0: after every page (a crash then refetches only the pages "
+        "in flight); always when the segment passes 8 MB",
     )
     time_zone: str = Field(
         "UTC",

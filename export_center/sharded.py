@@ -10,9 +10,10 @@ A type with ``shards`` in the registry runs each attempt as:
    once, one thread each (a shard's fetch thread prefetches its next page, so a shard
    holds at most two pages). A shard pages with its own keyset cursor and snapshot
    token, in order inside its window, and renders its rows into a *part*: header-less
-   CSV, or XLSX ``<row>`` fragments without row numbers. At a page end, at most every
-   ``task.checkpoint_every_seconds`` (and always when the buffer passes 8 MB or the
-   shard ends), the rendered bytes are stored as the part's next *segment*
+   CSV, or XLSX ``<row>`` fragments without row numbers. At a page end (by default
+   every page; at most every ``task.checkpoint_every_seconds`` when set, and always
+   when the buffer passes 8 MB or the shard ends), the rendered bytes are stored as
+   the part's next *segment*
    (``parts/{task}/{shard}/{segment}.v{version}``) and then, in one transaction with
    the task's progress and fenced by lease owner and dispatch version, the checkpoint
    ``{cursor, rows, pages, bytes, CRC-32, segments, writer counts}`` is written. A
