@@ -429,9 +429,22 @@ class ExportRun:
         self.phase = Phase.STORE
         self._progress(force=True)
         stats = writer.close()
+        return stats, self._store(stream)
+
+    def _store(self, stream: BinaryIO) -> int:
+        """Close the written file's stream and commit it under the attempt's key (both
+        the single-stream and the sharded path end here).
+
+        Returns:
+            The file's size in bytes.
+
+        Raises:
+            StorageError: the store cannot commit it.
+            ExportCancelled, LeaseLost, ...: from the watchdog, checked before the commit.
+        """
         stream.close()
         self.watchdog.check()
-        return stats, self.ctx.storage.commit(self.object_key)
+        return self.ctx.storage.commit(self.object_key)
 
     @property
     def content_type(self) -> str:

@@ -548,13 +548,11 @@ class ShardedProducer:
         try:
             assemble = assemble_csv if run.ext == "csv" else assemble_xlsx
             stats = assemble(stream, self.columns, parts, part_stats=part_stats, max_bytes=cap)
-            stream.close()
+            size = run._store(stream)
         except BaseException:
             if not stream.closed:
                 stream.close()
             raise
-        run.watchdog.check()
-        size = run.ctx.storage.commit(run.object_key)
         notes: list[str] = []
         for s in self.states:
             notes = _merged(notes, (s.cp.stats or {}).get("notes") or [])

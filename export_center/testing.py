@@ -23,7 +23,7 @@ from export_center.fetching import PageSizer
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
-from export_center.writers import ExportWriter, WriterStats
+from export_center.writers import ExportWriter
 
 __all__ = ["FaultInjectingRun", "MemoryTransport", "Publisher"]
 
@@ -86,7 +86,7 @@ class FaultInjectingRun(pipeline.ExportRun):
 
     Points: ``fetch`` (in the fetch thread, before each provider request), ``render``
     (before each batch is written; in a sharded attempt, in the shard's thread), ``store``
-    (before the file is closed and stored; unsharded attempts only), ``before_commit``
+    (when the file is written, before it is closed and stored), ``before_commit``
     and ``after_commit``. ``fault`` may raise, or end the process.
     """
 
@@ -113,9 +113,9 @@ class FaultInjectingRun(pipeline.ExportRun):
         self.fault("render")
         super()._write_typed(writer, typed)
 
-    def _finish(self, writer: ExportWriter, stream: BinaryIO) -> tuple[WriterStats, int]:
+    def _store(self, stream: BinaryIO) -> int:
         self.fault("store")
-        return super()._finish(writer, stream)
+        return super()._store(stream)
 
     def _commit(self, stored: repository.StoredFile, started: float) -> pipeline.AttemptOutcome:
         self.fault("before_commit")
