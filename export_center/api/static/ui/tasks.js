@@ -193,8 +193,9 @@ class Row {
       this.bar = showBar ? h('progress', { max: 1, 'aria-label': t('progressOf', { name: task.taskName }) }) : null;
       this.pct = h('span', { class: 'pct' });
       this.line1 = h('span', { class: 'rows' });
+      this.shards = h('span', { class: 'shards' });
       this.line2 = h('span', { class: 'sub' });
-      td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.line2].filter(Boolean));
+      td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.shards, this.line2].filter(Boolean));
     }
     const done = i18n.number(task.processed || 0);
     const total = known ? i18n.number(task.total) : null;
@@ -210,6 +211,7 @@ class Row {
     this.pct.textContent = fraction == null ? '' : i18n.percent(fraction);
     let line1 = '';
     let line2 = '';
+    let parts = '';
     if (retryPending(task)) {
       const time = retryClock(task);
       line1 = t(time ? 'retryAt' : 'retrySoon', { time, cause: cause(task) });
@@ -217,6 +219,11 @@ class Row {
       line1 = t('waiting');
     } else if (task.state === 'running') {
       line1 = known ? t('rowsOf', { done, total }) : t('rowsSoFar', { done });
+      // "Parts", not "days": a long range puts several days in one part, and one part
+      // alone (a single day, or no dates) is not worth a line.
+      if (task.shardsTotal > 1) {
+        parts = t('shardsOf', { done: i18n.number(task.shardsDone || 0), total: i18n.number(task.shardsTotal) });
+      }
       const bits = [];
       if (task.rowsPerSecond != null) bits.push(t('rate', { rate: i18n.number(Math.round(task.rowsPerSecond)) }));
       if (task.etaSeconds != null) bits.push(t('eta', { eta: i18n.duration(task.etaSeconds) }));
@@ -227,6 +234,8 @@ class Row {
       line1 = known ? t('stoppedAt', { done, total }) : t('stoppedAfter', { done });
     } // failed: the count is of the last progress write, not where it stopped
     this.line1.textContent = line1;
+    this.shards.textContent = parts;
+    this.shards.hidden = !parts;
     this.line2.textContent = line2;
     this.line2.hidden = !line2;
     return td;
