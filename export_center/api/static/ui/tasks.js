@@ -9,12 +9,21 @@ const { t } = i18n;
 export const ACTIVE = new Set(['queued', 'running']);
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
-/** The actions a user may take on `task` now (no Retry where a retry meets the same end). */
+/** Runs in parts (day windows, checkpointed): a retry resumes, "Start over" does not. */
+export function sharded(task) {
+  return task.shardsTotal != null;
+}
+
+/** The actions a user may take on `task` now (no Retry where a retry meets the same end).
+ * `restart` is the retry of a sharded export that starts every part from zero. */
 export function actionsOf(task, canCreate) {
   const list = [];
   if (task.state === 'succeeded' && task.downloadUrl) list.push('download');
   if (ACTIVE.has(task.state)) list.push('cancel');
-  if (task.state === 'failed' && task.retryable !== false) list.push('retry');
+  if (task.state === 'failed' && task.retryable !== false) {
+    list.push('retry');
+    if (sharded(task)) list.push('restart');
+  }
   if (TERMINAL.has(task.state) && canCreate(task.exportType)) list.push('again');
   return list;
 }
@@ -270,13 +279,17 @@ class Row {
 
   button(action) {
     const ctx = this.table.ctx;
-    const label = t(`${action}Label`, { name: this.task.taskName });
+    // A sharded export's Retry resumes: its name and tooltip say so (the row's actions
+    // list has `restart` then, so the cell is rebuilt when that changes).
+    const resumes = action === 'retry' && sharded(this.task);
+    const label = t(resumes ? 'retryResumeLabel' : `${action}Label`, { name: this.task.taskName });
     const onclick = (event) => ctx.onAction(action, this.task, event);
     if (action === 'download') {
       return h('a', { class: 'btn primary', dataset: { action }, download: '', rel: 'noreferrer', 'aria-label': label, onclick }, icon('download'), h('span', {}, t('download')));
     }
     const kind = action === 'cancel' ? 'btn danger' : 'btn';
-    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, onclick }, t(action));
+    const title = resumes ? t('retryResume') : action === 'restart' ? t('restartHint') : null;
+    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, title, onclick }, t(action));
   }
 }
 
