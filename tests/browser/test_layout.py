@@ -75,6 +75,46 @@ def test_the_actions_are_in_view_at_every_desktop_width(seeded_stack, ui, locale
         assert page.evaluate(ACTIONS_IN_VIEW) == [], (width, locale, role)
 
 
+# Text lines of each progress cell that stick out of the cell or out of their own box.
+PROGRESS_OVERFLOW = """
+() => [...document.querySelectorAll('#tasks-body td.c-progress')].flatMap((td) => {
+  const box = td.getBoundingClientRect();
+  return [...td.querySelectorAll(':scope > span')].filter((el) => {
+    const r = el.getBoundingClientRect();
+    const out = r.left < box.left - 1 || r.right > box.right + 1;
+    return r.width && (out || el.scrollWidth > el.clientWidth + 1);
+  }).map((el) => `${td.closest('tr').dataset.taskId} ${el.className}: ${el.textContent}`);
+})
+"""
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_sharded_rows_keep_their_layout_at_every_width(make_stack, ui, locale):
+    """A running sharded export's extra progress line and a failed one's third button
+    (Retry, Start over, Export again), from phone cards to the widest table."""
+    stack = make_stack(
+        api={"dev_sign_in": True},
+        consumer={"enabled": False},
+        limits={"max_active_per_user": 100, "max_active_per_type": 100},
+    )
+    big = {"processed_rows": 1_234_567, "total_rows": 9_876_543}
+    parts = {"shards_done": 12, "shards_total": 64}
+    seeded(stack, "alice", "running", f"{LONG} (parts)", day=1, **parts, **big)
+    seeded(stack, "alice", "failed", f"{LONG} (failed parts)", day=2, **parts)
+    seeded(stack, "alice", "running", f"{LONG} (rows)", day=3)
+    view = ui(stack, locale=locale, viewport=(1400, 900)).open().sign_in()
+    page = view.page
+    expect(page.locator("#tasks-body .shards:visible")).to_have_count(1)
+    buttons = page.locator("#tasks-body .actions .btn")
+    expect(buttons).to_have_count(5)  # Cancel ×2, Retry, Start over, Export again
+    for width in [360, 390, 600, *WIDTHS]:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(50)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, width
+        assert page.evaluate(ACTIONS_IN_VIEW) == [], (width, locale)
+        assert page.evaluate(PROGRESS_OVERFLOW) == [], (width, locale)
+
+
 def test_a_long_user_name_keeps_the_top_bar_on_one_line(make_stack, ui):
     stack = make_stack(api={"dev_sign_in": True})
     view = ui(stack).open().sign_in("alexandra.konstantinopoulou-vandenberghe@example.com", "acme")

@@ -17,6 +17,7 @@ from export_center.db import db_now_plus
 from export_center.models import ExportOutbox
 from export_center.publisher import message_for_row
 from export_center.transport import OutgoingMessage
+from tests.browser.seeding import seeded
 from tests.helpers import Stack, create, wait_state
 
 try:
@@ -177,3 +178,58 @@ def test_a_quarantined_command_is_retried_with_a_reason_from_the_view(held, publ
     expect(page.locator("#ops-audit")).to_contain_text("Dead letter: quarantined")
     detail = held.client("alice").get(f"/api/v1/exports/{task_id}").json()
     assert detail["state"] == "succeeded"
+
+
+def test_an_operator_may_start_a_sharded_export_over(make_stack, ui):
+    stack = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    task_id = seeded(stack, "alice", "failed", "Orders by day", shards_done=3, shards_total=8)
+    other = seeded(stack, "alice", "failed", "Plain orders", day=2)
+    view = ui(stack).open().sign_in("olga", role="admin")
+    page = view.page
+    _open_ops(view)
+    page.locator(f'#ops-failures tr[data-task-id="{task_id}"]').get_by_role(
+        "button", name=f"Retry export {task_id}"
+    ).click()
+    expect(page.locator("#ops-retry-intro")).to_have_text(
+        "An export that runs in parts continues where it stopped; any other export runs "
+        "again from the start. Say why: the reason is kept in the audit trail with your name."
+    )
+    fresh = page.get_by_role(
+        "checkbox", name="Start over: discard the parts already exported and run every part again"
+    )
+    expect(fresh).not_to_be_checked()  # resuming is the default
+    expect(page.locator("#ops-fresh-hint")).to_have_text(
+        "Choose this when the data or the rules changed since the failure. It makes no "
+        "difference to an export that does not run in parts."
+    )
+    fresh.check()
+    page.fill("#ops-reason", "provider fixed its rows")
+    with page.expect_request(re.compile(r"/api/v1/admin/tasks/.+/retry$")) as asked:
+        page.click("#ops-retry-submit")
+    assert asked.value.post_data_json == {"reason": "provider fixed its rows", "fresh": True}
+    expect(page.locator("#toasts")).to_contain_text(
+        f"Export {task_id} is queued again and starts over from the beginning."
+    )
+    audit = page.locator("#ops-audit tr", has_text="provider fixed its rows")
+    expect(audit).to_contain_text("Start over: queued again")
+    report = stack.client("root", perms=["platform:export:admin"]).get(
+        f"/api/v1/admin/tasks/{task_id}"
+    )
+    [retry] = [a for a in report.json()["audit"] if a["action"] == "manual_retry"]
+    assert retry["details"]["fresh"] is True and retry["reason"] == "provider fixed its rows"
+    # In Chinese, and unticked again for the next retry.
+    page.click("#lang-switch")
+    expect(audit).to_contain_text("从头开始：已重新排队")
+    page.locator(f'#ops-failures tr[data-task-id="{other}"]').get_by_role(
+        "button", name=f"重试导出任务 {other}"
+    ).click()
+    expect(page.locator("#ops-retry-intro")).to_have_text(
+        "分片导出会从中断处继续，其他导出从头重新执行。请填写原因，原因会连同你的账号记入操作记录。"
+    )
+    fresh = page.get_by_role("checkbox", name="从头开始：丢弃已导出的分片，所有分片重新导出")
+    expect(fresh).not_to_be_checked()
+    expect(page.locator("#ops-fresh-hint")).to_have_text(
+        "失败后数据或规则有变化时请勾选。对未分片的导出没有影响。"
+    )
+    page.click("#ops-retry-close")
+    expect(page.locator("#ops-retry")).to_be_hidden()

@@ -4,7 +4,7 @@
 import { $, h, icon } from './dom.js';
 import * as i18n from './i18n.js';
 import * as api from './api.js';
-import { ACTIVE, TaskTable } from './tasks.js';
+import { ACTIVE, TaskTable, sharded } from './tasks.js';
 import { CreateForm, describe } from './form.js';
 
 const { t } = i18n;
@@ -533,6 +533,15 @@ async function onAction(action, task, event) {
     });
     if (!sure) return button.isConnected && button.focus();
   }
+  if (action === 'restart') {
+    const sure = await confirmDialog({
+      title: t('restartTitle', { name }),
+      text: t('restartText'),
+      yes: t('restart'),
+      no: t('restartKeep'),
+    });
+    if (!sure) return button.isConnected && button.focus();
+  }
   if (button.dataset.busy) return;
   button.dataset.busy = '1';
   app.focusTask = task.taskId;
@@ -540,14 +549,19 @@ async function onAction(action, task, event) {
   button.setAttribute('aria-disabled', 'true'); // not `disabled`: that would drop the focus
   button.setAttribute('aria-busy', 'true');
   try {
-    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}/${action}`, { method: 'POST' });
+    // Start over is the retry that drops a sharded export's finished parts.
+    const path = action === 'restart' ? 'retry?fresh=true' : action;
+    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}/${path}`, { method: 'POST' });
     if (action === 'cancel') {
       if (data.state === 'cancelled') notify('ok', t('cancelledNow', { name }));
       else {
         app.cancelling.add(task.taskId);
         notify('ok', t('cancelling', { name }));
       }
-    } else notify('ok', t('retried', { name }));
+    } else {
+      const said = action === 'restart' ? 'restarted' : sharded(task) ? 'resumed' : 'retried';
+      notify('ok', t(said, { name }));
+    }
     app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
     renderList();
   } catch (error) {

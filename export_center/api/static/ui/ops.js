@@ -1,7 +1,8 @@
 // The operations view (admins only, loaded the first time one opens it): the outbox
 // backlog, quarantined commands, failures by type and the audit trail, from
 // GET /api/v1/admin/overview every few seconds while it is on screen. A retry asks for
-// a reason, which the audit trail keeps (POST /api/v1/admin/tasks/{id}/retry).
+// a reason, which the audit trail keeps (POST /api/v1/admin/tasks/{id}/retry), and may
+// start a sharded export over instead of resuming it ("fresh").
 
 import { $, h } from './dom.js';
 import * as i18n from './i18n.js';
@@ -41,17 +42,21 @@ i18n.extend({
   'ops.col.actions': 'Actions',
   'ops.retryLabel': 'Retry export {task}',
   'ops.retryTitle': 'Retry export {task}',
-  'ops.retryIntro': 'The export runs again from the start. Say why: the reason is kept in the audit trail with your name.',
+  'ops.retryIntro': 'An export that runs in parts continues where it stopped; any other export runs again from the start. Say why: the reason is kept in the audit trail with your name.',
+  'ops.fresh': 'Start over: discard the parts already exported and run every part again',
+  'ops.freshHint': 'Choose this when the data or the rules changed since the failure. It makes no difference to an export that does not run in parts.',
   'ops.reason': 'Reason',
   'ops.reasonShort': 'Write why you retry it (at least 3 characters).',
   'ops.retrySubmit': 'Retry export',
   'ops.retried': 'Export {task} is queued again.',
+  'ops.restarted': 'Export {task} is queued again and starts over from the beginning.',
   'ops.count': '{type}: {n} failed',
   'ops.what': '{action}: {outcome}',
   'actor.system': 'System ({name})',
   'actor.operator': '{name} (command line)',
   'action.dead_letter': 'Dead letter',
   'action.manual_retry': 'Retry',
+  'action.manual_retry.fresh': 'Start over',
   'action.manual_cancel': 'Cancel',
   'action.lease_recovery': 'Lease recovered',
   'action.registry_reload': 'Export types reloaded',
@@ -94,17 +99,21 @@ i18n.extend({
   'ops.col.actions': '操作',
   'ops.retryLabel': '重试导出任务 {task}',
   'ops.retryTitle': '重试导出任务 {task}',
-  'ops.retryIntro': '导出将从头重新执行。请填写原因，原因会连同你的账号记入操作记录。',
+  'ops.retryIntro': '分片导出会从中断处继续，其他导出从头重新执行。请填写原因，原因会连同你的账号记入操作记录。',
+  'ops.fresh': '从头开始：丢弃已导出的分片，所有分片重新导出',
+  'ops.freshHint': '失败后数据或规则有变化时请勾选。对未分片的导出没有影响。',
   'ops.reason': '原因',
   'ops.reasonShort': '请填写重试原因（至少 3 个字）。',
   'ops.retrySubmit': '重试导出',
   'ops.retried': '导出任务 {task} 已重新排队。',
+  'ops.restarted': '导出任务 {task} 已重新排队，将从头开始导出。',
   'ops.count': '{type}：失败 {n} 个',
   'ops.what': '{action}：{outcome}',
   'actor.system': '系统（{name}）',
   'actor.operator': '{name}（命令行）',
   'action.dead_letter': '死信处理',
   'action.manual_retry': '手动重试',
+  'action.manual_retry.fresh': '从头开始',
   'action.manual_cancel': '手动取消',
   'action.lease_recovery': '回收租约',
   'action.registry_reload': '重新加载导出类型',
@@ -135,6 +144,12 @@ function actor(name) {
   if (kind === 'system') return t('actor.system', { name: rest });
   if (kind === 'operator') return t('actor.operator', { name: rest });
   return name;
+}
+
+/** What an audit row did; a retry that dropped the checkpoints says so. */
+function actionText(a) {
+  const fresh = a.action === 'manual_retry' && a.details?.fresh === true;
+  return fresh ? t('action.manual_retry.fresh') : maybe(`action.${a.action}`, a.action);
 }
 
 function when(iso) {
@@ -176,6 +191,9 @@ export class OpsView {
           h('label', { for: 'ops-reason', id: 'ops-reason-label' }),
           h('textarea', { id: 'ops-reason', rows: 3, maxlength: 500, 'aria-describedby': 'ops-reason-error' }),
           h('p', { class: 'error', id: 'ops-reason-error', hidden: true })),
+        h('div', { class: 'field radios' },
+          h('label', {}, h('input', { type: 'checkbox', id: 'ops-fresh', 'aria-describedby': 'ops-fresh-hint' }), h('span', { id: 'ops-fresh-label' })),
+          h('p', { class: 'hint', id: 'ops-fresh-hint' })),
         h('div', { class: 'form-actions' },
           h('button', { type: 'button', class: 'btn', id: 'ops-retry-close', onclick: () => dialog.close() }),
           h('button', { type: 'submit', class: 'btn primary', id: 'ops-retry-submit' })),
@@ -203,6 +221,8 @@ export class OpsView {
     $('ops-retry-submit').textContent = t('ops.retrySubmit');
     $('ops-reason-label').textContent = t('ops.reason');
     $('ops-retry-intro').textContent = t('ops.retryIntro');
+    $('ops-fresh-label').textContent = t('ops.fresh');
+    $('ops-fresh-hint').textContent = t('ops.freshHint');
     if (this.retrying) $('ops-retry-title').textContent = t('ops.retryTitle', { task: this.retrying });
     if (this.data) this.render(this.data);
   }
@@ -294,7 +314,7 @@ export class OpsView {
           {},
           h('td', {}, when(a.at)),
           h('td', { title: a.actor }, actor(a.actor)),
-          h('td', {}, t('ops.what', { action: maybe(`action.${a.action}`, a.action), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
+          h('td', {}, t('ops.what', { action: actionText(a), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
           h('td', { class: 'mono' }, a.taskId || ''),
           h('td', { class: 'reason' }, a.reason || ''),
         )))
@@ -310,6 +330,7 @@ export class OpsView {
     this.retrying = taskId;
     $('ops-retry-title').textContent = t('ops.retryTitle', { task: taskId });
     $('ops-reason').value = '';
+    $('ops-fresh').checked = false; // resuming is the default, as everywhere
     this.reasonError('');
     this.dialog.showModal();
     $('ops-reason').focus();
@@ -331,13 +352,14 @@ export class OpsView {
       return $('ops-reason').focus();
     }
     const task = this.retrying;
+    const fresh = $('ops-fresh').checked;
     const submit = $('ops-retry-submit');
     if (submit.disabled) return;
     submit.disabled = true;
     try {
-      await api.call(`/api/v1/admin/tasks/${encodeURIComponent(task)}/retry`, { method: 'POST', body: { reason } });
+      await api.call(`/api/v1/admin/tasks/${encodeURIComponent(task)}/retry`, { method: 'POST', body: { reason, fresh } });
       this.dialog.close();
-      this.ctx.notify('ok', t('ops.retried', { task }));
+      this.ctx.notify('ok', t(fresh ? 'ops.restarted' : 'ops.retried', { task }));
       this.refresh();
     } catch (error) {
       if (error instanceof api.ApiError && error.status === 401) {

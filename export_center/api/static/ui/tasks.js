@@ -9,12 +9,21 @@ const { t } = i18n;
 export const ACTIVE = new Set(['queued', 'running']);
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
-/** The actions a user may take on `task` now (no Retry where a retry meets the same end). */
+/** Runs in parts (day windows, checkpointed): a retry resumes, "Start over" does not. */
+export function sharded(task) {
+  return task.shardsTotal != null;
+}
+
+/** The actions a user may take on `task` now (no Retry where a retry meets the same end).
+ * `restart` is the retry of a sharded export that starts every part from zero. */
 export function actionsOf(task, canCreate) {
   const list = [];
   if (task.state === 'succeeded' && task.downloadUrl) list.push('download');
   if (ACTIVE.has(task.state)) list.push('cancel');
-  if (task.state === 'failed' && task.retryable !== false) list.push('retry');
+  if (task.state === 'failed' && task.retryable !== false) {
+    list.push('retry');
+    if (sharded(task)) list.push('restart');
+  }
   if (TERMINAL.has(task.state) && canCreate(task.exportType)) list.push('again');
   return list;
 }
@@ -193,8 +202,9 @@ class Row {
       this.bar = showBar ? h('progress', { max: 1, 'aria-label': t('progressOf', { name: task.taskName }) }) : null;
       this.pct = h('span', { class: 'pct' });
       this.line1 = h('span', { class: 'rows' });
+      this.shards = h('span', { class: 'shards' });
       this.line2 = h('span', { class: 'sub' });
-      td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.line2].filter(Boolean));
+      td.replaceChildren(...[this.bar && h('div', { class: 'bar' }, this.bar, this.pct), this.line1, this.shards, this.line2].filter(Boolean));
     }
     const done = i18n.number(task.processed || 0);
     const total = known ? i18n.number(task.total) : null;
@@ -210,6 +220,7 @@ class Row {
     this.pct.textContent = fraction == null ? '' : i18n.percent(fraction);
     let line1 = '';
     let line2 = '';
+    let parts = '';
     if (retryPending(task)) {
       const time = retryClock(task);
       line1 = t(time ? 'retryAt' : 'retrySoon', { time, cause: cause(task) });
@@ -217,6 +228,11 @@ class Row {
       line1 = t('waiting');
     } else if (task.state === 'running') {
       line1 = known ? t('rowsOf', { done, total }) : t('rowsSoFar', { done });
+      // "Parts", not "days": a long range puts several days in one part, and one part
+      // alone (a single day, or no dates) is not worth a line.
+      if (task.shardsTotal > 1) {
+        parts = t('shardsOf', { done: i18n.number(task.shardsDone || 0), total: i18n.number(task.shardsTotal) });
+      }
       const bits = [];
       if (task.rowsPerSecond != null) bits.push(t('rate', { rate: i18n.number(Math.round(task.rowsPerSecond)) }));
       if (task.etaSeconds != null) bits.push(t('eta', { eta: i18n.duration(task.etaSeconds) }));
@@ -227,6 +243,8 @@ class Row {
       line1 = known ? t('stoppedAt', { done, total }) : t('stoppedAfter', { done });
     } // failed: the count is of the last progress write, not where it stopped
     this.line1.textContent = line1;
+    this.shards.textContent = parts;
+    this.shards.hidden = !parts;
     this.line2.textContent = line2;
     this.line2.hidden = !line2;
     return td;
@@ -261,13 +279,17 @@ class Row {
 
   button(action) {
     const ctx = this.table.ctx;
-    const label = t(`${action}Label`, { name: this.task.taskName });
+    // A sharded export's Retry resumes: its name and tooltip say so (the row's actions
+    // list has `restart` then, so the cell is rebuilt when that changes).
+    const resumes = action === 'retry' && sharded(this.task);
+    const label = t(resumes ? 'retryResumeLabel' : `${action}Label`, { name: this.task.taskName });
     const onclick = (event) => ctx.onAction(action, this.task, event);
     if (action === 'download') {
       return h('a', { class: 'btn primary', dataset: { action }, download: '', rel: 'noreferrer', 'aria-label': label, onclick }, icon('download'), h('span', {}, t('download')));
     }
     const kind = action === 'cancel' ? 'btn danger' : 'btn';
-    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, onclick }, t(action));
+    const title = resumes ? t('retryResume') : action === 'restart' ? t('restartHint') : null;
+    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, title, onclick }, t(action));
   }
 }
 
