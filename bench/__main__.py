@@ -6,7 +6,7 @@ Usage::
                     [--only writer,e2e,scaling,storage,cluster] [--data-dir DIR]
                     [--no-mariadb]
 
-Five parts, printed as Markdown tables and written to ``--json`` (default
+Six parts, printed as Markdown tables and written to ``--json`` (default
 ``bench-results.json``):
 
 * ``writer``: the ORDERS columns, 200,000 rows (``--quick``: 20,000) through our XLSX
@@ -23,6 +23,9 @@ Five parts, printed as Markdown tables and written to ``--json`` (default
   (``bench.storage``: the ``scripts/s3proxy.sh`` server or
   ``EXPORT_CENTER_BENCH_S3_ENDPOINT``) and in the local directory: seconds and the
   ratio S3 / local.
+* ``shards``: a provider taking 100 ms per page, one export of 8 day shards with 1
+  and then 4 shards at once (``bench.shards``): seconds, the speed-up, and whether the
+  two files are byte-identical.
 * ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
   S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
   CPU-seconds of every group of processes (``bench.cluster``).
@@ -45,12 +48,13 @@ from typing import Any
 
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.shards import run_shards
 from bench.storage import run_storage, s3_server
 from bench.writers import run_writers
 
 FULL: dict[str, Any] = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
 QUICK: dict[str, Any] = {"writer_rows": 20_000, "e2e_scale": 0.01, "scaling": [0.01, 0.03]}
-PARTS = "writer,e2e,scaling,storage,cluster"
+PARTS = "writer,e2e,scaling,storage,cluster,shards"
 CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
     "ours_xlsx": "export_center XLSX",
@@ -168,6 +172,15 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         ratio,
         ">= 1.5",
         None if ratio is None else ratio >= 1.5,
+    )
+    shards = results.get("shards", {})
+    speedup = shards.get("speedup")
+    _goal(
+        goals,
+        "4 shards at once / 1, provider at 100 ms per page (same files)",
+        speedup,
+        ">= 3x",
+        None if speedup is None else speedup >= 3 and bool(shards.get("identical")),
     )
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
@@ -384,6 +397,15 @@ def print_report(results: dict[str, Any]) -> str:
         out.append(f"\nPeak RSS (MB): {peaks}.")
     elif cluster:
         out.append(f"\nCluster: skipped ({cluster['skipped']})")
+    shards = results.get("shards")
+    if shards:
+        x1, x4 = shards["runs"]["x1"], shards["runs"]["x4"]
+        out.append(
+            f"\nShards: {shards['pages']} pages, {shards['pageSeconds'] * 1000:.0f} ms each, "
+            f"{x1['shards']} day shards: 1 at once {x1['seconds']:.2f} s, 4 at once "
+            f"{x4['seconds']:.2f} s ({shards['speedup']:.2f}x); files identical: "
+            f"{shards['identical']}."
+        )
     goals = results.get("goals")
     if goals:
         rows = [
@@ -544,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
                 repeat=args.repeat,
                 say=say,
             )
+    if "shards" in parts:
+        say("shards: a 100 ms/page provider, 1 then 4 shards at once")
+        results["shards"] = run_shards()
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     report = print_report(results)

@@ -90,6 +90,7 @@ def _provider() -> Any:
         )
 
     app = FastAPI()
+    app.add_api_route("/healthz", lambda: {"status": "ok"})
     app.include_router(provider.router())
     return app
 
