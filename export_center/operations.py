@@ -185,7 +185,7 @@ def retry_task(
         if again is not None:
             kept = 0 if fresh else len(repository.load_shards(conn, task.id))
             if fresh:
-                repository.delete_shards(conn, task.id)
+                repository.delete_shards(conn, task.id, forget_counts=True)
             repository.record_audit(
                 conn,
                 actor=actor,

@@ -257,7 +257,7 @@ class Reconciler:
                 count = self.storage.delete_parts(task_no)
                 if task_no in ids:
                     with self.engine.begin() as conn:
-                        repository.delete_shards(conn, ids[task_no])
+                        repository.delete_shards(conn, ids[task_no], forget_counts=True)
             except Exception:
                 log.warning("could not delete the parts of %s", task_no, exc_info=True)
                 continue

@@ -53,6 +53,10 @@ class AdminTask(BaseModel):
     phase: str
     processed: int
     total: int | None
+    shardsDone: int | None = Field(default=None, description="Sharded export: shards done")
+    shardsTotal: int | None = Field(
+        default=None, description="Sharded export: shards in all (None when not sharded)"
+    )
     attempts: int
     maxAttempts: int
     dispatchVersion: int
@@ -79,6 +83,8 @@ class AdminTask(BaseModel):
             phase=task.phase,
             processed=task.processed_rows,
             total=task.total_rows,
+            shardsDone=task.shards_done,
+            shardsTotal=task.shards_total,
             attempts=task.attempt_count,
             maxAttempts=task.max_attempts,
             dispatchVersion=task.dispatch_version,

@@ -202,8 +202,18 @@ def save_checkpoint(
     )
 
 
-def delete_shards(conn: Connection, task_id: int) -> int:
-    """Forget the task's shards (a fresh run, a success, or the end of the task)."""
+def delete_shards(conn: Connection, task_id: int, *, forget_counts: bool = False) -> int:
+    """Forget the task's shards (a fresh run, a success, or the end of the task).
+
+    Args:
+        forget_counts: also clear the task's ``shards_done`` / ``shards_total`` (a fresh
+            run, parts dropped after the retention); a finished export keeps them.
+
+    Returns:
+        The shard rows deleted.
+    """
+    if forget_counts:
+        conn.execute(update(T).where(T.c.id == task_id).values(shards_done=None, shards_total=None))
     return conn.execute(delete(S).where(S.c.task_id == task_id)).rowcount or 0
 
 
