@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import csv
+import datetime as dt
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from export_center.auth import issue_token
 from export_center.embedded import ServerThread, build_app, free_port
 from export_center.runtime import Runtime
 from export_center.settings import Settings
+from export_center.shards import plan_shards
 
 TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
 ORDERS_PERMISSION = "export:orders:create"
@@ -174,3 +177,18 @@ def wait_healthy(base_url: str, timeout: float = 120.0) -> None:
             pass
         time.sleep(0.2)
     raise AssertionError(f"{base_url} did not answer /healthz in {timeout} s")
+
+
+def in_shard_order(
+    stack: Stack, parameters: dict[str, Any], rows: Iterable[tuple[dt.date, int]]
+) -> list[int]:
+    """Order keys in the order of a sharded ORDERS file: by day shard (the plan of
+    ``parameters`` in UTC), then by order key; ``rows`` are ``(order date, order key)``
+    within the range."""
+    etype = stack.runtime.registry.get("ORDERS")
+    assert etype is not None
+    starts = [s.first for s in plan_shards(etype, parameters, "UTC")]
+    if starts == [None]:  # one shard over everything: by key
+        return sorted(key for _day, key in rows)
+    keyed = sorted((bisect.bisect_right(starts, day) - 1, key) for day, key in rows)
+    return [key for _shard, key in keyed]

@@ -14,7 +14,7 @@ attempts of a task together may fetch at most 15 % of its rows a second time.
 
 from __future__ import annotations
 
-import bisect
+import datetime as dt
 import io
 import os
 import random
@@ -31,9 +31,8 @@ import pytest
 from sqlalchemy import select, update
 
 from export_center.models import ExportTask
-from export_center.shards import plan_shards
 from providers import tpch
-from tests.helpers import Stack, create, download, read_csv, wait_state
+from tests.helpers import Stack, create, download, in_shard_order, read_csv, wait_state
 from tests.integration.test_crash_recovery import start_worker
 from tests.shard_probe import ServedRows
 
@@ -54,19 +53,12 @@ EXPORTS = [
 
 def _expected(stack: Stack, sample_dir: Path, parameters: dict[str, str]) -> list[int]:
     """Order keys in the file's order: by shard, then by key within the shard."""
-    etype = stack.runtime.registry.get("ORDERS")
-    assert etype is not None
-    plan = plan_shards(etype, parameters, "UTC")
-    starts = [s.first for s in plan]
-    last = plan[-1].last
+    first, last = (dt.date.fromisoformat(parameters[k]) for k in ("from", "to"))
     rows = tpch.read_source_orders(tpch.generate(SCALE, sample_dir))
-    keyed = [
-        (bisect.bisect_right(starts, r["o_orderdate"]) - 1, r["o_orderkey"])
-        for r in rows
-        if starts[0] <= r["o_orderdate"] <= last
-    ]
-    keyed.sort()
-    return [key for _shard, key in keyed]
+    inside = (
+        (r["o_orderdate"], r["o_orderkey"]) for r in rows if first <= r["o_orderdate"] <= last
+    )
+    return in_shard_order(stack, parameters, inside)
 
 
 _FIRST_CELL = re.compile(rb'<row r="\d+"><c r="A\d+"[^>]*><v>(\d+)</v>')

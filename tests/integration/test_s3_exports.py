@@ -9,6 +9,7 @@ a dead attempt, expires files and cleans orphans in the bucket.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,7 +22,7 @@ from export_center.filenames import content_disposition
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
 from export_center.storage import new_object_key, task_no_of_key
-from tests.helpers import create, read_csv, read_xlsx, wait_state
+from tests.helpers import create, in_shard_order, read_csv, read_xlsx, wait_state
 from tests.integration.test_claims_and_loops import engine, new_task, set_task, task  # noqa: F401
 from tests.s3 import contents, storage_settings
 
@@ -37,21 +38,19 @@ def s3_stack(make_stack, endpoint: str, bucket: str, **s3: Any):
 
 
 def orders_between(stack, first: str, last: str) -> list[int]:
-    """Order keys of the sample between two dates, from the database."""
+    """Order keys of the sample between two dates, from the database, in the order of
+    the sharded file (by day shard, then by key)."""
     from sqlalchemy import create_engine, text
 
     eng = create_engine(stack.settings.resolved_sample_database_url)
     with eng.connect() as conn:
-        keys = conn.execute(
-            text(
-                "SELECT o_orderkey FROM orders WHERE o_orderdate BETWEEN :a AND :b "
-                "ORDER BY o_orderkey"
-            ),
+        rows = conn.execute(
+            text("SELECT o_orderdate, o_orderkey FROM orders WHERE o_orderdate BETWEEN :a AND :b"),
             {"a": first, "b": last},
-        ).scalars()
-        out = [int(k) for k in keys]
+        ).all()
     eng.dispose()
-    return out
+    days = [(d if isinstance(d, dt.date) else dt.date.fromisoformat(d), int(k)) for d, k in rows]
+    return in_shard_order(stack, {"from": first, "to": last}, days)
 
 
 def follow_to_s3(client: httpx.Client, task_id: str, endpoint: str) -> httpx.URL:

@@ -9,7 +9,6 @@ so a test can tell what an attempt fetched again.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import datetime as dt
 import os
@@ -27,13 +26,20 @@ from export_center.errors import ProviderUnavailable
 from export_center.models import ExportAudit, ExportShard, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
-from export_center.shards import plan_shards
 from export_center.storage import PART_PREFIX
 from export_center.testing import FaultInjectingRun
 from providers import tpch
 from tests.cases_provider import CASES_TOKEN, cases_registry
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import Stack, create, download, read_csv, read_xlsx, wait_state
+from tests.helpers import (
+    Stack,
+    create,
+    download,
+    in_shard_order,
+    read_csv,
+    read_xlsx,
+    wait_state,
+)
 from tests.shard_probe import ServedRows
 from tests.unit.writer_helpers import frozen_package_time
 
@@ -56,16 +62,8 @@ def _probed(make_stack: Callable[..., Stack], **overrides: Any) -> tuple[Stack, 
 def _source_by_day(sample_dir: Path, stack: Stack) -> list[int]:
     """Order keys in the sharded file's order: by shard (40 consecutive days for the
     whole range in 64 shards), then by order key."""
-    etype = stack.runtime.registry.get("ORDERS")
-    assert etype is not None
-    starts = [s.first for s in plan_shards(etype, ALL_DATES, "UTC")]
-
-    def shard_of(day: dt.date) -> int:
-        return bisect.bisect_right(starts, day) - 1
-
     rows = tpch.read_source_orders(tpch.generate(SAMPLE_SCALE, sample_dir))
-    ordered = sorted(rows, key=lambda r: (shard_of(r["o_orderdate"]), r["o_orderkey"]))
-    return [r["o_orderkey"] for r in ordered]
+    return in_shard_order(stack, ALL_DATES, ((r["o_orderdate"], r["o_orderkey"]) for r in rows))
 
 
 def _parts(stack: Stack) -> list[str]:
