@@ -226,3 +226,22 @@ def test_credentials_never_appear_in_errors(s3_endpoint, bucket):
     assert os.environ.get("EXPORT_CENTER_TEST_S3_SECRET_KEY", "export-center-secret") not in str(
         failure.value
     )
+
+
+def test_shard_segments_are_objects_read_back_and_deleted_per_task(s3_endpoint, s3, bucket):
+    storage = make_storage(s3_endpoint, bucket)
+    other = "exp_01JA2B3C4D5E6F7G8H9J0KMNPR"
+    data = b"".join(chunks(3 * MB))
+    storage.put_part(f"parts/{TASK}/00000/000000.v1", data)
+    storage.put_part(f"parts/{TASK}/00001/000000.v2", b"second")
+    storage.put_part(f"parts/{other}/00000/000000.v1", b"kept")
+    assert b"".join(storage.read_part(f"parts/{TASK}/00000/000000.v1")) == data
+    storage.put_part(f"parts/{TASK}/00001/000000.v2", b"again")  # a retried PUT replaces it
+    assert b"".join(storage.read_part(f"parts/{TASK}/00001/000000.v2")) == b"again"
+    assert storage.delete_parts(TASK) == 2
+    assert sorted(contents(s3, bucket).objects) == [f"parts/{other}/00000/000000.v1"]
+    with pytest.raises(StorageError, match="cannot read"):
+        list(storage.read_part(f"parts/{TASK}/00000/000000.v1"))
+    for bad in ("exports/x.csv", f"parts/{TASK}/0/0.v1", f"parts/{TASK}/00000/000000.v1/../x"):
+        with pytest.raises(StorageError, match="refused part key"):
+            storage.put_part(bad, b"x")
