@@ -20,7 +20,14 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
 from export_center.embedded import ServerThread, free_port
-from providers.sdk import BatchRequest, Column, ExportProvider, Page, day_range_utc
+from providers.sdk import (
+    BatchRequest,
+    Column,
+    ExportProvider,
+    Page,
+    ProviderFault,
+    day_range_utc,
+)
 
 CASES_TOKEN = "internal-token-for-the-cases-0123456789"
 """The internal service token the CASES provider expects (fixture ``cases``)."""
@@ -126,6 +133,11 @@ class CasesServer:
         def fetch_by_day(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
             """Events of the request's shard window (half-open, instants in UTC)."""
             assert req.shard is not None, "DAY_EVENTS is sharded"
+            largest = req.parameters.get("maxPage")
+            if largest is not None and req.limit > int(largest):
+                with server.lock:
+                    server.requests.append(req.model_dump(by_alias=True, mode="json"))
+                raise ProviderFault.page_too_large(req.limit)
             start = req.shard.start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
             end = req.shard.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
             where, binds = " AND created_at >= ? AND created_at < ?", [start, end]
@@ -196,11 +208,12 @@ DAY_EVENTS:
   provider_path: /internal/exports/v1/DAY_EVENTS/batches
   required_permission: export:cases:create
   app_scope: PLATFORM
-  batch_size: 50
+  batch_size: 1000
   max_attempts: 1
   parameters:
     - {{name: from, type: date}}
     - {{name: to, type: date}}
+    - {{name: maxPage, type: integer}}
   date_range: [from, to]
   shards: {{by: day, max_shards: 64, parallel: 4}}
 """

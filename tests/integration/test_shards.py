@@ -333,3 +333,39 @@ def test_dst_days_in_new_york_are_shards_of_their_own_length(
     ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert ids == expected  # each once, none missing, in time order across the shards
     assert abs(len(expected) - sum(hours) * 60 / 7) <= 1
+
+
+@pytest.mark.parametrize(("largest", "state"), [(300, "succeeded"), (100, "failed")])
+def test_each_shard_halves_its_pages_after_a_413(make_stack, cases, tmp_path, largest, state):
+    """DAY_EVENTS asks for pages of 1,000 rows; the provider refuses pages above
+    ``largest`` with 413. Each shard halves its own page size (1,000 -> 500 -> 250)
+    and succeeds with pages of at most 250 rows; below the 200-row floor the export
+    fails with a sentence that names the shard and the limit."""
+    start = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(minutes=i) for i in range(3 * 24 * 60)]  # 1,440 a day
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [(i, s.strftime("%Y-%m-%dT%H:%M:%S.%f")) for i, s in enumerate(stamps)],
+    )
+    stack = make_stack(
+        export_types_file=str(cases_registry(tmp_path, cases.url)),
+        provider={"internal_token": CASES_TOKEN},
+    )
+    client = stack.client(perms=["export:cases:create"])
+    params = {"from": "2024-05-01", "to": "2024-05-03", "maxPage": largest}
+    answer = create(client, "csv", exportType="DAY_EVENTS", parameters=params)
+    assert answer.status_code == 202, answer.text
+    detail = wait_state(client, answer.json()["taskId"], timeout=60)
+    assert detail["state"] == state, detail
+    served = [r["limit"] for r in cases.requests if r.get("shard")]
+    if state == "succeeded":
+        ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+        assert ids == list(range(len(stamps)))
+        assert set(served) == {1000, 500, 250}
+        answered = [r for r in cases.requests if r.get("shard") and r["limit"] <= largest]
+        assert len(answered) >= 3 * (1440 // 250)
+    else:
+        message = detail["error"]["message"]
+        assert message.startswith("fetch: shard 2024-05-0"), message
+        assert "200 rows" in message and "413" in message, message
+        assert min(served) == 200
