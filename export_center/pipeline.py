@@ -30,6 +30,7 @@ from export_center import metrics, repository
 from export_center.batches import BatchConverter, InexactNumber, InvalidRow, MissingColumns
 from export_center.commands import COMMAND_TAG
 from export_center.errors import (
+    RETRY_CANNOT_HELP,
     DeadlinePassed,
     ExportCancelled,
     ExportFailure,
@@ -607,6 +608,9 @@ class ExportRun:
         log.log(level, "attempt failed (%s): %s", outcome, message, extra=self._log())
         if outcome is None:
             return AttemptOutcome.LEASE_LOST
+        if self.sharded is not None and exc.code in RETRY_CANNOT_HELP:
+            # A retry meets the same limit again: the parts could never be reused.
+            self.sharded.cleanup(forget_counts=True)
         return AttemptOutcome(outcome.value)
 
     def _log(self) -> dict[str, Any]:

@@ -243,11 +243,13 @@ class ShardedProducer:
         except Exception:  # the reconciler deletes them later
             log.warning("could not delete the shard parts", extra=self.run._log(), exc_info=True)
 
-    def cleanup(self) -> None:
-        """Forget the shards and delete the parts (after a commit or a cancel)."""
+    def cleanup(self, *, forget_counts: bool = False) -> None:
+        """Forget the shards and delete the parts (after a commit, a cancel, or a failure
+        that a retry would meet again); ``forget_counts`` also clears the task's shard
+        counts."""
         try:
             with self.run.engine.begin() as conn:
-                repository.delete_shards(conn, self.run.task_id)
+                repository.delete_shards(conn, self.run.task_id, forget_counts=forget_counts)
         except Exception:
             log.warning("could not delete the shard rows", extra=self.run._log(), exc_info=True)
         self.delete_parts()

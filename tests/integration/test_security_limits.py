@@ -193,12 +193,14 @@ def test_task_routes_refuse_unknown_or_repeated_query_parameters(stack):
     wait_state(client, task_id)
     for method, path in (
         ("POST", f"/api/v1/exports/{task_id}/cancel?force=1"),
-        ("POST", f"/api/v1/exports/{task_id}/retry?fresh=1"),
+        ("POST", f"/api/v1/exports/{task_id}/retry?restart=1"),
         ("GET", f"/api/orders/export/{task_id}?x=1"),
         ("GET", f"/api/v1/exports/{task_id}/download?file=../../etc/passwd"),
     ):
         answer = client.request(method, path)
         assert answer.status_code == 400 and answer.json()["code"] == "UNKNOWN_PARAMETER", path
+    known = client.post(f"/api/v1/exports/{task_id}/retry?fresh=true")  # a known parameter
+    assert known.status_code == 409 and known.json()["code"] == "NOT_RETRYABLE"
     repeated = client.get("/api/v1/exports?state=queued&state=running")
     assert repeated.status_code == 400 and repeated.json()["code"] == "REPEATED_PARAMETER"
     assert "comma-separated" in repeated.json()["message"]
