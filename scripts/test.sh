@@ -116,20 +116,21 @@ echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 
 # The whole suite (no arguments) runs as two pytest processes at once, each with its own
 # log: the RocketMQ tests (-m rocketmq: they share one broker, some stop it, so they run
-# one at a time) and everything else. Much of the suite waits on servers and browsers,
+# one at a time) with the long tests marked second_process, and everything else. Much of the suite waits on servers and browsers,
 # so the two overlap well on 2 cores. With arguments, one pytest runs them as given.
 if [ "$#" -eq 0 ] && [ "${EXPORT_CENTER_TEST_SPLIT:-1}" = "1" ]; then
     logs="$(mktemp -d)"
-    step "Running pytest -rs in two processes: -m rocketmq (log $logs/broker.log) and -m 'not rocketmq'"
-    EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider -m rocketmq \
+    step "Running pytest -rs in two processes: -m 'rocketmq or second_process' (log $logs/broker.log) and the rest"
+    EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider \
+        -m "rocketmq or second_process" \
         --basetemp "$logs/tmp-broker" >"$logs/broker.log" 2>&1 &
     broker_pid=$!
     status=0
-    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs -m "not rocketmq" \
+    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs -m "not rocketmq and not second_process" \
         --basetemp "$logs/tmp-rest" || status=$?
     broker_status=0
     wait "$broker_pid" || broker_status=$?
-    step "The RocketMQ tests (-m rocketmq): pytest exit code $broker_status"
+    step "The RocketMQ and second_process tests: pytest exit code $broker_status"
     cat "$logs/broker.log"
     [ "$status" -eq 0 ] && status=$broker_status
 else

@@ -36,7 +36,7 @@ from tests.helpers import Stack, create, download, in_shard_order, read_csv, wai
 from tests.integration.test_crash_recovery import start_worker
 from tests.shard_probe import ServedRows
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.second_process, pytest.mark.timeout(1500)]
 
 SCALE = 1.0
 ORDERS = int(SCALE * tpch.ORDERS_PER_SCALE)
