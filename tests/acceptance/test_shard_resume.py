@@ -1,5 +1,5 @@
 """kill -9 of the worker at 20 random moments of 1.5-million-order exports (TPC-H
-scale 1, ORDERS of the whole date range: 64 day shards, 4 at once), on SQLite and
+scale 1, ORDERS of the whole date range: 16 day shards, 4 at once), on SQLite and
 MariaDB.
 
 The API and the sample provider run in the test process behind a probe that counts

@@ -2,7 +2,7 @@
 parallel, checkpoints, resume after a failed attempt, a snapshot that expired, a manual
 retry that resumes or starts fresh, cancel, and the reconciler's part cleanup.
 
-ORDERS with both dates is sharded by day (at most 64 shards, 4 at once). The probe
+ORDERS with both dates is sharded by day (at most 16 shards, 4 at once). The probe
 (:class:`tests.shard_probe.ServedRows`) counts the rows the provider served per task,
 so a test can tell what an attempt fetched again.
 """
@@ -61,7 +61,7 @@ def _probed(make_stack: Callable[..., Stack], **overrides: Any) -> tuple[Stack, 
 
 def _source_by_day(sample_dir: Path, stack: Stack) -> list[int]:
     """Order keys in the sharded file's order: by shard (40 consecutive days for the
-    whole range in 64 shards), then by order key."""
+    whole range in 16 shards: about 160 days each), then by order key."""
     rows = tpch.read_source_orders(tpch.generate(SAMPLE_SCALE, sample_dir))
     return in_shard_order(stack, ALL_DATES, ((r["o_orderdate"], r["o_orderkey"]) for r in rows))
 
@@ -93,9 +93,9 @@ def test_four_shards_at_once_give_the_bytes_of_one_at_a_time(make_stack, sample_
             detail = wait_state(client, task_id)
             assert detail["state"] == "succeeded", detail
             assert detail["processed"] == ORDERS
-            assert detail["shardsDone"] == detail["shardsTotal"] == 64
+            assert detail["shardsDone"] == detail["shardsTotal"] == 16
             assert probe.served(task_id) == ORDERS  # nothing fetched twice
-            assert len(probe.by_shard(task_id)) == 64
+            assert len(probe.by_shard(task_id)) == 16
             files.append(download(client, detail))
     assert files[0] == files[1]
     rows = read_csv(files[0])[1:] if fmt == "csv" else read_xlsx(files[0])[1:]
@@ -141,7 +141,7 @@ def test_a_retry_resumes_from_the_checkpoints(make_stack, sample_dir):
         audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
     resumed = [a for a in audit if a.action == "resume"]
     assert len(resumed) == 1 and resumed[0].outcome == "resumed", audit
-    assert "of 64 shards done" in resumed[0].reason
+    assert "of 16 shards done" in resumed[0].reason
 
 
 def test_a_failed_task_retried_by_hand_resumes_or_starts_fresh(make_stack):
