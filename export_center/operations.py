@@ -183,7 +183,7 @@ def retry_task(
             conn, task.id, topic=ctx.settings.command_topic, tag=COMMAND_TAG
         )
         if again is not None:
-            kept = 0 if fresh else len(repository.load_shards(conn, task.id))
+            kept = 0 if fresh else sum(s.done for s in repository.load_shards(conn, task.id))
             if fresh:
                 repository.delete_shards(conn, task.id, forget_counts=True)
             repository.record_audit(

@@ -128,6 +128,12 @@ class _ShardState:
         self.live_rows = 0  # rows written since the last checkpoint
         writer = (checkpoint.stats or {}).get("writer")
         self.resume_from = WriterStats.from_dict(writer) if writer else None
+        known = (checkpoint.stats or {}).get("total")
+        #: The provider's row estimate of this shard (its first page), kept in the
+        #: checkpoint so that a resumed attempt still knows it.
+        self.total: int | None = int(known) if known is not None else None
+        if checkpoint.done:
+            self.total = checkpoint.rows_written
         self.batch_no = checkpoint.pages
 
     @property
@@ -152,7 +158,6 @@ class ShardedProducer:
         self.states: list[_ShardState] = []
         self.columns: list[Column] | None = None
         self.schema_hash: str | None = None
-        self.total: int | None = None
         self.resumed = False
 
     # ------------------------------------------------------------------ driver
@@ -183,11 +188,24 @@ class ShardedProducer:
         run = self.run
         planned = [ShardCheckpoint(s.no, s.key, s.start, s.end) for s in plan]
         with run.engine.begin() as conn:
-            kept = repository.plan_task_shards(conn, run.task_id, run.version, run.owner, planned)
-        if kept is None:
+            answer = repository.plan_task_shards(conn, run.task_id, run.version, run.owner, planned)
+        if answer is None:
             run.watchdog.abort("lease")
             run.watchdog.check()
             raise AssertionError("unreachable")  # pragma: no cover
+        kept, replaced = answer
+        if replaced:
+            log.warning(
+                "the shard plan changed since the checkpoints (registry or parameters): "
+                "restarting the export from zero",
+                extra=run._log(),
+            )
+            self.delete_parts()
+            self._audit(
+                "restarted",
+                "the shard plan changed since the checkpoints were written (for example "
+                "the registry's max_shards): every shard starts again from zero",
+            )
         started = [cp for cp in kept if cp.done or cp.segments]
         if started and not self.resumed:
             self.resumed = True
@@ -297,6 +315,19 @@ class ShardedProducer:
             if error is not None and not isinstance(error, _Stopped):
                 raise error
 
+    @property
+    def total(self) -> int | None:
+        """The export's row estimate: the sum of the shards' own estimates once every
+        shard gave one; before, the shards that did, scaled to all shards (None when
+        none did yet). Never below the rows written, so progress never passes 100 %."""
+        with self.lock:
+            known = [s.total for s in self.states if s.total is not None]
+            written = sum(s.rows for s in self.states)
+        if not known:
+            return None
+        estimate = sum(known) * len(self.states) // len(known)
+        return max(estimate, written)
+
     def _check(self) -> None:
         """Between pages and while waiting: stop when the attempt or a sibling did."""
         self.run.watchdog.check()
@@ -403,7 +434,7 @@ class ShardedProducer:
                 self.columns = first.columns
                 self.schema_hash = first.schema_hash
             if first.total_rows is not None and state.cp.cursor is None:
-                self.total = (self.total or 0) + first.total_rows
+                state.total = first.total_rows
             columns = self.columns
         if state.cp.snapshot_token is None:
             state.cp.snapshot_token = first.snapshot_token
@@ -471,6 +502,7 @@ class ShardedProducer:
             "schemaHash": self.schema_hash,
             "writer": stats.to_dict(),
             "notes": _merged((cp.stats or {}).get("notes") or [], converter.notes()),
+            "total": state.rows if ended else state.total,
         }
         cap = run.ctx.settings.file_size_cap_bytes
         if run.ext == "csv" and cap is not None:  # XLSX: checked on the compressed file
@@ -481,6 +513,7 @@ class ShardedProducer:
         with self.lock:
             processed = sum(s.rows for s in self.states)
             shards = (sum(s.cp.done for s in self.states), len(self.states))
+        total = self.total
         with run.engine.begin() as conn:
             ok = repository.update_progress(
                 conn,
@@ -488,7 +521,7 @@ class ShardedProducer:
                 run.version,
                 run.owner,
                 processed=processed,
-                total=self.total,
+                total=total,
                 phase=Phase.FETCH,
                 shards=shards,
             ) and repository.save_checkpoint(conn, run.task_id, run.version, run.owner, cp)
@@ -521,8 +554,7 @@ class ShardedProducer:
         self.run.watchdog.check()
         if self.columns is None:
             raise ProviderContractError("no shard declared columns")
-        run.processed = sum(s.cp.rows_written for s in self.states)
-        run.total = self.total
+        run.processed = run.total = sum(s.cp.rows_written for s in self.states)
         with run.engine.begin() as conn:  # shards finishing at once may have written late
             ok = repository.update_progress(
                 conn,
@@ -530,7 +562,7 @@ class ShardedProducer:
                 run.version,
                 run.owner,
                 processed=run.processed,
-                total=self.total,
+                total=run.total,
                 phase=Phase.STORE,
                 shards=(len(self.states), len(self.states)),
             )

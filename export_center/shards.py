@@ -108,7 +108,8 @@ def plan_shards(etype: ExportType, parameters: Mapping[str, Any], time_zone: str
 
     Returns:
         One :class:`Shard` per window; a single ``all`` shard when the type does not
-        split, a date is missing, or the range is empty.
+        split, a date is missing, the range is empty, or it reaches past the dates an
+        instant can have (0001-01-01 or 9999-12-31 in a zone away from UTC).
     """
     whole = [Shard(0, "all", None, None, "", "")]
     spec, names = etype.shards, etype.date_range
@@ -123,12 +124,17 @@ def plan_shards(etype: ExportType, parameters: Mapping[str, Any], time_zone: str
     zone = ZoneInfo(time_zone)
     shards = []
     day = first
-    for no in range(count):
-        span = size + (1 if no < extra else 0)
-        end_day = day + dt.timedelta(days=span - 1)
-        key = day.isoformat() if span == 1 else f"{day.isoformat()}..{end_day.isoformat()}"
-        start = local_midnight(day, zone).isoformat()
-        end = local_midnight(end_day + dt.timedelta(days=1), zone).isoformat()
-        shards.append(Shard(no, key, day, end_day, start, end))
-        day = end_day + dt.timedelta(days=1)
+    try:
+        for no in range(count):
+            span = size + (1 if no < extra else 0)
+            end_day = day + dt.timedelta(days=span - 1)
+            key = day.isoformat() if span == 1 else f"{day.isoformat()}..{end_day.isoformat()}"
+            start = local_midnight(day, zone).isoformat()
+            end = local_midnight(end_day + dt.timedelta(days=1), zone).isoformat()
+            shards.append(Shard(no, key, day, end_day, start, end))
+            day = end_day + dt.timedelta(days=1)
+    except OverflowError:
+        # A range that touches year 1 or 9999: its windows' instants do not exist as
+        # Python datetimes. One shard with the parameters as given is still exact.
+        return whole
     return shards

@@ -139,7 +139,7 @@ def plan_task_shards(
     version: int,
     owner: str,
     planned: Sequence[ShardCheckpoint],
-) -> list[ShardCheckpoint] | None:
+) -> tuple[list[ShardCheckpoint], bool] | None:
     """Keep the task's shards when they match ``planned``, else write ``planned``.
 
     The rule: shards whose keys and windows equal the plan (same parameters, time zone
@@ -147,8 +147,9 @@ def plan_task_shards(
     plan inserted fresh (the caller deletes the old parts).
 
     Returns:
-        The shards to run (checkpoints included), or None when the attempt lost its
-        lease (nothing written).
+        ``(shards to run with their checkpoints, replaced)``: ``replaced`` is True when
+        another plan with progress was dropped (its parts are the caller's to delete);
+        None when the attempt lost its lease (nothing written).
     """
     if not _hold(conn, task_id, version, owner):
         return None
@@ -156,6 +157,7 @@ def plan_task_shards(
     same = [(s.key, s.window_from, s.window_to) for s in current] == [
         (s.key, s.window_from, s.window_to) for s in planned
     ]
+    replaced = not same and any(s.done or s.segments for s in current)
     if not same:
         conn.execute(delete(S).where(S.c.task_id == task_id))
         now = conn.execute(select(db_now())).scalar_one()  # one value for the many rows
@@ -176,7 +178,7 @@ def plan_task_shards(
             shards_total=len(current),
         )
     )
-    return current
+    return current, replaced
 
 
 def save_checkpoint(

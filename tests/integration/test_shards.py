@@ -369,3 +369,34 @@ def test_each_shard_halves_its_pages_after_a_413(make_stack, cases, tmp_path, la
         assert message.startswith("fetch: shard 2024-05-0"), message
         assert "200 rows" in message and "413" in message, message
         assert min(served) == 200
+
+
+def test_a_retry_after_the_shard_plan_changed_starts_over_and_says_so(make_stack, sample_dir):
+    stack, probe = _probed(make_stack)
+    _small_pages(stack)
+    stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(_FailOnce(120))
+    client = stack.client()
+    task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(T).where(T.c.task_no == task_id).values(max_attempts=1))
+    assert wait_state(client, task_id)["state"] == "failed"
+    registry = stack.runtime.registry
+    orders = registry.types["ORDERS"]
+    assert orders.shards is not None
+    registry.types["ORDERS"] = dataclasses.replace(
+        orders, shards=dataclasses.replace(orders.shards, max_shards=10)
+    )
+    before = probe.served(task_id)
+    assert client.post(f"/api/v1/exports/{task_id}/retry").status_code == 202
+    detail = wait_state(client, task_id)
+    assert detail["state"] == "succeeded", detail
+    assert detail["shardsTotal"] == 10
+    assert probe.served(task_id) - before == ORDERS  # nothing of the old plan was reused
+    keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert keys == _source_by_day(sample_dir, stack)
+    with stack.runtime.engine.connect() as conn:
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+    assert any(
+        a.action == "resume" and a.outcome == "restarted" and "plan changed" in a.reason
+        for a in audit
+    ), audit

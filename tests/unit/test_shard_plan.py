@@ -158,3 +158,28 @@ def test_registry_refuses_shards_without_a_date_range() -> None:
     text = YAML.replace("  date_range: [from, to]\n", "") + "  shards: {by: day}\n"
     with pytest.raises(RegistryError, match="needs a date_range"):
         parse_registry(text, source="t.yaml", allowed_hosts={"provider.local"})
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "zone"),
+    [
+        ("0001-01-01", "9999-12-31", "UTC"),
+        ("9999-12-31", "9999-12-31", "UTC"),
+        ("0001-01-01", "0001-01-01", "Asia/Shanghai"),
+        ("9999-12-30", "9999-12-31", "America/New_York"),
+    ],
+)
+def test_a_range_at_the_ends_of_the_calendar_is_one_exact_shard(
+    first: str, last: str, zone: str
+) -> None:
+    [only] = plan_shards(BASE, {"from": first, "to": last}, zone)
+    assert only.key == "all"
+    assert only.parameters({"from": first, "to": last}, ("from", "to")) == {
+        "from": first,
+        "to": last,
+    }
+
+
+def test_a_range_just_inside_the_calendar_still_splits() -> None:
+    shards = plan_shards(BASE, {"from": "9999-12-28", "to": "9999-12-30"}, "UTC")
+    assert [s.key for s in shards] == ["9999-12-28", "9999-12-29", "9999-12-30"]
