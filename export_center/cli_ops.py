@@ -248,6 +248,12 @@ def tasks_show(
         ("dispatch version", t.dispatch_version),
         ("attempts", f"{t.attempt_count} of {t.max_attempts}"),
         ("rows", f"{t.processed_rows} of {t.total_rows if t.total_rows is not None else '?'}"),
+        (
+            "shards",
+            f"{t.shards_done} of {t.shards_total} done"
+            if t.shards_total is not None
+            else "not sharded",
+        ),
         ("trace id", t.trace_id),
         ("time zone", t.time_zone),
         (
@@ -284,7 +290,14 @@ def tasks_show(
         "audit trail (newest first)",
         ["when", "who", "action", "outcome", "version", "reason"],
         [
-            [_when(a.occurred_at), a.actor, a.action, a.outcome, a.dispatch_version, a.reason]
+            [
+                _when(a.occurred_at),
+                a.actor,
+                a.action,
+                a.outcome + (" (fresh)" if (a.details or {}).get("fresh") else ""),
+                a.dispatch_version,
+                a.reason,
+            ]
             for a in report.audit
         ],
     )
