@@ -119,7 +119,6 @@ from export_center.repository.shards import (
     load_shards,
     plan_task_shards,
     save_checkpoint,
-    shard_counts,
 )
 
 __all__ = [
@@ -197,7 +196,6 @@ __all__ = [
     "retention_left_seconds",
     "retention_passed",
     "save_checkpoint",
-    "shard_counts",
     "stale_sent_outbox_ids",
     "start_next_attempt",
     "task_file_states",

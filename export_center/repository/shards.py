@@ -9,12 +9,12 @@ never move a checkpoint. Reads (the task detail's "shards done / total") are unf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from export_center.db import db_now
 from export_center.repository._common import held_attempt
@@ -28,7 +28,6 @@ __all__ = [
     "load_shards",
     "plan_task_shards",
     "save_checkpoint",
-    "shard_counts",
 ]
 
 
@@ -217,20 +216,3 @@ def delete_shards(conn: Connection, task_id: int, *, forget_counts: bool = False
     if forget_counts:
         conn.execute(update(T).where(T.c.id == task_id).values(shards_done=None, shards_total=None))
     return conn.execute(delete(S).where(S.c.task_id == task_id)).rowcount or 0
-
-
-def shard_counts(conn: Connection, task_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """``{task_id: (shards done, shards in all)}`` for the tasks that have shards."""
-    ids = list(task_ids)
-    if not ids:
-        return {}
-    rows = conn.execute(
-        select(S.c.task_id, S.c.status, func.count())
-        .where(S.c.task_id.in_(ids))
-        .group_by(S.c.task_id, S.c.status)
-    )
-    counts: dict[int, tuple[int, int]] = {}
-    for task_id, status, n in rows:
-        finished, total = counts.get(task_id, (0, 0))
-        counts[task_id] = (finished + (n if status == ShardStatus.DONE else 0), total + n)
-    return counts

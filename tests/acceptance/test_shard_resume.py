@@ -6,7 +6,8 @@ The API and the sample provider run in the test process behind a probe that coun
 the rows served per task; workers are separate processes (``python -m
 tests.fault_worker``) sharing the database and the file store, one export at a time.
 Four exports (two CSV, two XLSX) are created; 20 times a worker is started, left to
-run for a random 0.5-4 s once it has claimed an export, and killed with SIGKILL. A last
+run for a random 0.5-4 s once it has claimed an export, and killed with SIGKILL: five
+kills per export (an export that had its five runs on to its end). A last
 worker finishes everything. Every task must end SUCCEEDED with its exact rows (each
 order key once, none missing, in shard order and by key within a shard), and all the
 attempts of a task together may fetch at most 15 % of its rows a second time.
@@ -129,6 +130,13 @@ def test_kill_9_at_20_random_moments_resumes_every_export_exactly(probed_api, sa
                 running = _running(stack, instance)  # this worker claimed an export
                 time.sleep(0.05)
             assert running is not None, "no export started"
+            # Five kills per export: a task that had its share runs on to its end, and
+            # the kill goes to the next one.
+            while running is None or killed[running] >= KILLS // len(EXPORTS):
+                if time.monotonic() > deadline + 600:
+                    raise AssertionError(f"no export to kill after {running}")
+                time.sleep(0.05)
+                running = _running(stack, instance)
             time.sleep(rng.uniform(0.5, 4.0))
             victim = _running(stack, instance)
         finally:
