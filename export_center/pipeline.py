@@ -504,7 +504,10 @@ class ExportRun:
                 f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
             ) from None
 
-    def _progress(self, *, force: bool = False) -> None:
+    def _progress(self, *, force: bool = False, shards: tuple[int, int] | None = None) -> None:
+        """Write rows done, total and phase (and a sharded export's shard counts), at most
+        every ``progress_every_seconds`` unless ``force``; a lost lease stops the attempt.
+        """
         now = time.monotonic()
         if not force and now - self._last_progress < self.ctx.settings.task.progress_every_seconds:
             return
@@ -518,6 +521,7 @@ class ExportRun:
                 processed=self.processed,
                 total=self.total,
                 phase=self.phase,
+                shards=shards,
             )
         if not ok:
             self.watchdog.abort("lease")

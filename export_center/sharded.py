@@ -555,20 +555,8 @@ class ShardedProducer:
         if self.columns is None:
             raise ProviderContractError("no shard declared columns")
         run.processed = run.total = sum(s.cp.rows_written for s in self.states)
-        with run.engine.begin() as conn:  # shards finishing at once may have written late
-            ok = repository.update_progress(
-                conn,
-                run.task_id,
-                run.version,
-                run.owner,
-                processed=run.processed,
-                total=run.total,
-                phase=Phase.STORE,
-                shards=(len(self.states), len(self.states)),
-            )
-        if not ok:
-            run.watchdog.abort("lease")
-            run.watchdog.check()
+        # Shards finishing at once may have written their counts out of order.
+        run._progress(force=True, shards=(len(self.states), len(self.states)))
         stream = run.ctx.storage.open_write(
             run.object_key,
             content_type=run.content_type,

@@ -528,11 +528,16 @@ class S3Storage:
             read=lambda first, last: self._read(key, first, last),
         )
 
-    def _read(self, key: str, first: int, last: int) -> Iterator[bytes]:
+    def _read(self, key: str, first: int, last: int | None = None) -> Iterator[bytes]:
+        """The object's bytes ``first..last`` (to its end when ``last`` is None), in
+        chunks; the GET is sent at once, so a missing object raises here.
+
+        Raises:
+            StorageError: S3 refused or did not answer.
+        """
+        span = f"bytes={first}-{'' if last is None else last}"
         try:
-            answer = self.client.get_object(
-                Bucket=self.bucket, Key=key, Range=f"bytes={first}-{last}"
-            )
+            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=span)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("read", key, exc) from exc
         body = answer["Body"]
@@ -592,19 +597,7 @@ class S3Storage:
         Raises:
             StorageError: the segment is missing, or S3 refused or did not answer.
         """
-        try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=self._check_part(key))
-        except (BotoCoreError, ClientError) as exc:
-            raise self._fail("read", key, exc) from exc
-        body = answer["Body"]
-
-        def chunks() -> Iterator[bytes]:
-            try:
-                yield from body.iter_chunks(_READ_CHUNK)
-            finally:
-                body.close()
-
-        return chunks()
+        return self._read(self._check_part(key), 0)
 
     def delete_parts(self, task_no: str) -> int:
         """Delete every segment under ``parts/{task_no}/`` (1,000 keys per request).

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import httpx
 import pytest
 from sqlalchemy import select, update
 
@@ -287,6 +288,22 @@ def test_the_task_detail_counts_shards_while_running(make_stack):
     assert (10, 10) in seen and any(done < 10 for done, _ in seen), seen
 
 
+def _events_client(
+    make_stack: Callable[..., Stack], cases: Any, tmp_path: Path, stamps: list[dt.datetime]
+) -> httpx.Client:
+    """A stack with the cases registry, the events at ``stamps`` (ids 0..n-1) in the
+    cases provider, and a client that may export them."""
+    cases.db.executemany(
+        "INSERT INTO events VALUES (?, ?)",
+        [(i, s.strftime("%Y-%m-%dT%H:%M:%S.%f")) for i, s in enumerate(stamps)],
+    )
+    stack = make_stack(
+        export_types_file=str(cases_registry(tmp_path, cases.url)),
+        provider={"internal_token": CASES_TOKEN},
+    )
+    return stack.client(perms=["export:cases:create"])
+
+
 @pytest.mark.parametrize(
     ("first", "last", "hours"),
     [("2024-03-09", "2024-03-11", [24, 23, 24]), ("2024-11-02", "2024-11-04", [24, 25, 24])],
@@ -299,15 +316,7 @@ def test_dst_days_in_new_york_are_shards_of_their_own_length(
     exactly once (one event every 7 minutes, from two days before to two days after)."""
     start = dt.datetime.fromisoformat(first).replace(tzinfo=dt.UTC) - dt.timedelta(days=2)
     stamps = [start + dt.timedelta(minutes=7 * i) for i in range(7 * 24 * 60 // 7)]
-    cases.db.executemany(
-        "INSERT INTO events VALUES (?, ?)",
-        [(i, s.strftime("%Y-%m-%dT%H:%M:%S.%f")) for i, s in enumerate(stamps)],
-    )
-    stack = make_stack(
-        export_types_file=str(cases_registry(tmp_path, cases.url)),
-        provider={"internal_token": CASES_TOKEN},
-    )
-    client = stack.client(perms=["export:cases:create"])
+    client = _events_client(make_stack, cases, tmp_path, stamps)
     answer = create(
         client,
         "csv",
@@ -343,15 +352,7 @@ def test_each_shard_halves_its_pages_after_a_413(make_stack, cases, tmp_path, la
     fails with a sentence that names the shard and the limit."""
     start = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     stamps = [start + dt.timedelta(minutes=i) for i in range(3 * 24 * 60)]  # 1,440 a day
-    cases.db.executemany(
-        "INSERT INTO events VALUES (?, ?)",
-        [(i, s.strftime("%Y-%m-%dT%H:%M:%S.%f")) for i, s in enumerate(stamps)],
-    )
-    stack = make_stack(
-        export_types_file=str(cases_registry(tmp_path, cases.url)),
-        provider={"internal_token": CASES_TOKEN},
-    )
-    client = stack.client(perms=["export:cases:create"])
+    client = _events_client(make_stack, cases, tmp_path, stamps)
     params = {"from": "2024-05-01", "to": "2024-05-03", "maxPage": largest}
     answer = create(client, "csv", exportType="DAY_EVENTS", parameters=params)
     assert answer.status_code == 202, answer.text

@@ -4,25 +4,11 @@ so) when it is not, counted on the task."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from sqlalchemy import Engine
 
 from export_center import repository
-from export_center.db import make_engine
 from export_center.repository import ShardCheckpoint, ShardStatus
-from export_center.runtime import upgrade_database
-from tests.unit.test_repository_transitions import claim, new_task
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ec.db'}")
-    upgrade_database(engine)
-    yield engine
-    engine.dispose()
+from tests.unit.test_repository_transitions import claim, engine, new_task  # noqa: F401
 
 
 def _plan(n: int) -> list[ShardCheckpoint]:
