@@ -88,6 +88,12 @@ def _running(stack: Stack, instance: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def _all_ended(stack: Stack, task_ids: list[str]) -> bool:
+    with stack.runtime.engine.connect() as conn:
+        states = conn.execute(select(T.c.status).where(T.c.task_no.in_(task_ids))).scalars()
+        return all(state in ("SUCCEEDED", "FAILED", "CANCELLED") for state in states)
+
+
 @pytest.fixture
 def probed_api(make_stack: Callable[..., Stack]) -> tuple[Stack, ServedRows]:
     probes: list[ServedRows] = []
@@ -120,28 +126,32 @@ def test_kill_9_at_20_random_moments_resumes_every_export_exactly(probed_api, sa
     rng = random.Random(int(os.environ.get("EXPORT_CENTER_TEST_SEED", "20261201")))
     killed: Counter[str] = Counter()
     env = {"EXPORT_CENTER_TASK__MAX_DURATION_MINUTES": "20"}
+    per_task = KILLS // len(EXPORTS)
+    task_ids = [t for _f, _p, t in tasks]
     for number in range(KILLS):
         instance = f"worker-{number}"
+        victim = None
         worker = start_worker(stack, instance, env=env)
         try:
-            deadline = time.monotonic() + 120
-            running = None
-            while time.monotonic() < deadline and running is None:
-                running = _running(stack, instance)  # this worker claimed an export
-                time.sleep(0.05)
-            assert running is not None, "no export started"
+            deadline = time.monotonic() + 300
+            running = _running(stack, instance)
             # Five kills per export: a task that had its share runs on to its end, and
             # the kill goes to the next one.
-            while running is None or killed[running] >= KILLS // len(EXPORTS):
-                if time.monotonic() > deadline + 600:
-                    raise AssertionError(f"no export to kill after {running}")
+            while running is None or killed[running] >= per_task:
+                if _all_ended(stack, task_ids):
+                    running = None
+                    break
+                assert time.monotonic() < deadline, f"no export to kill after {running}"
                 time.sleep(0.05)
                 running = _running(stack, instance)
-            time.sleep(rng.uniform(0.5, 4.0))
-            victim = _running(stack, instance)
+            if running is not None:
+                time.sleep(rng.uniform(0.5, 4.0))
+                victim = _running(stack, instance)
         finally:
             worker.kill()
             worker.communicate(timeout=60)
+        if running is None:
+            break  # every export ended: the kills left would hit nothing
         if victim is not None:
             killed[victim] += 1
     healthy = start_worker(stack, "worker-last", env=env)
@@ -168,5 +178,5 @@ def test_kill_9_at_20_random_moments_resumes_every_export_exactly(probed_api, sa
             f"attempts {detail['attempts']}, served {served:,} ({refetched:.1%} again)"
         )
         assert refetched <= REFETCH_LIMIT, report[-1]
-    assert sum(killed.values()) >= KILLS * 0.9, killed  # the kills hit running attempts
+    assert sum(killed.values()) >= KILLS - 2, killed  # nearly every kill hit an attempt
     print("\n".join(report))
