@@ -18,6 +18,7 @@ the shared one.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import multiprocessing
 import os
@@ -42,6 +43,9 @@ from export_center.auth import issue_token
 from export_center.db import make_engine
 from export_center.embedded import free_port
 from export_center.pipeline import CONTENT_TYPES
+from export_center.registry import load_registry
+from export_center.runtime import default_registry_path
+from export_center.shards import plan_shards
 from tests.conftest import _fresh_mariadb, sample_url
 from tests.helpers import read_csv, read_xlsx
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
@@ -217,9 +221,10 @@ _CSV_GUARDED = re.compile(r"\s*[=+\-@]|[\t\r\n]")
 
 
 def expected_rows(sample: str, first: dt.date, last: dt.date, fmt: str) -> list[tuple[Any, ...]]:
-    """The 12 ORDERS columns of the orders of ``first..last`` (inclusive), in key
-    order, read from the sample database; CSV text cells as the formula guard writes
-    them (a ``'`` before a text that starts, after blanks, with ``= + - @``)."""
+    """The 12 ORDERS columns of the orders of ``first..last`` (inclusive), in the order
+    of the sharded file (by day shard of the registry's ORDERS, then by key), read from
+    the sample database; CSV text cells as the formula guard writes them (a ``'``
+    before a text that starts, after blanks, with ``= + - @``)."""
     engine = create_engine(sample)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -233,6 +238,13 @@ def expected_rows(sample: str, first: dt.date, last: dt.date, fmt: str) -> list[
             {"a": first, "b": last},
         ).all()
     engine.dispose()
+    etype = load_registry(default_registry_path(), allowed_hosts=set(), allow_self=True).get(
+        "ORDERS"
+    )
+    assert etype is not None
+    dates = {"from": first.isoformat(), "to": last.isoformat()}
+    starts = [shard.first for shard in plan_shards(etype, dates, "UTC")]
+    rows = sorted(rows, key=lambda r: (bisect.bisect_right(starts, r[7]) - 1, int(r[0])))
 
     def cell(value: Any) -> Any:
         if fmt == "csv" and isinstance(value, str) and _CSV_GUARDED.match(value):

@@ -171,6 +171,9 @@ def test_a_failed_export_aborts_its_upload(make_stack, s3_endpoint, s3, bucket):
     task_id = create(client, "csv", parameters=RANGE).json()["taskId"]
     detail = wait_state(client, task_id, timeout=300)
     assert detail["state"] == "failed" and detail["error"]["code"] == "FILE_TOO_LARGE", detail
+    deadline = time.monotonic() + 10  # the parts go right after the failure is written
+    while contents(s3, bucket).objects and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert contents(s3, bucket) == contents(s3, bucket).__class__()  # nothing, no parts
 
 
