@@ -53,6 +53,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from sqlalchemy.exc import OperationalError
 
 from export_center import repository
 from export_center.batches import BatchConverter
@@ -91,6 +92,8 @@ log = logging.getLogger(__name__)
 
 SEGMENT_FLUSH_BYTES = 8 << 20
 """A shard stores its segment (and checkpoints) once this many bytes are buffered."""
+_DEADLOCK_TRIES = 5
+"""A checkpoint transaction chosen as a deadlock or lock-wait victim is tried again."""
 _WAIT_SLICE_SECONDS = 0.25
 """How often the attempt's thread checks the watchdog while shards run."""
 
@@ -514,17 +517,27 @@ class ShardedProducer:
             processed = sum(s.rows for s in self.states)
             shards = (sum(s.cp.done for s in self.states), len(self.states))
         total = self.total
-        with run.engine.begin() as conn:
-            ok = repository.update_progress(
-                conn,
-                run.task_id,
-                run.version,
-                run.owner,
-                processed=processed,
-                total=total,
-                phase=Phase.FETCH,
-                shards=shards,
-            ) and repository.save_checkpoint(conn, run.task_id, run.version, run.owner, cp)
+        for attempt in range(_DEADLOCK_TRIES):
+            try:
+                with run.engine.begin() as conn:
+                    ok = repository.update_progress(
+                        conn,
+                        run.task_id,
+                        run.version,
+                        run.owner,
+                        processed=processed,
+                        total=total,
+                        phase=Phase.FETCH,
+                        shards=shards,
+                    ) and repository.save_checkpoint(conn, run.task_id, run.version, run.owner, cp)
+                break
+            except OperationalError as exc:
+                # MariaDB may pick this transaction as a deadlock victim against a sibling
+                # shard's checkpoint or the lease renewal: it was rolled back whole.
+                code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+                if code not in (1205, 1213) or attempt == _DEADLOCK_TRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
         if not ok:
             run.watchdog.abort("lease")
             run.watchdog.check()

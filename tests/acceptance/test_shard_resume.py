@@ -125,7 +125,10 @@ def test_kill_9_at_20_random_moments_resumes_every_export_exactly(probed_api, sa
         )
     rng = random.Random(int(os.environ.get("EXPORT_CENTER_TEST_SEED", "20261201")))
     killed: Counter[str] = Counter()
-    env = {"EXPORT_CENTER_TASK__MAX_DURATION_MINUTES": "20"}
+    env = {
+        "EXPORT_CENTER_TASK__MAX_DURATION_MINUTES": "20",
+        "EXPORT_CENTER_TASK__RETRY_BACKOFF_SECONDS": "[1]",
+    }
     per_task = KILLS // len(EXPORTS)
     task_ids = [t for _f, _p, t in tasks]
     for number in range(KILLS):
