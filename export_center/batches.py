@@ -1,6 +1,8 @@
 """Converting a whole batch of provider rows into typed columns: the export's hot path.
 
-:class:`BatchConverter` turns one batch (decoded JSON objects) into one list per column,
+:class:`BatchConverter` turns one batch (decoded JSON objects, or JSON arrays in the
+order of the columns when the provider answers ``rowFormat: "array"``) into one list
+per column,
 with the values :mod:`export_center.values` defines, at a fraction of the cost of
 converting row by row: C-level extraction and type checks per column, one regex over a
 column of plain decimals, a per-export cache of DATE strings. It also checks the rows
@@ -162,12 +164,17 @@ class BatchConverter:
         self._undeclared: dict[str, None] = {}
         self._more_undeclared = False
 
-    def columns_of(self, rows: Sequence[Any]) -> list[list[Any]]:
-        """Convert ``rows`` (decoded JSON objects) to typed values, column-major.
+    def columns_of(self, rows: Sequence[Any], arrays: bool = False) -> list[list[Any]]:
+        """Convert ``rows`` (decoded JSON objects or arrays) to typed values, column-major.
 
         Args:
             rows: one batch as the provider sent it, numbers decoded exactly (``int``,
                 ``Decimal``); a ``float`` in a value cell is refused (see Raises).
+            arrays: the rows are JSON arrays holding one value per declared column, in
+                column order (``rowFormat: "array"``): each must be a list of exactly
+                ``len(columns)`` values. The columns come out with one C-level
+                ``zip(*rows)``, with no key lookups; the values are checked and converted
+                as for objects.
 
         Returns:
             One list per column, in column order, each ``len(rows)`` long; a key missing
@@ -179,12 +186,15 @@ class BatchConverter:
             MissingColumns: the rows are objects and a declared key is in none of them.
             InexactNumber: a declared column holds a ``float``; decode the batch exactly
                 and call again.
-            InvalidRow: a row is not an object, or has a value that does not fit its
-                column (the first one in row order).
+            InvalidRow: a row is not an object (with ``arrays``: not an array of one
+                value per column), or has a value that does not fit its column (the
+                first one in row order).
         """
         batch = rows if isinstance(rows, list) else list(rows)
         if not batch:
             return [[] for _ in self.keys]
+        if arrays:
+            return self._columns_of_arrays(batch)
         if set(map(type, batch)) != {dict}:
             self._refuse_floats(batch)
             return self._transpose(self._row_by_row(batch))
@@ -197,6 +207,38 @@ class BatchConverter:
             self._check_keys(batch)  # not exactly the declared keys in every row
             if extracted is None:
                 extracted = [[row.get(key) for row in batch] for key in self.keys]
+        return self._typed(extracted, batch, arrays=False)
+
+    def _columns_of_arrays(self, batch: list[Any]) -> list[list[Any]]:
+        """:meth:`columns_of` for rows that are arrays in column order.
+
+        Raises:
+            InvalidRow: the first row that is not a list of ``len(columns)`` values.
+            InexactNumber: as :meth:`columns_of`.
+        """
+        if set(map(type, batch)) != {list} or set(map(len, batch)) != self._width:
+            width = len(self.keys)
+            for index, row in enumerate(batch):
+                if type(row) is not list:
+                    raise InvalidRow(index, None, f"not an array of {width} values")
+                if len(row) != width:
+                    raise InvalidRow(
+                        index, None, f"an array of {len(row)} values for {width} columns"
+                    )
+        extracted = list(map(list, zip(*batch, strict=True)))
+        return self._typed(extracted, batch, arrays=True)
+
+    def _typed(
+        self, extracted: list[list[Any]], batch: list[Any], arrays: bool
+    ) -> list[list[Any]]:
+        """The extracted raw columns checked and converted (:meth:`columns_of`).
+
+        Args:
+            extracted: one list of raw values per column.
+            batch: the rows they came from, for the row-by-row pass that names the first
+                bad value.
+            arrays: the rows are arrays in column order.
+        """
         kinds = [set(map(type, values)) for values in extracted]
         for values, found, key in zip(extracted, kinds, self.keys, strict=True):
             if float in found:
@@ -223,7 +265,7 @@ class BatchConverter:
                 else:
                     out.append([convert(v) for v in values])
             except InvalidValue:
-                return self._transpose(self._row_by_row(batch))
+                return self._transpose(self._row_by_row(batch, arrays))
         return out
 
     def notes(self) -> list[str]:
@@ -292,11 +334,17 @@ class BatchConverter:
     def _transpose(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
         return [[row[key] for row in rows] for key in self.keys]
 
-    def _row_by_row(self, batch: list[Any]) -> list[dict[str, Any]]:
-        """The reference conversion, row by row; raises at the first bad row."""
+    def _row_by_row(self, batch: list[Any], arrays: bool = False) -> list[dict[str, Any]]:
+        """The reference conversion, row by row; raises at the first bad row.
+
+        With ``arrays``, each row (already checked to be a list of one value per column)
+        is read as the object it stands for.
+        """
         pairs = list(zip(self.keys, self.converters, strict=True))
         out = []
         for index, raw in enumerate(batch):
+            if arrays:
+                raw = dict(zip(self.keys, raw, strict=True))
             if not isinstance(raw, dict):
                 raise InvalidRow(index, None, "not an object")
             try:

@@ -484,6 +484,7 @@ class ExportRun:
 
         Raises:
             PermanentExportError: ``PROVIDER_CONTRACT`` when a row is not a JSON object
+                (with ``rowFormat: "array"``: not an array of one value per column)
                 or a declared column is in no row of the batch (naming the column and
                 the unknown keys the rows carry), ``INVALID_VALUE`` when a value does not
                 fit its column (the message names the row number within the export and
@@ -491,15 +492,15 @@ class ExportRun:
         """
         try:
             try:
-                return converter.columns_of(batch.rows)
+                return converter.columns_of(batch.rows, batch.arrays)
             except InexactNumber:
-                return converter.columns_of(batch.exact_rows())
+                return converter.columns_of(batch.exact_rows(), batch.arrays)
         except MissingColumns as exc:
             raise ProviderContractError(exc.describe(self.batch_no)) from None
         except InvalidRow as exc:
             row = self.processed + exc.index + 1
             if exc.column is None:
-                raise ProviderContractError(f"row {row} is not an object") from None
+                raise ProviderContractError(f"row {row} is {exc.message}") from None
             raise PermanentExportError(
                 f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
             ) from None

@@ -51,6 +51,11 @@ Exact numbers: orjson decodes a JSON number with a fraction or an exponent as a
 batch therefore keeps its raw body (:attr:`Batch.raw`) until it is converted; when the
 converter finds a float in a value cell, :meth:`Batch.exact_rows` decodes the body again
 with ``json.loads(parse_float=Decimal)`` (integers stay ``int``, exact at any size).
+
+Row format: an answer with ``rowFormat: "array"`` carries each row as a JSON array in
+the order of the declared columns (:attr:`Batch.arrays`): half the bytes of objects and
+no key to read per value, as the Trino and BigQuery wire formats do. Objects stay the
+default.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_COLUMNS",
     "PERMANENT_5XX",
+    "ROW_FORMATS",
     "TRANSIENT_STATUSES",
     "Batch",
     "NonFiniteNumber",
@@ -100,6 +106,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_COLUMNS = 100
 MAX_TOKEN_CHARS = 512
+ROW_FORMATS = frozenset({"object", "array"})
+"""Values of an answer's ``rowFormat``: rows as JSON objects keyed by column key (the
+default), or as JSON arrays of one value per column in the order of ``columns``."""
 MAX_ERROR_BODY_BYTES = 64 * 1024
 """Bytes of a non-2xx answer read for its ``{code, message}`` (the rest is not read)."""
 
@@ -148,6 +157,9 @@ class Batch:
         schema_hash: hash of the column schema.
         raw: the answer's body (at most 4 MB) when ``rows`` came from orjson, so that
             :meth:`exact_rows` can decode it again; None when ``rows`` are exact already.
+        arrays: the answer said ``rowFormat: "array"``: each row is a JSON array of one
+            value per column, in the order of the declared columns (False: objects
+            keyed by column key, the default when ``rowFormat`` is absent).
     """
 
     columns: list[Column] | None
@@ -158,6 +170,7 @@ class Batch:
     snapshot_token: str | None
     schema_hash: str | None
     raw: bytes | None = None
+    arrays: bool = False
 
     def exact_rows(self) -> list[Any]:
         """The rows decoded again so that every JSON number is exact.
@@ -555,6 +568,13 @@ class ProviderClient:
         total = data.get("totalRows")
         if type(total) is not int:
             total = None
+        row_format = data.get("rowFormat")
+        if row_format is None:  # absent or null: objects
+            row_format = "object"
+        if not isinstance(row_format, str) or row_format not in ROW_FORMATS:
+            raise ProviderContractError(
+                f'rowFormat must be "object" or "array", got {_printable(repr(row_format), 60)}'
+            )
         return Batch(
             columns=columns,
             rows=rows,
@@ -564,6 +584,7 @@ class ProviderClient:
             snapshot_token=token,
             schema_hash=data.get("schemaHash"),
             raw=None if exact else raw,
+            arrays=row_format == "array",
         )
 
 

@@ -11,22 +11,22 @@ the export center's own process in the embedded default, so every microsecond of
 Python per row is taken from the export's writer (one GIL). The batch query therefore
 lets the database build the rows' JSON, in one statement on the raw DB-API cursor:
 
-* each row becomes a JSON object in SQL (``json_object`` / ``CONCAT`` with
-  ``JSON_QUOTE``), DECIMAL as
+* each row becomes a JSON array in column order in SQL (``json_array`` / ``CONCAT``
+  with ``JSON_QUOTE``; the SDK's ``rowFormat: "array"``), DECIMAL as
   exact text and DATE as ISO text, as the contract wants: SQLite stores
   ``o_totalprice`` as REAL (INTEGER for whole prices) and ``printf('%.2f', ...)`` is
   exact for TPC-H's two-decimal prices (far below 1e13, at most 15 significant
   digits); MySQL/MariaDB ``CAST(o_totalprice AS CHAR)`` is the DECIMAL(15,2) text and
   ``CAST(o_orderdate AS CHAR)`` the ISO date; SQLite keeps dates as ISO text already;
 * the batch is aggregated into one result row (``group_concat`` of the keys and of the
-  objects, the objects separated by U+001E, which JSON text never contains raw), so the
+  arrays, the arrays separated by U+001E, which JSON text never contains raw), so the
   whole query runs inside one database call that releases the GIL, and Python only
-  splits the text and hands each object to the SDK as an ``orjson.Fragment`` (a row
+  splits the text and hands each row to the SDK as an ``orjson.Fragment`` (a row
   already serialized; the SDK's orjson encoder copies it as is);
 * the keys come back too and are checked to be strictly increasing and as many as
-  the objects (MariaDB orders ``GROUP_CONCAT`` explicitly; SQLite concatenates in the
+  the arrays (MariaDB orders ``GROUP_CONCAT`` explicitly; SQLite concatenates in the
   ordered subquery's order). Should a check fail (or orjson lack ``Fragment``), the
-  batch is read again row by row: plain ``str``/``int`` tuples made into dicts.
+  batch is read again row by row: plain ``str``/``int`` tuples in column order.
 
 Other SQLAlchemy dialects read typed rows and format DECIMAL and DATE in Python.
 
@@ -84,7 +84,7 @@ _KEYS = [c.key for c in ORDERS_COLUMNS]
 _TABLE = {"c_name": "c", "c_phone": "c", "c_mktsegment": "c"}  # the rest is orders "o"
 
 _SEPARATOR = "\x1e"
-"""Between two JSON objects of a batch: a control character, always escaped in JSON."""
+"""Between two JSON arrays (rows) of a batch: a control character, always escaped in JSON."""
 
 _SQLITE_CACHE_KB = 8192
 """SQLite page cache of the provider's connection, in KiB (customer lookups hit it)."""
@@ -137,17 +137,17 @@ class _Dialect:
             f" ORDER BY o.o_orderkey LIMIT {self.p}"
         )
 
-    def json_object(self) -> str:
-        """SQL of one row's JSON object.
+    def json_array(self) -> str:
+        """SQL of one row's JSON array, the values in column order (the SDK's
+        ``rowFormat: "array"``).
 
-        SQLite: ``json_object``. MySQL/MariaDB: ``CONCAT`` of the keys with
-        ``JSON_QUOTE``-d text (DECIMAL and DATE text is digits, ``-`` and ``.``, so it
-        is only put in quotes), about twice as fast as MariaDB's ``JSON_OBJECT``. A
-        NULL becomes ``null``.
+        SQLite: ``json_array``. MySQL/MariaDB: ``CONCAT`` of ``JSON_QUOTE``-d text
+        (DECIMAL and DATE text is digits, ``-`` and ``.``, so it is only put in quotes),
+        about twice as fast as MariaDB's ``JSON_ARRAY``/``JSON_OBJECT``. A NULL becomes
+        ``null``.
         """
         if self.family == "sqlite":
-            pairs = ", ".join(f"'{k}', {e}" for k, e in zip(_KEYS, self.exprs, strict=True))
-            return f"json_object({pairs})"
+            return f"json_array({', '.join(self.exprs)})"
         parts = []
         for index, (column, expr) in enumerate(zip(ORDERS_COLUMNS, self.exprs, strict=True)):
             if column.type == "INTEGER":
@@ -156,13 +156,13 @@ class _Dialect:
                 value = f"COALESCE(CONCAT('\"', {expr}, '\"'), 'null')"
             else:
                 value = f"COALESCE(JSON_QUOTE({expr}), 'null')"
-            parts.append(f"'{'{' if index == 0 else ','}\"{column.key}\":', {value}")
-        return f"CONCAT({', '.join(parts)}, '}}')"
+            parts.append(f"'{'[' if index == 0 else ','}', {value}")
+        return f"CONCAT({', '.join(parts)}, ']')"
 
     def json_sql(self, filters: str, narrow: bool = False) -> str:
-        """One row per batch: (count, keys, JSON objects joined by ``_SEPARATOR``)."""
+        """One row per batch: (count, keys, JSON arrays joined by ``_SEPARATOR``)."""
         inner = (
-            f"SELECT o.o_orderkey AS k, {self.json_object()} AS j"
+            f"SELECT o.o_orderkey AS k, {self.json_array()} AS j"
             f"  FROM {self.orders(narrow)} JOIN customer c ON c.c_custkey = o.o_custkey"
             f" WHERE o.o_orderkey > {self.p} AND o.o_orderkey <= {self.p} {filters}"
             f" ORDER BY o.o_orderkey LIMIT {self.p}"
@@ -226,7 +226,7 @@ def _as_text(value: Any) -> Any:
 def _json_batch(
     cur: Any, sql: str, binds: list[Any], limit: int
 ) -> tuple[list[Any], int | None, bool] | None:
-    """Read a batch as JSON objects built by SQL; None when a check fails.
+    """Read a batch as JSON arrays built by SQL; None when a check fails.
 
     Returns:
         ``(rows, last_key, has_more)``: at most ``limit`` rows as ``orjson.Fragment``.
@@ -274,7 +274,6 @@ def orders_provider(
     sql = _Dialect(engine.dialect.name, engine.dialect.paramstyle)
     p = sql.p
     use_json = sql.family is not None and hasattr(orjson, "Fragment")
-    keys = _KEYS
     ahead = _ReadAhead() if read_ahead else None
 
     def read_batch(
@@ -300,9 +299,9 @@ def orders_provider(
             finally:
                 cur.close()
         if sql.family:
-            rows: list[Any] = [dict(zip(keys, r, strict=True)) for r in found[:limit]]
+            rows: list[Any] = found[:limit]
         else:
-            rows = [{k: _as_text(v) for k, v in zip(keys, r, strict=True)} for r in found[:limit]]
+            rows = [tuple(map(_as_text, r)) for r in found[:limit]]
         return rows, (found[:limit][-1][0] if rows else None), len(found) > limit
 
     @provider.fetcher

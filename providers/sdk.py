@@ -11,6 +11,11 @@ contract") and does the rest:
   answers 410 when a snapshot token has expired;
 * serializes DECIMAL as a JSON string in positional notation, DATE and DATETIME as
   ISO 8601 strings, so no value passes through a float;
+* sends rows as JSON arrays in the order of the declared columns
+  (``rowFormat: "array"``): ``fetch`` may return row mappings keyed by column key (a
+  missing key is an empty cell, other keys are not sent), sequences in column order, or
+  rows it serialized itself as ``orjson.Fragment`` arrays. ``row_format="object"``
+  sends mappings as JSON objects instead;
 * answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
   5xx for its own. Two errors make the export center do more than fail or retry later:
   ``raise ProviderFault.db_timeout()`` (503 ``DB_TIMEOUT``: the same page is asked again
@@ -35,8 +40,9 @@ import base64
 import hashlib
 import hmac
 import logging
+import operator
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -171,14 +177,16 @@ class Page:
     """What ``fetch`` returns for one batch.
 
     Attributes:
-        rows: row mappings keyed by column key (Python values: Decimal, date, ...).
+        rows: row mappings keyed by column key, or sequences of one value per column in
+            column order (Python values: Decimal, date, ...), or ``orjson.Fragment`` rows
+            already serialized in the provider's row format.
         next_cursor: a JSON-able value naming where the next batch starts.
         has_more: whether another batch follows.
         snapshot: a JSON-able value fixed at the first batch (e.g. the max key).
         total_rows: an estimate of all rows, for progress (first batch is enough).
     """
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[Any]
     next_cursor: Any = None
     has_more: bool = False
     snapshot: Any = None
@@ -217,6 +225,15 @@ class ProviderFault(Exception):
         return cls(413, PAGE_TOO_LARGE, message or f"a page of {limit} rows is too large")
 
 
+def _one_cell(key: str) -> Callable[[Mapping[str, Any]], tuple[Any]]:
+    """A row getter for a single-column type: ``row -> (row[key],)``."""
+
+    def cells(row: Mapping[str, Any]) -> tuple[Any]:
+        return (row[key],)
+
+    return cells
+
+
 def _default(value: Any) -> Any:
     if isinstance(value, Decimal):
         if not value.is_finite():
@@ -243,6 +260,8 @@ class ExportProvider:
         token: the shared ``X-Internal-Service-Token``.
         secret: key that signs cursors and snapshot tokens.
         snapshot_ttl_seconds: how long a snapshot token is accepted (then 410).
+        row_format: ``"array"`` (default): rows travel as JSON arrays in column order;
+            ``"object"``: as JSON objects keyed by column key (mapping rows only).
     """
 
     export_type: str
@@ -252,13 +271,33 @@ class ExportProvider:
     snapshot_ttl_seconds: int = 24 * 3600
     schema_version: int = 1
     fetch: Callable[[BatchRequest, Any, Any], Page] | None = None
+    row_format: str = "array"
     _hash: str = field(init=False, default="")
+    _cells: Callable[[Any], Any] = field(init=False, repr=False, default=tuple)
 
     def __post_init__(self) -> None:
         for column in self.columns:
             if column.type not in TYPES:
                 raise ValueError(f"column {column.key}: type must be one of {TYPES}")
+        if self.row_format not in ("array", "object"):
+            raise ValueError('row_format must be "array" or "object"')
+        if not self.columns:
+            raise ValueError("an export type needs at least one column")
         self._hash = schema_hash(self.columns)
+        keys = [c.key for c in self.columns]
+        # One C-level call per row; a 1-column itemgetter returns the value, not a tuple.
+        self._cells = operator.itemgetter(*keys) if len(keys) > 1 else _one_cell(keys[0])
+
+    def _as_arrays(self, rows: Sequence[Any]) -> Sequence[Any]:
+        """``rows`` for the array format: mappings become tuples of the declared columns'
+        values in column order (a missing key is None); sequences and fragments pass."""
+        if not rows or not isinstance(rows[0], Mapping):
+            return rows
+        try:
+            return list(map(self._cells, rows))
+        except (KeyError, TypeError):  # a row without some column, or not a mapping
+            keys = [c.key for c in self.columns]
+            return [tuple(map(r.get, keys)) if isinstance(r, Mapping) else r for r in rows]
 
     @property
     def path(self) -> str:
@@ -348,7 +387,8 @@ class ExportProvider:
             "schemaVersion": self.schema_version,
             "schemaHash": self._hash,
             "snapshotToken": snapshot_token,
-            "rows": page.rows,
+            "rowFormat": self.row_format,
+            "rows": self._as_arrays(page.rows) if self.row_format == "array" else page.rows,
             "nextCursor": (
                 self._sign("cursor", page.next_cursor, req.taskId)
                 if page.has_more and page.next_cursor is not None

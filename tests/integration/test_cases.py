@@ -32,7 +32,15 @@ def case_stack(make_stack, cases, tmp_path):
     )
 
 
-def page(rows, *, columns=None, more=False, cursor=None, raw_rows: str | None = None) -> str:
+def page(
+    rows,
+    *,
+    columns=None,
+    more=False,
+    cursor=None,
+    raw_rows: str | None = None,
+    row_format: str | None = None,
+) -> str:
     body = {
         "schemaVersion": 1,
         "schemaHash": "sha256:cases",
@@ -44,6 +52,8 @@ def page(rows, *, columns=None, more=False, cursor=None, raw_rows: str | None = 
     }
     if columns is not None:
         body["columns"] = [{"key": k, "title": k, "type": t} for k, t in columns]
+    if row_format is not None:
+        body["rowFormat"] = row_format
     text = orjson.dumps(body).decode()
     return text.replace(
         '"rows":[]', '"rows":' + (raw_rows if raw_rows is not None else orjson.dumps(rows).decode())
@@ -444,6 +454,80 @@ def test_a_long_repeated_cursor_is_shortened_in_the_message(case_stack, cases):
     assert f"nextCursor '{'c' * 37}...' of batch 2 repeats the cursor already sent for batch 2" in (
         message
     )
+
+
+MIXED = [("id", "INTEGER"), ("name", "STRING"), ("amount", "DECIMAL"), ("day", "DATE")]
+MIXED_ROWS = [
+    {"id": 1, "name": "张三", "amount": "1.50", "day": "2024-02-29"},
+    {"id": 2, "name": "=1+1", "amount": None, "day": None},
+    {"id": 3, "name": None, "amount": "-0.10", "day": "2024-03-01"},
+]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_array_rows_give_the_file_of_the_same_object_rows(case_stack, cases, fmt):
+    """rowFormat "array" (the SDK's format) over three pages, the middle one sent as
+    objects: the same bytes as the whole export sent as objects."""
+    arrays = [[row[k] for k, _ in MIXED] for row in MIXED_ROWS]
+
+    def pages(as_arrays: bool) -> list[str]:
+        form = "array" if as_arrays else None
+        return [
+            page(
+                arrays[:1] if as_arrays else MIXED_ROWS[:1],
+                columns=MIXED,
+                more=True,
+                cursor="1",
+                row_format=form,
+            ),
+            page(MIXED_ROWS[1:2], more=True, cursor="2"),
+            page(arrays[2:] if as_arrays else MIXED_ROWS[2:], row_format=form),
+        ]
+
+    files = []
+    for as_arrays in (True, False):
+        cases.pages = pages(as_arrays)
+        detail, data = run(case_stack, fmt)
+        assert detail["state"] == "succeeded", detail
+        files.append(data)
+    if fmt == "csv":
+        assert files[0] == files[1]
+        assert read_csv(files[0])[1:] == [
+            ["1", "张三", "1.50", "2024-02-29"],
+            ["2", "'=1+1", "", ""],
+            ["3", "", "-0.10", "2024-03-01"],
+        ]
+    else:
+        assert sheet_xml(files[0]) == sheet_xml(files[1])
+        ws = xlsx_cells(files[0])
+        assert [c.value for c in ws[4]] == [3, None, -0.1, dt.datetime(2024, 3, 1)]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            '[[1,"a","1.00","2024-01-01"],[2,"b","2.00"]]',
+            "row 2 is an array of 3 values for 4 columns",
+        ),
+        ('[[1,"a","1.00","2024-01-01"],{"id":2}]', "row 2 is not an array of 4 values"),
+        ('[[1,"a","1.00","2024-01-01",5]]', "row 1 is an array of 5 values for 4 columns"),
+    ],
+)
+def test_array_rows_of_the_wrong_width_break_the_contract(case_stack, cases, raw, message):
+    cases.pages = [page([], columns=MIXED, raw_rows=raw, row_format="array")]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed", detail
+    assert detail["error"]["code"] == "PROVIDER_CONTRACT"
+    assert detail["error"]["message"].endswith("provider broke the contract: " + message)
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+def test_an_unknown_row_format_breaks_the_contract(case_stack, cases):
+    cases.pages = [page(MIXED_ROWS, columns=MIXED, row_format="columns")]
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["error"]["code"] == "PROVIDER_CONTRACT"
+    assert 'rowFormat must be "object" or "array", got \'columns\'' in detail["error"]["message"]
 
 
 def test_declared_columns_in_no_row_fail_naming_them_and_the_keys_sent(case_stack, cases):

@@ -267,6 +267,51 @@ def test_property_batch_converter_equals_row_by_row(rows: list[Any]) -> None:
             assert [type(v) for v in g] == [type(v) for v in e]
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.fixed_dictionaries({k: JSON_VALUE for k in KEYS}), max_size=8))
+def test_property_array_rows_convert_as_the_objects_they_stand_for(rows: list[Any]) -> None:
+    """``rowFormat: "array"``: the same columns, value types and first error (row and
+    column) as the same rows sent as objects."""
+    import copy
+
+    arrays = [[row[k] for k in KEYS] for row in rows]
+
+    def run(data: list[Any], as_arrays: bool) -> Any:
+        try:
+            return BatchConverter(BATCH_COLUMNS).columns_of(copy.deepcopy(data), as_arrays)
+        except InvalidRow as exc:
+            return type(exc).__name__, exc.index, exc.column
+
+    expected, got = run(rows, False), run(arrays, True)
+    assert got == expected
+    if isinstance(got, list):
+        assert [[type(v) for v in c] for c in got] == [[type(v) for v in c] for c in expected]
+        assert [type(c) for c in got] == [type(c) for c in expected]
+
+
+@pytest.mark.parametrize(
+    ("rows", "index", "message"),
+    [
+        ([[1, 2, 3, 4, 5, 6], {"s": "x"}], 1, "not an array of 6 values"),
+        ([[1, 2, 3, 4, 5, 6], [1, 2, 3]], 1, "an array of 3 values for 6 columns"),
+        ([["a", 1, "1", None, True, None, "extra"]], 0, "an array of 7 values for 6 columns"),
+        (["row"], 0, "not an array of 6 values"),
+    ],
+)
+def test_array_rows_of_the_wrong_shape_name_the_row(
+    rows: list[Any], index: int, message: str
+) -> None:
+    with pytest.raises(InvalidRow) as caught:
+        BatchConverter(BATCH_COLUMNS).columns_of(rows, arrays=True)
+    assert (caught.value.index, caught.value.column, caught.value.message) == (index, None, message)
+
+
+def test_array_rows_with_a_float_ask_for_an_exact_decoding() -> None:
+    with pytest.raises(InexactNumber) as caught:
+        BatchConverter(BATCH_COLUMNS).columns_of([["x", 1, 0.1, None, None, None]], arrays=True)
+    assert (caught.value.index, caught.value.column) == (0, "d")
+
+
 def test_batch_converter_columns_of_gives_typed_columns_and_leaves_rows_alone() -> None:
     rows = [
         {"s": "a", "i": 1, "d": "1.50", "day": "2024-01-02", "b": True, "at": None, "extra": 1},

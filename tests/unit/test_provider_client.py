@@ -46,9 +46,9 @@ def typed_columns(batch: Batch) -> list[list[Any]]:
     """What the pipeline does: the fast rows, or the exact rows when a float shows."""
     converter = BatchConverter(COLUMNS)
     try:
-        return converter.columns_of(batch.rows)
+        return converter.columns_of(batch.rows, batch.arrays)
     except InexactNumber:
-        return converter.columns_of(batch.exact_rows())
+        return converter.columns_of(batch.exact_rows(), batch.arrays)
 
 
 def test_orjson_rounds_these_numbers_and_the_exact_rows_do_not() -> None:
@@ -136,6 +136,31 @@ def test_an_answer_orjson_refuses_is_read_exactly_at_once() -> None:
     batch = parse(answer('[{"amount":NaN,"qty":1,"note":1e400}]'))
     assert batch.raw is None  # already exact: nothing to decode again
     assert batch.rows[0]["note"] == Decimal("1E+400") and batch.exact_rows() is batch.rows
+
+
+ARRAY_ROWS = (
+    "[[0E-8,18446744073709551616,18446744073709551616],"
+    "[12345678901234567.89,1.0,0.10],"
+    "[-0.10,-0,1.0E+2],"
+    '[18446744073709551616,7,"text"]]'
+)
+
+
+def test_array_rows_give_the_columns_of_the_same_object_rows() -> None:
+    """``rowFormat: "array"``: the same exact values as the object rows, read in the
+    order of the columns (the exact decoding included)."""
+    arrays = parse(answer(ARRAY_ROWS, rowFormat='"array"'))
+    objects = parse(answer(ROWS))
+    assert arrays.arrays and not objects.arrays
+    assert typed_columns(arrays) == typed_columns(objects)
+    assert parse(answer(ROWS, rowFormat='"object"')).arrays is False
+    assert parse(answer(ROWS, rowFormat="null")).arrays is False  # null: the default
+
+
+@pytest.mark.parametrize("value", ['"arrays"', '"ARRAY"', "1", "true", '["array"]', "{}"])
+def test_an_unknown_row_format_breaks_the_contract(value: str) -> None:
+    with pytest.raises(ProviderContractError, match='rowFormat must be "object" or "array"'):
+        parse(answer("[]", rowFormat=value))
 
 
 @pytest.mark.parametrize(("cursor", "expected"), [('"abc"', "abc"), ("120400", "120400")])

@@ -83,14 +83,35 @@ def test_first_batch_has_columns_hash_and_exact_values():
         "sha256:"
     )
     assert [c["key"] for c in answer["columns"]] == ["id", "amount", "day", "at"]
-    row = answer["rows"][0]
-    assert row == {
-        "id": 1,
-        "amount": "0.00000001",
-        "day": "2024-02-29",
-        "at": "2024-03-01T12:00:00.500000",
-    }
+    assert answer["rowFormat"] == "array"
+    assert answer["rows"][0] == [1, "0.00000001", "2024-02-29", "2024-03-01T12:00:00.500000"]
     assert answer["hasMore"] is True and answer["totalRows"] == 6
+
+
+def test_row_mappings_travel_as_arrays_in_column_order():
+    """Keys in any order, a missing key (an empty cell) and an undeclared key (not
+    sent); sequences and pre-serialized fragments pass as they are."""
+    rows = [
+        {"at": None, "day": dt.date(2024, 1, 2), "amount": Decimal("1.50"), "id": 7, "x": 1},
+        {"id": 8, "amount": Decimal("-0.10")},
+    ]
+    _, answer = call(provider(rows=rows), body())
+    assert answer["rows"] == [[7, "1.50", "2024-01-02", None], [8, "-0.10", None, None]]
+    sequences = [(9, Decimal("2"), None, None), [10, "3.25", "2024-02-01", None]]
+    _, answer = call(provider(rows=sequences), body())
+    assert answer["rows"] == [[9, "2", None, None], [10, "3.25", "2024-02-01", None]]
+    fragments = [orjson.Fragment(b'[11,"4.00",null,null]')]
+    _, answer = call(provider(rows=fragments), body())
+    assert answer["rows"] == [[11, "4.00", None, None]]
+
+
+def test_object_row_format_sends_the_mappings():
+    p = ExportProvider("T", COLUMNS, token="secret-token", secret="s", row_format="object")
+    p.fetcher(lambda req, cursor, snapshot: Page(rows=[{"id": 1, "amount": Decimal("1.0")}]))
+    _, answer = call(p, body())
+    assert answer["rowFormat"] == "object" and answer["rows"] == [{"id": 1, "amount": "1.0"}]
+    with pytest.raises(ValueError, match="row_format"):
+        ExportProvider("T", COLUMNS, token="t", secret="s", row_format="csv")
 
 
 def test_cursor_and_snapshot_are_signed_and_bound_to_the_task():
@@ -98,7 +119,7 @@ def test_cursor_and_snapshot_are_signed_and_bound_to_the_task():
     _, first = call(p, body())
     cursor, snapshot = first["nextCursor"], first["snapshotToken"]
     status, second = call(p, body(cursor, snapshot))
-    assert status == 200 and "columns" not in second and second["rows"][0]["id"] == 3
+    assert status == 200 and "columns" not in second and second["rows"][0][0] == 3
     forged = str(int(cursor.split(".")[0]) + 100) + "." + cursor.split(".")[1]
     assert call(p, body(forged, snapshot))[1]["code"] == "INVALID_CURSOR"
     assert call(p, body(cursor, snapshot, task="exp_B"))[1]["code"] == "INVALID_CURSOR"
