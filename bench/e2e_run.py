@@ -9,12 +9,15 @@ process belongs to one export of one size:
    provider) on loopback, create one ORDERS export over HTTP, poll it until it ends,
    download the file through its signed link, and write a JSON result.
 
-The process is the worker: provider, API and consumer all run here, as in the
-embedded default. Result keys: ``format``, ``rows``, ``seconds`` (create -> file
+The process is the worker: API, publisher and consumer run here, the sample providers
+in the child process the embedded default starts (``export_center.sample_process``).
+Result keys: ``format``, ``rows``, ``seconds`` (create -> file
 downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
 ``cpuSeconds`` (this process, all threads), ``threadCpuSeconds`` (by thread name),
 ``rssStartMb`` (after start-up), ``peakRssMb`` (``VmHWM``), ``bytes``, ``database``,
-``scale``, ``storage``.
+``scale``, ``storage``, and for the sample providers' child process (the embedded
+default; ``--in-process-providers`` keeps them here) ``providerProcess``,
+``providerCpuSeconds`` and ``providerPeakRssMb``.
 
 Storage: the local directory under ``--data-dir`` (the embedded default), or with
 ``--s3-endpoint URL --s3-bucket NAME`` an S3-compatible bucket (path-style, keys from
@@ -47,10 +50,15 @@ TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 
 
 def _settings(
-    data_dir: Path, scale: float, database_url: str | None, s3: tuple[str, str] | None = None
+    data_dir: Path,
+    scale: float,
+    database_url: str | None,
+    s3: tuple[str, str] | None = None,
+    provider_process: bool = True,
 ) -> Any:
     """The embedded settings of one run; ``s3`` is (endpoint URL, bucket) or None for
-    the local directory."""
+    the local directory; ``provider_process``: the sample providers in their child
+    process (the default), else in this process."""
     from export_center.settings import Settings
 
     data = Settings().model_dump()  # the environment's settings, like the demo
@@ -61,6 +69,7 @@ def _settings(
             "sample_scale": scale,
             "mount_sample_providers": True,
             "load_sample_data": True,
+            "sample_providers_process": provider_process,
             "environment": "embedded",
         }
     )
@@ -168,6 +177,38 @@ class _ThreadCpu:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def _children() -> list[int]:
+    """Process ids of this process's children (``/proc/self/task/*/children``)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as fh:
+                found += [int(p) for p in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _process_figures(pid: int) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MB) of process ``pid`` so far, from ``/proc``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        cpu = (int(fields[11]) + int(fields[12])) / ticks
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            peak = next(
+                (int(line.split()[1]) / 1024.0 for line in fh if line.startswith("VmHWM:")), 0.0
+            )
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0.0
+    return cpu, peak
+
+
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -200,17 +241,20 @@ def run_export(
     fmt: str,
     switch_interval: float | None = None,
     s3: tuple[str, str] | None = None,
+    provider_process: bool = True,
 ) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure.
 
     Args:
         s3: (endpoint URL, bucket) to store into S3, or None for the local directory.
+        provider_process: the sample providers in their child process (the embedded
+            default); False: in this process, as before they had one.
     """
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
     from export_center.logs import configure_logging
 
-    settings = _settings(data_dir, scale, database_url, s3)
+    settings = _settings(data_dir, scale, database_url, s3, provider_process)
     if switch_interval is not None:
         sys.setswitchinterval(switch_interval)
     configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
@@ -235,6 +279,8 @@ def run_export(
         ) as client:
             rss_start = _rss_now_mb()
             threads = _ThreadCpu()
+            children = _children()
+            child_start = sum(_process_figures(pid)[0] for pid in children)
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
             task_id = request_orders_export(client, fmt, name="bench orders", key_prefix="bench")
@@ -255,6 +301,7 @@ def run_export(
                         fh.write(chunk)
             seconds = time.perf_counter() - started
             cpu = _cpu_seconds() - cpu_start
+            child = [_process_figures(pid) for pid in children]
     finally:
         server.stop()
     rows = int(detail["processed"])
@@ -274,6 +321,9 @@ def run_export(
         "database": settings.resolved_database_url.split("://")[0],
         "switchInterval": sys.getswitchinterval(),
         "threadCpuSeconds": threads.totals(),
+        "providerProcess": bool(children),
+        "providerCpuSeconds": round(sum(c for c, _ in child) - child_start, 3),
+        "providerPeakRssMb": round(max((p for _, p in child), default=0.0), 1),
         "scale": scale,
         "storage": settings.storage.backend,
     }
@@ -298,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="sys.setswitchinterval() for this run (experiment; default: Python's 0.005)",
     )
+    parser.add_argument(
+        "--in-process-providers",
+        action="store_true",
+        help="serve the sample providers in this process (A/B against the child process)",
+    )
     parser.add_argument("--s3-endpoint", default=None, help="store into S3 at this URL")
     parser.add_argument("--s3-bucket", default=None, help="the bucket (with --s3-endpoint)")
     args = parser.parse_args(argv)
@@ -308,7 +363,13 @@ def main(argv: list[str] | None = None) -> int:
         result = prepare(args.data_dir, args.scale, args.database_url)
     else:
         result = run_export(
-            args.data_dir, args.scale, args.database_url, args.format, args.switch_interval, s3
+            args.data_dir,
+            args.scale,
+            args.database_url,
+            args.format,
+            args.switch_interval,
+            s3,
+            provider_process=not args.in_process_providers,
         )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:

@@ -228,9 +228,7 @@ class BatchConverter:
         extracted = list(map(list, zip(*batch, strict=True)))
         return self._typed(extracted, batch, arrays=True)
 
-    def _typed(
-        self, extracted: list[list[Any]], batch: list[Any], arrays: bool
-    ) -> list[list[Any]]:
+    def _typed(self, extracted: list[list[Any]], batch: list[Any], arrays: bool) -> list[list[Any]]:
         """The extracted raw columns checked and converted (:meth:`columns_of`).
 
         Args:

@@ -1,9 +1,11 @@
-"""The embedded default: API, loops and sample providers in one process on loopback.
+"""The embedded default: API, loops and sample providers on loopback.
 
 ``serve`` and ``demo`` use :func:`build_app` and :class:`ServerThread`. The sample
-providers get their own read-only engine on the configured database and are still
-called over HTTP, exactly as a separate service would be (DESIGN.md "Two ways to
-run, one code path").
+providers get their own read-only engine on the configured database and are called over
+HTTP, exactly as a separate service would be (DESIGN.md "Two ways to run, one code
+path"). With ``sample_providers_process`` (the default) the worker loops call them in a
+child process (:mod:`export_center.sample_process`), so an export uses a second core;
+the API mounts them as well, for workers that reach it by its public URL.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from fastapi import FastAPI
 from export_center.api.app import create_app
 from export_center.db import make_engine
 from export_center.runtime import Runtime
+from export_center.sample_process import SampleProviderProcess
 from export_center.settings import Settings, load_or_create_secret
 
 __all__ = ["request_orders_export", "ServerThread", "build_app", "free_port", "mount_samples"]
@@ -54,6 +57,15 @@ def mount_samples(
                 snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
             )
         )
+        if settings.sample_providers_process:
+            child = SampleProviderProcess(
+                database_url=settings.resolved_sample_database_url,
+                token=settings.internal_token,
+                secret=secret,
+                snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
+            )
+            runtime.set_self_url(child.start())
+            runtime.on_stop(child.stop)
 
     return mount
 

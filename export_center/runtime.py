@@ -6,7 +6,9 @@ it, so nothing connects at import time (CONVENTIONS: ``create_app`` + lifespan).
 
 from __future__ import annotations
 
+import gc
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -27,7 +29,13 @@ from export_center.settings import Settings
 from export_center.storage import Storage, open_storage
 from export_center.transport import MemoryTransport, Transport
 
-__all__ = ["Runtime", "alembic_config", "default_registry_path", "upgrade_database"]
+__all__ = [
+    "Runtime",
+    "alembic_config",
+    "default_registry_path",
+    "tune_gc",
+    "upgrade_database",
+]
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -55,6 +63,26 @@ def default_registry_path() -> Path:
     import providers
 
     return Path(providers.__file__).parent / "export_types.yaml"
+
+
+def tune_gc(gen0_threshold: int) -> None:
+    """Run Python's cyclic garbage collector less often in a process that exports.
+
+    The rule: a young-generation collection every ``gen0_threshold`` new container
+    objects instead of CPython's 700, older generations unchanged. An export decodes
+    each batch into one list per row (``rowFormat: "array"``): 5,000 rows of a batch
+    start about 7 collections at 700, each walking the rows still alive, and lists,
+    unlike dicts of plain values, are never untracked. At 10,000 the decoding and the
+    conversion of the ORDERS sample take 40 % less CPU (``bench/README.md``). The export
+    path makes no reference cycles of its own, so memory is not held longer in practice.
+
+    Args:
+        gen0_threshold: new containers between two young collections; 0 or a value
+            below Python's current one leaves the setting alone.
+    """
+    first, *older = gc.get_threshold()
+    if gen0_threshold > first:
+        gc.set_threshold(gen0_threshold, *older)
 
 
 class Runtime:
@@ -126,6 +154,12 @@ class Runtime:
         )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None
+        self._on_stop: list[Callable[[], None]] = []
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` at the end of :meth:`stop`, after the loops and consumers
+        have stopped (e.g. to stop a helper process the exports were calling)."""
+        self._on_stop.append(callback)
 
     def _make_transport(self) -> Transport:
         s = self.settings
@@ -246,6 +280,8 @@ class Runtime:
         back.
         """
         s = self.settings
+        if s.loop_enabled(s.consumer):
+            tune_gc(s.consumer.gc_gen0_threshold)
         if isinstance(self.transport, MemoryTransport) and s.loop_enabled(s.publisher):
             with self.engine.begin() as conn:
                 lost = repository.stale_sent_outbox_ids(conn, 0, 0, 100_000)
@@ -294,3 +330,9 @@ class Runtime:
         self.transport.close()
         self.provider_client.close()
         self.engine.dispose()
+        for callback in reversed(self._on_stop):
+            try:
+                callback()
+            except Exception:  # one failing step must not keep the others from running
+                log.exception("a stop step failed")
+        self._on_stop.clear()

@@ -74,6 +74,13 @@ class ConsumerSettings(LoopSettings):
     """Command consumer: ``concurrency`` exports run at once in one process."""
 
     concurrency: int = Field(2, description="Exports run at once by this process")
+    gc_gen0_threshold: int = Field(
+        10_000,
+        ge=0,
+        description="Python's cyclic garbage collector runs after this many new container "
+        "objects (CPython's default is 700; an export allocates a list per row of every "
+        "batch, so 700 means a collection every 700 rows). 0 keeps Python's setting",
+    )
 
 
 class ReconcilerSettings(LoopSettings):
@@ -323,6 +330,11 @@ class Settings(BaseSettings):
     transport: Literal["memory", "rocketmq"] = Field("memory", description="Command transport")
     mount_sample_providers: bool = Field(
         True, description="Serve the TPC-H sample providers in this process"
+    )
+    sample_providers_process: bool = Field(
+        True,
+        description="Embedded worker loops call the sample providers in a child process "
+        "(its own core) instead of this process",
     )
     load_sample_data: bool = Field(True, description="Generate and load the TPC-H sample on start")
     sample_scale: float = Field(
