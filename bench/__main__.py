@@ -48,7 +48,7 @@ from typing import Any
 
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
-from bench.shards import run_shards
+from bench.shards import run_shards, run_shards_database
 from bench.storage import run_storage, s3_server
 from bench.writers import run_writers
 
@@ -181,6 +181,15 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         speedup,
         ">= 3x",
         None if speedup is None else speedup >= 3 and bool(shards.get("identical")),
+    )
+    on_db = shards.get("mariadb", {})
+    ratio = on_db.get("ratio")
+    _goal(
+        goals,
+        "ORDERS, 16 day shards, MariaDB: 4 at once / 1 at once (time)",
+        ratio,
+        "< 1",
+        None if ratio is None else ratio < 1,
     )
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
@@ -406,6 +415,38 @@ def print_report(results: dict[str, Any]) -> str:
             f"{x4['seconds']:.2f} s ({shards['speedup']:.2f}x); files identical: "
             f"{shards['identical']}."
         )
+        on_db = shards.get("mariadb", {})
+        if "ratio" in on_db:
+            rows = [
+                [
+                    key,
+                    str(r["shards"]),
+                    f"{r['seconds']:.2f}",
+                    f"{r['rowsPerSecond']:,.0f}",
+                    f"{r['cpuSeconds']:.2f}",
+                    f"{r['providerCpuSeconds']:.2f}",
+                    ", ".join(f"{x:.2f}" for x in r["runs"]),
+                ]
+                for key, r in (("1 at once", on_db["x1"]), ("4 at once", on_db["x4"]))
+            ]
+            out.append(
+                "\nORDERS over every date on MariaDB (day shards, CSV):\n\n"
+                + _table(
+                    [
+                        "shards",
+                        "count",
+                        "seconds",
+                        "rows/s",
+                        "worker CPU s",
+                        "provider CPU s",
+                        "runs",
+                    ],
+                    rows,
+                )
+                + f"\n\n4 at once / 1 at once: {on_db['ratio']:.2f}"
+            )
+        elif on_db:
+            out.append(f"\nORDERS shards on MariaDB: skipped ({on_db.get('skipped')})")
     goals = results.get("goals")
     if goals:
         rows = [
@@ -569,6 +610,19 @@ def main(argv: list[str] | None = None) -> int:
     if "shards" in parts:
         say("shards: a 100 ms/page provider, 1 then 4 shards at once")
         results["shards"] = run_shards()
+        url, source = (None, "--no-mariadb") if args.no_mariadb else mariadb_url()
+        if url is None:
+            results["shards"]["mariadb"] = {"skipped": source}
+        else:
+            say("shards: ORDERS over every date (day shards) on MariaDB, 1 then 4 at once")
+            results["shards"]["mariadb"] = run_shards_database(
+                data_dir=data_dir,
+                database="mariadb",
+                database_url=url,
+                scale=sizes["e2e_scale"],
+                repeat=args.repeat,
+                say=say,
+            )
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     report = print_report(results)

@@ -47,6 +47,8 @@ from typing import Any
 import httpx
 
 TERMINAL = ("succeeded", "failed", "cancelled", "expired")
+WHOLE_RANGE = {"from": "1992-01-01", "to": "1998-12-31"}
+"""Every TPC-H order date: with these the ORDERS export runs as day shards."""
 
 
 def _settings(
@@ -55,6 +57,7 @@ def _settings(
     database_url: str | None,
     s3: tuple[str, str] | None = None,
     provider_process: bool = True,
+    shard_parallel: int | None = None,
 ) -> Any:
     """The embedded settings of one run; ``s3`` is (endpoint URL, bucket) or None for
     the local directory; ``provider_process``: the sample providers in their child
@@ -73,6 +76,8 @@ def _settings(
             "environment": "embedded",
         }
     )
+    if shard_parallel is not None:
+        data["task"] = {**data["task"], "shard_parallel_cap": shard_parallel}
     if s3 is not None:
         endpoint, bucket = s3
         data["storage"] = {
@@ -242,6 +247,8 @@ def run_export(
     switch_interval: float | None = None,
     s3: tuple[str, str] | None = None,
     provider_process: bool = True,
+    whole_range: bool = False,
+    shard_parallel: int | None = None,
 ) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure.
 
@@ -249,12 +256,17 @@ def run_export(
         s3: (endpoint URL, bucket) to store into S3, or None for the local directory.
         provider_process: the sample providers in their child process (the embedded
             default); False: in this process, as before they had one.
+        whole_range: ask for every order date (:data:`WHOLE_RANGE`): the ORDERS type
+            then runs as its day shards (16), in date order; without it the export
+            has no dates and runs as one shard in key order.
+        shard_parallel: shards at once (``task.shard_parallel_cap``); None: the
+            setting's default (4).
     """
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
     from export_center.logs import configure_logging
 
-    settings = _settings(data_dir, scale, database_url, s3, provider_process)
+    settings = _settings(data_dir, scale, database_url, s3, provider_process, shard_parallel)
     if switch_interval is not None:
         sys.setswitchinterval(switch_interval)
     configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
@@ -283,7 +295,13 @@ def run_export(
             child_start = sum(_process_figures(pid)[0] for pid in children)
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
-            task_id = request_orders_export(client, fmt, name="bench orders", key_prefix="bench")
+            task_id = request_orders_export(
+                client,
+                fmt,
+                name="bench orders",
+                key_prefix="bench",
+                parameters=WHOLE_RANGE if whole_range else None,
+            )
             while True:
                 detail = client.get(f"/api/v1/exports/{task_id}").json()
                 threads.sample()
@@ -321,6 +339,7 @@ def run_export(
         "database": settings.resolved_database_url.split("://")[0],
         "switchInterval": sys.getswitchinterval(),
         "threadCpuSeconds": threads.totals(),
+        "shards": detail.get("shardsTotal"),
         "providerProcess": bool(children),
         "providerCpuSeconds": round(sum(c for c, _ in child) - child_start, 3),
         "providerPeakRssMb": round(max((p for _, p in child), default=0.0), 1),
@@ -353,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve the sample providers in this process (A/B against the child process)",
     )
+    parser.add_argument(
+        "--whole-range", action="store_true", help="ask for every order date (day shards)"
+    )
+    parser.add_argument("--shard-parallel", type=int, default=None, help="shards at once")
     parser.add_argument("--s3-endpoint", default=None, help="store into S3 at this URL")
     parser.add_argument("--s3-bucket", default=None, help="the bucket (with --s3-endpoint)")
     args = parser.parse_args(argv)
@@ -370,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
             args.switch_interval,
             s3,
             provider_process=not args.in_process_providers,
+            whole_range=args.whole_range,
+            shard_parallel=args.shard_parallel,
         )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:

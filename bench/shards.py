@@ -202,3 +202,47 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def run_shards_database(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    scale: float,
+    repeat: int = 1,
+    say: Any = print,
+) -> dict[str, Any]:
+    """The ORDERS sample over every order date (its 16 day shards) as CSV, with 1 and
+    then 4 shards at once, ``repeat`` rounds interleaved, the fastest run of each kept.
+
+    The sample providers run in their child process and the SQL in the database's own
+    process (MariaDB), so shards at once overlap the provider's reads with the worker's
+    writing. Returns ``{x1, x4}`` (``bench.e2e_run`` results, ``runs`` the seconds of
+    every run) and ``ratio`` = x4 seconds / x1 seconds (below 1: 4 at once is faster).
+    """
+    from bench.e2e import e2e_subprocess, prepare_sample
+
+    common = prepare_sample(
+        data_dir=data_dir, database=database, database_url=database_url, scale=scale, say=say
+    )
+    runs: dict[str, list[dict[str, Any]]] = {"x1": [], "x4": []}
+    for _ in range(max(1, repeat)):
+        for key, parallel in (("x1", 1), ("x4", 4)):
+            result = e2e_subprocess(
+                [*common, "--format", "csv", "--whole-range", "--shard-parallel", str(parallel)],
+                timeout=3600,
+            )
+            runs[key].append(result)
+            say(
+                f"  {database} {result['shards']} shards, {parallel} at once:"
+                f" {result['seconds']:.2f} s, worker CPU {result['cpuSeconds']:.2f} s,"
+                f" provider CPU {result['providerCpuSeconds']:.2f} s"
+            )
+    out: dict[str, Any] = {}
+    for key, done in runs.items():
+        best = min(done, key=lambda r: r["seconds"])
+        best["runs"] = [r["seconds"] for r in done]
+        out[key] = best
+    out["ratio"] = round(out["x4"]["seconds"] / out["x1"]["seconds"], 3)
+    return out

@@ -154,9 +154,17 @@ class ServerThread:
         self.thread.join(60)
 
 
-def request_orders_export(client: httpx.Client, fmt: str, *, name: str, key_prefix: str) -> str:
+def request_orders_export(
+    client: httpx.Client,
+    fmt: str,
+    *,
+    name: str,
+    key_prefix: str,
+    parameters: dict[str, str] | None = None,
+) -> str:
     """Ask the served export center for all ORDERS as ``fmt`` (``csv`` or ``xlsx``), with
     a fresh idempotency key; returns the task id (what ``demo`` and the bench do).
+    ``parameters`` narrow it (e.g. ``{"from": ..., "to": ...}``: day shards).
 
     Raises:
         RuntimeError: the API did not accept the export (its status and body).
@@ -167,7 +175,7 @@ def request_orders_export(client: httpx.Client, fmt: str, *, name: str, key_pref
             "exportType": "ORDERS",
             "format": fmt,
             "taskName": name,
-            "parameters": {},
+            "parameters": parameters or {},
             "requestId": f"{key_prefix}-{fmt}-{os.getpid()}-{time.time_ns()}",
         },
     )
