@@ -3,10 +3,10 @@
 Usage::
 
     python -m bench [--quick] [--json FILE] [--repeat N]
-                    [--only writer,e2e,scaling,storage,cluster] [--data-dir DIR]
-                    [--no-mariadb]
+                    [--only writer,e2e,peers,scaling,storage,cluster,shards]
+                    [--data-dir DIR] [--no-mariadb]
 
-Six parts, printed as Markdown tables and written to ``--json`` (default
+Seven parts, printed as Markdown tables and written to ``--json`` (default
 ``bench-results.json``):
 
 * ``writer``: the ORDERS columns, 200,000 rows (``--quick``: 20,000) through our XLSX
@@ -17,6 +17,12 @@ Six parts, printed as Markdown tables and written to ``--json`` (default
   0.01), CSV and XLSX, on SQLite and on MariaDB (``EXPORT_CENTER_BENCH_MARIADB_URL``,
   else the ``scripts/mariadb.sh`` server when it runs, else skipped with a note); each
   export runs in its own subprocess, whose peak RSS is the worker's.
+* ``peers``: what a user would write instead of the service, on the same sample and
+  databases as ``e2e`` (``bench.peers``): the ORDERS provider's query alone, the
+  ``csv`` module, XlsxWriter constant-memory, openpyxl write-only, and pandas
+  ``read_sql`` + ``to_csv`` / ``to_excel`` when pandas is installed; pages of 5,000
+  rows, each dump in its own subprocess: seconds, rows/s, peak RSS, CPU seconds,
+  bytes.
 * ``scaling``: TPC-H scale 0.07, 0.27 and 1.0 (``--quick``: 0.01 and 0.03) on SQLite,
   CSV and XLSX: seconds per 100k rows and peak RSS at each size.
 * ``storage``: the e2e export of all orders on SQLite, CSV and XLSX, stored in S3
@@ -48,13 +54,14 @@ from typing import Any
 
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.peers import PEER_LABELS, run_peers
 from bench.shards import run_shards, run_shards_database
 from bench.storage import run_storage, s3_server
 from bench.writers import run_writers
 
 FULL: dict[str, Any] = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
 QUICK: dict[str, Any] = {"writer_rows": 20_000, "e2e_scale": 0.01, "scaling": [0.01, 0.03]}
-PARTS = "writer,e2e,scaling,storage,cluster,shards"
+PARTS = "writer,e2e,peers,scaling,storage,cluster,shards"
 CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
     "ours_xlsx": "export_center XLSX",
@@ -154,6 +161,30 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
             "<= 1.5",
             None if factor is None else factor <= 1.5,
         )
+    peers = results.get("peers", {})
+    for database, label in (("sqlite", "SQLite"), ("mariadb", "MariaDB")):
+        for fmt, peer, name, limit in (
+            ("csv", "csv", "stdlib-csv", 0.6),
+            ("xlsx", "xlsxwriter", "XlsxWriter", 0.1),
+        ):
+            run = e2e.get(database, {}).get(fmt)
+            direct = peers.get(database, {}).get(peer, {})
+            value, note = None, ""
+            if run and "seconds" in direct:
+                if run["rows"] != direct["rows"]:
+                    note = f"rows differ: {run['rows']:,} e2e, {direct['rows']:,} direct"
+                else:
+                    value = run["seconds"] / direct["seconds"]
+                    note = f"--quick: {run['rows']:,} rows" if quick else ""
+            informational = database != "sqlite"
+            _goal(
+                goals,
+                f"e2e {fmt.upper()} / direct {name} dump ({label})",
+                value,
+                "-" if informational else f"<= {limit:g}",
+                None if informational or value is None else value <= limit,
+                note,
+            )
     storage = results.get("storage", {})
     for fmt in ("csv", "xlsx"):
         ratio = storage.get(fmt, {}).get("ratio")
@@ -287,6 +318,54 @@ def print_report(results: dict[str, Any]) -> str:
                 ],
                 rows,
                 left=(0, 1),
+            )
+        )
+    peers = results.get("peers")
+    if peers:
+        rows = []
+        for database, runs in peers.items():
+            if "skipped" in runs:
+                rows.append([database, "skipped: " + runs["skipped"], *[""] * 8])
+                continue
+            for name, r in runs.items():
+                label = PEER_LABELS.get(name, name)
+                if "skipped" in r:
+                    rows.append([database, label, "skipped: " + r["skipped"], *[""] * 7])
+                    continue
+                rows.append(
+                    [
+                        database,
+                        label,
+                        f"{r['rows']:,}",
+                        f"{r['seconds']:.2f}",
+                        f"{r['rowsPerSecond']:,.0f}",
+                        f"{r['peakRssMb']:.0f}",
+                        f"{r['cpuSeconds']:.2f}",
+                        f"{r['bytes'] / 1e6:.1f}",
+                        r["paging"],
+                        f"{r['loadAverage']:.2f}",
+                    ]
+                )
+        out.append(
+            "\nPeers (what a user would write instead: the provider's query, pages of "
+            "5,000 rows, one subprocess each):\n"
+        )
+        out.append(
+            _table(
+                [
+                    "database",
+                    "peer",
+                    "rows",
+                    "seconds",
+                    "rows/s",
+                    "peak RSS MB",
+                    "CPU s",
+                    "MB",
+                    "paging",
+                    "load",
+                ],
+                rows,
+                left=(0, 1, 8),
             )
         )
     scaling = results.get("scaling")
@@ -540,6 +619,33 @@ def main(argv: list[str] | None = None) -> int:
                 say=say,
             )
         results["e2e"] = e2e
+    if "peers" in parts:
+        scale = sizes["e2e_scale"]
+        say(f"peers: the same dump without the service, TPC-H scale {scale}")
+        peers: dict[str, Any] = {
+            "sqlite": run_peers(
+                data_dir=data_dir,
+                database="sqlite",
+                database_url=None,
+                scale=scale,
+                repeat=args.repeat,
+                say=say,
+            )
+        }
+        url, source = (None, "--no-mariadb") if args.no_mariadb else mariadb_url()
+        if url is None:
+            say(f"  mariadb: skipped ({source})")
+            peers["mariadb"] = {"skipped": source}
+        else:
+            peers["mariadb"] = run_peers(
+                data_dir=data_dir,
+                database="mariadb",
+                database_url=url,
+                scale=scale,
+                repeat=args.repeat,
+                say=say,
+            )
+        results["peers"] = peers
     if "scaling" in parts:
         say(f"scaling on SQLite: TPC-H scales {', '.join(map(str, sizes['scaling']))}")
         points = []

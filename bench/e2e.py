@@ -67,7 +67,10 @@ def mariadb_url() -> tuple[str | None, str]:
 
 
 def e2e_subprocess(
-    args: list[str], timeout: float, env: dict[str, str] | None = None
+    args: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    module: str = "bench.e2e_run",
 ) -> dict[str, Any]:
     """Run ``python -m bench.e2e_run ARGS`` and return its JSON result.
 
@@ -75,6 +78,8 @@ def e2e_subprocess(
         args: the arguments of ``bench.e2e_run`` (without ``--json``).
         timeout: seconds before the run is killed.
         env: variables added to this process's environment.
+        module: another module taking ``--json FILE`` the same way
+            (``bench.peers_run``).
 
     Raises:
         RuntimeError: the run failed (the last lines of its output).
@@ -85,7 +90,7 @@ def e2e_subprocess(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "bench.e2e_run", *args, "--json", str(result_path)],
+            [sys.executable, "-m", module, *args, "--json", str(result_path)],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -94,7 +99,7 @@ def e2e_subprocess(
         )
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise RuntimeError(f"bench.e2e_run {' '.join(args)} failed: " + " | ".join(tail))
+            raise RuntimeError(f"{module} {' '.join(args)} failed: " + " | ".join(tail))
         data: dict[str, Any] = json.loads(result_path.read_text())
         return data
     finally:
