@@ -17,7 +17,8 @@ downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
 ``rssStartMb`` (after start-up), ``peakRssMb`` (``VmHWM``), ``bytes``, ``database``,
 ``scale``, ``storage``, and for the sample providers' child process (the embedded
 default; ``--in-process-providers`` keeps them here) ``providerProcess``,
-``providerCpuSeconds`` and ``providerPeakRssMb``.
+``providerCpuSeconds`` and ``providerPeakRssMb``; ``queueSeconds`` and ``runSeconds``
+from the task's timestamps.
 
 Storage: the local directory under ``--data-dir`` (the embedded default), or with
 ``--s3-endpoint URL --s3-bucket NAME`` an S3-compatible bucket (path-style, keys from
@@ -182,6 +183,27 @@ class _ThreadCpu:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def _task_times(detail: dict[str, Any]) -> dict[str, float | None]:
+    """``queueSeconds`` (requested -> started: outbox, transport, claim) and
+    ``runSeconds`` (started -> finished: the attempt, file stored), from the task's
+    own timestamps (the database clock)."""
+    from datetime import datetime
+
+    def at(key: str) -> datetime | None:
+        value = detail.get(key)
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+    requested, started, finished = at("requestedAt"), at("startedAt"), at("finishedAt")
+    return {
+        "queueSeconds": round((started - requested).total_seconds(), 3)
+        if started and requested
+        else None,
+        "runSeconds": round((finished - started).total_seconds(), 3)
+        if finished and started
+        else None,
+    }
+
+
 def _children() -> list[int]:
     """Process ids of this process's children (``/proc/self/task/*/children``)."""
     found: list[int] = []
@@ -340,6 +362,7 @@ def run_export(
         "switchInterval": sys.getswitchinterval(),
         "threadCpuSeconds": threads.totals(),
         "shards": detail.get("shardsTotal"),
+        **_task_times(detail),
         "providerProcess": bool(children),
         "providerCpuSeconds": round(sum(c for c, _ in child) - child_start, 3),
         "providerPeakRssMb": round(max((p for _, p in child), default=0.0), 1),
