@@ -14,7 +14,7 @@ For each database (the embedded SQLite file, and MariaDB in its own database
    at its default of 5, almost every create would be a 429 after 1 ms and the create
    route would not be measured). Its JSON log goes to a file;
 3. ``--clients`` clients (default 32; one ``httpx.AsyncClient`` each, one event
-   loop, no pause between requests) run for ``--seconds`` (default 30) after one
+   loop, no pause between requests unless ``--pause``) run for ``--seconds`` (default 30) after one
    warm-up request of each route. Each client is a different seeded user, from the
    heaviest (about 1,100 tasks) to light ones (about 20); it picks each request at
    random: 20 % create (a CUSTOMERS export of one market segment, about 300 rows,
@@ -35,9 +35,12 @@ errors4xx, locked, transportErrors, statuses}``; and ``requestsPerSecond``,
 Usage::
 
     python -m bench.load [--quick] [--databases sqlite,mariadb] [--explain]
-                         [--tasks N] [--seconds S] [--clients C] [--json FILE]
+                         [--tasks N] [--seconds S] [--clients C] [--pause S]
+                         [--json FILE]
 
-``--quick``: 10,000 tasks and 5 s. ``--explain``: seed and print the plans only
+``--quick``: 10,000 tasks and 5 s. ``--pause S``: each client waits S seconds after
+each answer (a person polling the download center) instead of sending the next
+request at once. ``--explain``: seed and print the plans only
 (no server, no load). MariaDB comes from ``EXPORT_CENTER_BENCH_MARIADB_URL``, else
 ``EXPORT_CENTER_TEST_MARIADB_URL``, else the ``scripts/mariadb.sh`` server; only the
 server and credentials of that URL are used (the user must be allowed to create a
@@ -230,8 +233,10 @@ async def _drive(
     picked: list[tuple[str, str, list[str]]],
     secret: str,
     seconds: float,
+    pause: float = 0.0,
 ) -> tuple[dict[str, RouteStats], float]:
-    """Warm up, then run every client until ``seconds`` have passed.
+    """Warm up, then run every client until ``seconds`` have passed, each waiting
+    ``pause`` seconds after each answer (0: none, the clients keep the server busy).
 
     Returns:
         ``({route: stats}, measured seconds)``: from the start of the window to the
@@ -279,6 +284,8 @@ async def _drive(
                 stats[route].transport_errors += 1
                 continue
             stats[route].add(ms, response)
+            if pause:
+                await asyncio.sleep(pause)
 
     try:
         await asyncio.gather(*(warm(c) for c in clients))
@@ -444,6 +451,7 @@ def run_load(
     tasks: int,
     seconds: float,
     clients: int = CLIENTS,
+    pause: float = 0.0,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Seed, serve, load and explain one database (module docstring).
@@ -456,6 +464,7 @@ def run_load(
         tasks: ended tasks to seed.
         seconds: length of the measured window.
         clients: concurrent clients.
+        pause: seconds each client waits after each answer (0: none).
 
     Returns:
         The ``load.<database>`` result (module docstring).
@@ -473,7 +482,7 @@ def run_load(
         client_cpu = usage.ru_utime + usage.ru_stime
         load_start = os.getloadavg()[0]
         meter.start()
-        stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds))
+        stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds, pause))
         cpu = meter.stop()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu["client"] = round(usage.ru_utime + usage.ru_stime - client_cpu, 2)
@@ -487,6 +496,7 @@ def run_load(
             "requestsPerSecond": round(total / elapsed, 1),
             "seconds": round(elapsed, 2),
             "clients": clients,
+            "pauseSeconds": pause,
             "mix": dict(zip(ROUTES, MIX, strict=True)),
             "loadAverage": round(load_start, 2),
             "lockedInLog": log_text.count(LOCKED),
@@ -539,7 +549,9 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
             )
     first = next((r for r in load.values() if "skipped" not in r), None)
     head = (
-        f"\nAPI under load ({first['clients']} clients, {first['seconds']:.0f} s, "
+        f"\nAPI under load ({first['clients']} clients"
+        + (f" pausing {first['pauseSeconds']:g} s" if first.get("pauseSeconds") else "")
+        + f", {first['seconds']:.0f} s, "
         f"{first['seeded']['tasks']:,} seeded tasks; "
         + "; ".join(
             f"{db} {r['requestsPerSecond']:,.0f} requests/s, log 'locked' {r['lockedInLog']}"
@@ -599,6 +611,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=None, help="tasks to seed")
     parser.add_argument("--seconds", type=float, default=None, help="measured seconds")
     parser.add_argument("--clients", type=int, default=CLIENTS, help="concurrent clients")
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds a client waits after each answer"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     parser.add_argument(
         "--data-dir",
@@ -632,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
             tasks=tasks,
             seconds=seconds,
             clients=args.clients,
+            pause=args.pause,
             say=say,
         )
         say("\n" + explain_report(database, results[database]["explain"]) + "\n")
