@@ -29,7 +29,9 @@ Result per database (``load.<database>``): for each route ``create``, ``detail``
 ``list``: ``{requests, requestsPerSecond, p50Ms, p99Ms, maxMs, meanMs, errors5xx,
 errors4xx, locked, transportErrors, statuses}``; and ``requestsPerSecond``,
 ``seconds``, ``clients``, ``seeded`` (rows and seconds), ``lockedInLog``,
-``cpuSeconds`` (server process, MariaDB server, this client process), ``created``
+``cpuSeconds`` (server process, MariaDB server, this client process, the whole
+machine), ``rowLocks`` (MariaDB: InnoDB row lock ``waits`` and their ``ms`` during the
+window, server-wide; None on SQLite), ``created``
 (the load's own tasks by status when the server stopped), ``explain``.
 
 Usage::
@@ -433,6 +435,27 @@ def _created(database_url: str) -> dict[str, int]:
     return {str(status): int(count) for status, count in sorted(rows)}
 
 
+def _row_locks(database_url: str) -> dict[str, int] | None:
+    """InnoDB's row lock waits so far (``waits``) and the milliseconds spent in them
+    (``ms``), server-wide; None on SQLite."""
+    if database_url.startswith("sqlite"):
+        return None
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows: dict[str, str] = dict(
+                conn.execute(
+                    text(
+                        "SHOW GLOBAL STATUS WHERE Variable_name IN "
+                        "('Innodb_row_lock_waits', 'Innodb_row_lock_time')"
+                    )
+                ).tuples()
+            )
+    finally:
+        engine.dispose()
+    return {"waits": int(rows["Innodb_row_lock_waits"]), "ms": int(rows["Innodb_row_lock_time"])}
+
+
 def _explain(database_url: str, tenant: str, user: str) -> dict[str, Any]:
     from export_center.db import make_engine
 
@@ -481,9 +504,11 @@ def run_load(
         usage = resource.getrusage(resource.RUSAGE_SELF)
         client_cpu = usage.ru_utime + usage.ru_stime
         load_start = os.getloadavg()[0]
+        locks_before = _row_locks(url)
         meter.start()
         stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds, pause))
         cpu = meter.stop()
+        locks_after = _row_locks(url)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu["client"] = round(usage.ru_utime + usage.ru_stime - client_cpu, 2)
     finally:
@@ -502,6 +527,9 @@ def run_load(
             "lockedInLog": log_text.count(LOCKED),
             "serverExit": proc.returncode,
             "cpuSeconds": cpu,
+            "rowLocks": None
+            if locks_before is None or locks_after is None
+            else {k: locks_after[k] - locks_before[k] for k in locks_before},
             "created": _created(url),
             "seeded": seed_info,
             "explain": _explain(url, seeded.picked[0][0], seeded.picked[0][1]),
@@ -518,7 +546,7 @@ def run_load(
     say(
         f"  {database}: {result['requestsPerSecond']:,.1f} requests/s over "
         f"{elapsed:.1f} s; 'database is locked' in the server log: {result['lockedInLog']}; "
-        f"CPU s {cpu}"
+        f"CPU s {cpu}; row locks {result['rowLocks']}"
     )
     return result
 
@@ -562,7 +590,7 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
         if first
         else "\nAPI under load:\n"
     )
-    return head + table(
+    body = table(
         [
             "database",
             "route",
@@ -578,6 +606,20 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
         rows,
         left=(0, 1),
     )
+    notes = []
+    for database, r in load.items():
+        if "skipped" in r:
+            continue
+        cpu = r["cpuSeconds"]
+        locks = r.get("rowLocks")
+        notes.append(
+            f"- {database}: CPU-seconds in {r['seconds']:.0f} s: server {cpu.get('server')}, "
+            f"MariaDB {cpu.get('mariadb')}, clients {cpu.get('client')}, whole machine "
+            f"{cpu.get('machine')} (load average {r['loadAverage']:.2f} at the start); "
+            f"the load's tasks when the server stopped: {r['created']}"
+            + (f"; InnoDB row lock waits {locks['waits']:,} ({locks['ms']:,} ms)" if locks else "")
+        )
+    return head + body + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 # --------------------------------------------------------------------------- command
