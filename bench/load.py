@@ -443,14 +443,15 @@ def _row_locks(database_url: str) -> dict[str, int] | None:
     engine = create_engine(database_url)
     try:
         with engine.connect() as conn:
-            rows: dict[str, str] = dict(
-                conn.execute(
+            rows = {
+                str(name): str(value)
+                for name, value in conn.execute(
                     text(
                         "SHOW GLOBAL STATUS WHERE Variable_name IN "
                         "('Innodb_row_lock_waits', 'Innodb_row_lock_time')"
                     )
-                ).tuples()
-            )
+                )
+            }
     finally:
         engine.dispose()
     return {"waits": int(rows["Innodb_row_lock_waits"]), "ms": int(rows["Innodb_row_lock_time"])}
