@@ -31,7 +31,9 @@ errors4xx, locked, transportErrors, statuses}``; and ``requestsPerSecond``,
 ``seconds``, ``clients``, ``seeded`` (rows and seconds), ``lockedInLog``,
 ``cpuSeconds`` (server process, MariaDB server, this client process, the whole
 machine), ``rowLocks`` (MariaDB: InnoDB row lock ``waits`` and their ``ms`` during the
-window, server-wide; None on SQLite), ``created``
+window, server-wide: other databases' transactions count too; None on SQLite),
+``guardQueue`` (MariaDB: creates waiting for the create guard row, ``{mean, max,
+samples}`` of a count every 0.1 s; None on SQLite), ``created``
 (the load's own tasks by status when the server stopped), ``explain``.
 
 Usage::
@@ -63,6 +65,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -457,6 +460,43 @@ def _row_locks(database_url: str) -> dict[str, int] | None:
     return {"waits": int(rows["Innodb_row_lock_waits"]), "ms": int(rows["Innodb_row_lock_time"])}
 
 
+class _GuardSampler(threading.Thread):
+    """Counts, every 0.1 s, the load database's connections that are running the
+    create guard's ``SELECT ... FOR UPDATE`` (MariaDB; ``PROCESSLIST`` shows the
+    connections of the same user without the PROCESS privilege). Taking an uncontended
+    row lock is immediate, so a connection seen there is a create queued on the
+    guard row: the samples' mean is the average length of that queue."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(name="guard-sampler", daemon=True)
+        self.url = database_url
+        self.samples: list[int] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        engine = create_engine(self.url)
+        query = text(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
+            "AND ID <> CONNECTION_ID() AND COMMAND = 'Query' "
+            "AND INFO LIKE '%export_task_guard%FOR UPDATE%'"
+        )
+        try:
+            with engine.connect() as conn:
+                while not self.done.wait(0.1):
+                    self.samples.append(int(conn.execute(query).scalar_one()))
+        finally:
+            engine.dispose()
+
+    def summary(self) -> dict[str, Any]:
+        """``{mean, max, samples}`` of the queue length."""
+        n = len(self.samples)
+        return {
+            "mean": round(sum(self.samples) / n, 2) if n else None,
+            "max": max(self.samples) if n else None,
+            "samples": n,
+        }
+
+
 def _explain(database_url: str, tenant: str, user: str) -> dict[str, Any]:
     from export_center.db import make_engine
 
@@ -506,8 +546,16 @@ def run_load(
         client_cpu = usage.ru_utime + usage.ru_stime
         load_start = os.getloadavg()[0]
         locks_before = _row_locks(url)
+        sampler = None if url.startswith("sqlite") else _GuardSampler(url)
+        if sampler is not None:
+            sampler.start()
         meter.start()
-        stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds, pause))
+        try:
+            stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds, pause))
+        finally:
+            if sampler is not None:
+                sampler.done.set()
+                sampler.join(10)
         cpu = meter.stop()
         locks_after = _row_locks(url)
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -531,6 +579,7 @@ def run_load(
             "rowLocks": None
             if locks_before is None or locks_after is None
             else {k: locks_after[k] - locks_before[k] for k in locks_before},
+            "guardQueue": None if sampler is None else sampler.summary(),
             "created": _created(url),
             "seeded": seed_info,
             "explain": _explain(url, seeded.picked[0][0], seeded.picked[0][1]),
@@ -547,7 +596,7 @@ def run_load(
     say(
         f"  {database}: {result['requestsPerSecond']:,.1f} requests/s over "
         f"{elapsed:.1f} s; 'database is locked' in the server log: {result['lockedInLog']}; "
-        f"CPU s {cpu}; row locks {result['rowLocks']}"
+        f"CPU s {cpu}; row locks {result['rowLocks']}; guard queue {result['guardQueue']}"
     )
     return result
 
@@ -619,6 +668,11 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
             f"{cpu.get('machine')} (load average {r['loadAverage']:.2f} at the start); "
             f"the load's tasks when the server stopped: {r['created']}"
             + (f"; InnoDB row lock waits {locks['waits']:,} ({locks['ms']:,} ms)" if locks else "")
+            + (
+                f"; creates queued on the guard row: mean {guard['mean']}, max {guard['max']}"
+                if (guard := r.get("guardQueue"))
+                else ""
+            )
         )
     return head + body + ("\n\n" + "\n".join(notes) if notes else "")
 
