@@ -3,7 +3,7 @@
 Usage::
 
     python -m bench [--quick] [--json FILE] [--repeat N]
-                    [--only writer,e2e,peers,scaling,storage,cluster,shards]
+                    [--only writer,e2e,peers,scaling,storage,cluster,shards,load]
                     [--data-dir DIR] [--no-mariadb]
 
 Seven parts, printed as Markdown tables and written to ``--json`` (default
@@ -32,6 +32,12 @@ Seven parts, printed as Markdown tables and written to ``--json`` (default
 * ``shards``: a provider taking 100 ms per page, one export of 8 day shards with 1
   and then 4 shards at once (``bench.shards``): seconds, the speed-up, and whether the
   two files are byte-identical.
+* ``load``: the API under load (``bench.load``): 100,000 ended tasks seeded
+  (``--quick``: 10,000), ``export-center serve`` on them, 32 clients for 30 s
+  (``--quick``: 5 s) mixing create, detail and list, on SQLite and on MariaDB (its own
+  database ``export_center_bench_load``): p50/p99/max per route, requests/s, 5xx and
+  "database is locked"; and the EXPLAIN of the list, detail, create, publisher and
+  reconciler statements (``python -m bench.load --explain`` prints them alone).
 * ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
   S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
   CPU-seconds of every group of processes (``bench.cluster``).
@@ -54,14 +60,27 @@ from typing import Any
 
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.load import ROUTES, load_mariadb_url, load_report, run_load
 from bench.peers import PEER_LABELS, run_peers
 from bench.shards import run_shards, run_shards_database
 from bench.storage import run_storage, s3_server
 from bench.writers import run_writers
 
-FULL: dict[str, Any] = {"writer_rows": 200_000, "e2e_scale": 0.27, "scaling": [0.07, 0.27, 1.0]}
-QUICK: dict[str, Any] = {"writer_rows": 20_000, "e2e_scale": 0.01, "scaling": [0.01, 0.03]}
-PARTS = "writer,e2e,peers,scaling,storage,cluster,shards"
+FULL: dict[str, Any] = {
+    "writer_rows": 200_000,
+    "e2e_scale": 0.27,
+    "scaling": [0.07, 0.27, 1.0],
+    "load_tasks": 100_000,
+    "load_seconds": 30.0,
+}
+QUICK: dict[str, Any] = {
+    "writer_rows": 20_000,
+    "e2e_scale": 0.01,
+    "scaling": [0.01, 0.03],
+    "load_tasks": 10_000,
+    "load_seconds": 5.0,
+}
+PARTS = "writer,e2e,peers,scaling,storage,cluster,shards,load"
 CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
     "ours_xlsx": "export_center XLSX",
@@ -222,6 +241,7 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         "< 1",
         None if ratio is None else ratio < 1,
     )
+    _load_goals(goals, results.get("load", {}))
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
         points = sorted((p for p in scaling if p["format"] == fmt), key=lambda p: p["rows"])
@@ -247,6 +267,48 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
             spread <= 0.20,
         )
     return goals
+
+
+LOAD_P99_MS = {"create": 100.0, "detail": 50.0, "list": 50.0}
+"""The load part's p99 targets per route, in milliseconds (MariaDB; SQLite informational)."""
+
+
+def _load_goals(goals: list[dict[str, Any]], load: dict[str, Any]) -> None:
+    """The load part's goals: p99 per route, no 5xx, no "database is locked"; met on
+    MariaDB, informational (``met`` still computed, with a note) on SQLite."""
+    for database, r in load.items():
+        note = "informational on SQLite" if database == "sqlite" else ""
+        if "skipped" in r:
+            continue
+        for route in ROUTES:
+            p99 = r[route]["p99Ms"]
+            limit = LOAD_P99_MS[route]
+            _goal(
+                goals,
+                f"load {database}: {route} p99 with {r['clients']} clients (ms)",
+                p99,
+                f"<= {limit:g}",
+                None if p99 is None else p99 <= limit,
+                note,
+            )
+        errors = sum(r[route]["errors5xx"] + r[route]["transportErrors"] for route in ROUTES)
+        _goal(
+            goals,
+            f"load {database}: 5xx answers and failed requests",
+            errors,
+            "0",
+            errors == 0,
+            note,
+        )
+        locked = sum(r[route]["locked"] for route in ROUTES) + r["lockedInLog"]
+        _goal(
+            goals,
+            f"load {database}: 'database is locked' in answers and the server log",
+            locked,
+            "0",
+            locked == 0,
+            note,
+        )
 
 
 def print_report(results: dict[str, Any]) -> str:
@@ -526,6 +588,9 @@ def print_report(results: dict[str, Any]) -> str:
             )
         elif on_db:
             out.append(f"\nORDERS shards on MariaDB: skipped ({on_db.get('skipped')})")
+    load = results.get("load")
+    if load:
+        out.append(load_report(load, _table))
     goals = results.get("goals")
     if goals:
         rows = [
@@ -729,6 +794,32 @@ def main(argv: list[str] | None = None) -> int:
                 repeat=args.repeat,
                 say=say,
             )
+    if "load" in parts:
+        say(
+            f"load: {sizes['load_tasks']:,} seeded tasks, 32 clients for "
+            f"{sizes['load_seconds']:g} s, SQLite and MariaDB"
+        )
+        load: dict[str, Any] = {}
+        databases: list[tuple[str, str | None]] = [("sqlite", None)]
+        if args.no_mariadb:
+            load["mariadb"] = {"skipped": "--no-mariadb"}
+        else:
+            url, source = load_mariadb_url()
+            say(f"  mariadb: {source}")
+            if url is None:
+                load["mariadb"] = {"skipped": source}
+            else:
+                databases.append(("mariadb", url))
+        for database, url in databases:
+            load[database] = run_load(
+                data_dir=data_dir,
+                database=database,
+                database_url=url,
+                tasks=sizes["load_tasks"],
+                seconds=sizes["load_seconds"],
+                say=say,
+            )
+        results["load"] = dict(sorted(load.items(), key=lambda kv: kv[0] != "sqlite"))
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     report = print_report(results)

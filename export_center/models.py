@@ -147,6 +147,8 @@ class ExportOutbox(Base):
         UniqueConstraint("task_id", "dispatch_version"),
         Index("ix_export_outbox_publish", "status", "next_retry_at", "id"),
         Index("ix_export_outbox_task", "task_id", "dispatch_version", "status", "sent_at"),
+        # The reconciler's purge of SENT rows past the retention (migration 0007).
+        Index("ix_export_outbox_sent", "sent_at"),
     )
 
 

@@ -79,7 +79,8 @@ CREATE TABLE IF NOT EXISTS `export_outbox` (
   UNIQUE KEY `uq_export_outbox_event_id` (`event_id`),
   UNIQUE KEY `uq_export_outbox_task_id_dispatch_version` (`task_id`,`dispatch_version`),
   KEY `ix_export_outbox_publish` (`status`,`next_retry_at`,`id`),
-  KEY `ix_export_outbox_task` (`task_id`,`dispatch_version`,`status`,`sent_at`)
+  KEY `ix_export_outbox_task` (`task_id`,`dispatch_version`,`status`,`sent_at`),
+  KEY `ix_export_outbox_sent` (`sent_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `export_task_guard` (

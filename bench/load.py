@@ -1,0 +1,759 @@
+"""The API under load: 100,000 finished tasks, 32 clients for 30 s, latency per route.
+
+For each database (the embedded SQLite file, and MariaDB in its own database
+``export_center_bench_load``, dropped and created again by every run):
+
+1. a fresh database is migrated to the Alembic head (what ``export-center db
+   upgrade`` and the embedded start-up run) and seeded with ``--tasks`` ended tasks
+   (default 100,000; ``bench.load_seed``: 2,000 users in 40 tenants, their outbox
+   rows, idempotency keys and audit rows), plus the TPC-H sample at scale 0.01 that
+   the create route's exports read;
+2. ``export-center serve`` starts as a subprocess on a free loopback port on that
+   database, with every loop on (publisher, consumer, reconciler) and one setting
+   changed: the per-type active limit is lifted (``LIMITS__MAX_ACTIVE_PER_TYPE``;
+   at its default of 5, almost every create would be a 429 after 1 ms and the create
+   route would not be measured). Its JSON log goes to a file;
+3. ``--clients`` clients (default 32; one ``httpx.AsyncClient`` each, one event
+   loop, no pause between requests unless ``--pause``) run for ``--seconds`` (default 30) after one
+   warm-up request of each route. Each client is a different seeded user, from the
+   heaviest (about 1,100 tasks) to light ones (about 20); it picks each request at
+   random: 20 % create (a CUSTOMERS export of one market segment, about 300 rows,
+   as a new user of the client's tenant each time, with a unique ``requestId``),
+   40 % detail (one of its own tasks), 40 % list (its first page, default filters).
+   Latency is from sending the request to the whole answer read, in the client;
+4. the server stops; every answer of 400 or more and the server log are searched
+   for ``database is locked``; then the statements of the routes and the loops are
+   explained (``bench.load_explain``).
+
+Result per database (``load.<database>``): for each route ``create``, ``detail``,
+``list``: ``{requests, requestsPerSecond, p50Ms, p99Ms, maxMs, meanMs, errors5xx,
+errors4xx, locked, transportErrors, statuses}``; and ``requestsPerSecond``,
+``seconds``, ``clients``, ``seeded`` (rows and seconds), ``lockedInLog``,
+``cpuSeconds`` (server process, MariaDB server, this client process, the whole
+machine), ``rowLocks`` (MariaDB: InnoDB row lock ``waits`` and their ``ms`` during the
+window, server-wide: other databases' transactions count too; None on SQLite),
+``guardQueue`` (MariaDB: creates waiting for the create guard row, ``{mean, max,
+samples}`` of a count every 0.1 s; None on SQLite), ``created``
+(the load's own tasks by status when the server stopped), ``explain``.
+
+Usage::
+
+    python -m bench.load [--quick] [--databases sqlite,mariadb] [--explain]
+                         [--tasks N] [--seconds S] [--clients C] [--pause S]
+                         [--json FILE]
+
+``--quick``: 10,000 tasks and 5 s. ``--pause S``: each client waits S seconds after
+each answer (a person polling the download center) instead of sending the next
+request at once. ``--explain``: seed and print the plans only
+(no server, no load). MariaDB comes from ``EXPORT_CENTER_BENCH_MARIADB_URL``, else
+``EXPORT_CENTER_TEST_MARIADB_URL``, else the ``scripts/mariadb.sh`` server; only the
+server and credentials of that URL are used (the user must be allowed to create a
+database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import make_url
+
+from bench.e2e import ROOT
+from bench.load_explain import explain_all, explain_report
+from bench.load_seed import seed_tasks
+from bench.procs import CpuMeter, pids_matching
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "ROUTES",
+    "load_mariadb_url",
+    "load_report",
+    "main",
+    "run_load",
+]
+
+ROUTES = ("create", "detail", "list")
+MIX = (0.2, 0.4, 0.4)
+"""Share of each route in :data:`ROUTES` order."""
+FULL: dict[str, Any] = {"tasks": 100_000, "seconds": 30.0}
+QUICK: dict[str, Any] = {"tasks": 10_000, "seconds": 5.0}
+CLIENTS = 32
+LOAD_DATABASE = "export_center_bench_load"
+SAMPLE_SCALE = 0.01
+CREATE_TYPE = "CUSTOMERS"
+CREATE_PERMISSION = "export:customers:create"
+SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
+LOCKED = "database is locked"
+
+
+def load_mariadb_url() -> tuple[str | None, str]:
+    """The URL of the load database on the MariaDB server, and where the server came
+    from (or None and why not). The database is dropped and created again here.
+
+    The server and credentials come from ``EXPORT_CENTER_BENCH_MARIADB_URL``, else
+    ``EXPORT_CENTER_TEST_MARIADB_URL``, else ``scripts/mariadb.sh url``; the database
+    is always :data:`LOAD_DATABASE`.
+    """
+    base, source = None, ""
+    for name in ("EXPORT_CENTER_BENCH_MARIADB_URL", "EXPORT_CENTER_TEST_MARIADB_URL"):
+        if os.environ.get(name):
+            base, source = os.environ[name], name
+            break
+    if base is None:
+        script = ROOT / "scripts" / "mariadb.sh"
+        done = subprocess.run(
+            ["bash", str(script), "url"], capture_output=True, text=True, timeout=30
+        )
+        if done.returncode != 0:
+            return None, "no MariaDB URL in the environment and no scripts/mariadb.sh url"
+        base, source = done.stdout.strip(), "scripts/mariadb.sh"
+    try:
+        admin = create_engine(make_url(base))
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{LOAD_DATABASE}`"))
+            conn.execute(text(f"CREATE DATABASE `{LOAD_DATABASE}` CHARACTER SET utf8mb4"))
+        admin.dispose()
+    except Exception as exc:  # noqa: BLE001 - any failure means: skip MariaDB with a note
+        return None, f"MariaDB unusable ({source}): {type(exc).__name__}: {exc}"
+    url = make_url(base).set(database=LOAD_DATABASE).render_as_string(hide_password=False)
+    return url, f"{source} (database {LOAD_DATABASE})"
+
+
+# --------------------------------------------------------------------------- the load
+
+
+@dataclass
+class RouteStats:
+    """Answers of one route: latencies (ms) and status counts."""
+
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    locked: int = 0
+    transport_errors: int = 0
+
+    def add(self, ms: float, response: httpx.Response) -> None:
+        """Record one answer (its body is searched for "database is locked" when its
+        status is 400 or more)."""
+        self.latencies.append(ms)
+        self.statuses[response.status_code] += 1
+        if response.status_code >= 400 and LOCKED in response.text:
+            self.locked += 1
+
+    def summary(self, seconds: float) -> dict[str, Any]:
+        """``{requests, requestsPerSecond, p50Ms, p99Ms, maxMs, meanMs, errors5xx,
+        errors4xx, locked, transportErrors, statuses}``; latencies in milliseconds."""
+        ordered = sorted(self.latencies)
+        n = len(ordered)
+
+        def pct(q: float) -> float | None:
+            return round(ordered[max(0, math.ceil(n * q) - 1)], 2) if n else None
+
+        return {
+            "requests": n,
+            "requestsPerSecond": round(n / seconds, 1) if seconds else None,
+            "p50Ms": pct(0.50),
+            "p99Ms": pct(0.99),
+            "maxMs": round(ordered[-1], 2) if n else None,
+            "meanMs": round(sum(ordered) / n, 2) if n else None,
+            "errors5xx": sum(c for s, c in self.statuses.items() if s >= 500),
+            "errors4xx": sum(c for s, c in self.statuses.items() if 400 <= s < 500),
+            "locked": self.locked,
+            "transportErrors": self.transport_errors,
+            "statuses": {str(s): c for s, c in sorted(self.statuses.items())},
+        }
+
+
+@dataclass
+class _Client:
+    """One simulated user: its identity, its tasks and its HTTP connection."""
+
+    index: int
+    tenant: str
+    user: str
+    task_nos: list[str]
+    http: httpx.AsyncClient
+    rng: random.Random
+    creates: int = 0
+
+
+async def _one(
+    client: _Client, route: str, secret: str, run_id: str
+) -> tuple[float, httpx.Response]:
+    """Send one request of ``route``; returns (milliseconds, answer)."""
+    from export_center.auth import issue_token
+
+    if route == "create":
+        client.creates += 1
+        creator = f"load-{client.index:02d}-{client.creates:06d}"
+        token = issue_token(
+            secret,
+            user=creator,
+            tenant=client.tenant,
+            permissions=[CREATE_PERMISSION],
+            ttl_seconds=3600,
+        )
+        body = {
+            "exportType": CREATE_TYPE,
+            "format": "csv",
+            "taskName": "load bench",
+            "parameters": {"segment": client.rng.choice(SEGMENTS)},
+            "requestId": f"{run_id}-{client.index}-{client.creates}",
+        }
+        started = time.perf_counter()
+        response = await client.http.post(
+            "/api/v1/exports", json=body, headers={"authorization": f"Bearer {token}"}
+        )
+    elif route == "detail":
+        task_no = client.rng.choice(client.task_nos)
+        started = time.perf_counter()
+        response = await client.http.get(f"/api/v1/exports/{task_no}")
+    else:
+        started = time.perf_counter()
+        response = await client.http.get("/api/v1/exports")
+    return (time.perf_counter() - started) * 1000.0, response
+
+
+async def _drive(
+    url: str,
+    picked: list[tuple[str, str, list[str]]],
+    secret: str,
+    seconds: float,
+    pause: float = 0.0,
+) -> tuple[dict[str, RouteStats], float]:
+    """Warm up, then run every client until ``seconds`` have passed, each waiting
+    ``pause`` seconds after each answer (0: none, the clients keep the server busy).
+
+    Returns:
+        ``({route: stats}, measured seconds)``: from the start of the window to the
+        last answer.
+    """
+    from export_center.auth import issue_token
+
+    run_id = f"load-{secrets.token_hex(4)}"
+    stats = {route: RouteStats() for route in ROUTES}
+    clients = [
+        _Client(
+            index=i,
+            tenant=tenant,
+            user=user,
+            task_nos=task_nos,
+            http=httpx.AsyncClient(
+                base_url=url,
+                timeout=120,
+                headers={
+                    "authorization": "Bearer "
+                    + issue_token(
+                        secret,
+                        user=user,
+                        tenant=tenant,
+                        permissions=[CREATE_PERMISSION],
+                        ttl_seconds=3600,
+                    )
+                },
+            ),
+            rng=random.Random(1000 + i),
+        )
+        for i, (tenant, user, task_nos) in enumerate(picked)
+    ]
+
+    async def warm(client: _Client) -> None:
+        for route in ROUTES:
+            await _one(client, route, secret, run_id + "-warm")
+
+    async def work(client: _Client, deadline: float) -> None:
+        while time.perf_counter() < deadline:
+            route = client.rng.choices(ROUTES, weights=MIX)[0]
+            try:
+                ms, response = await _one(client, route, secret, run_id)
+            except httpx.HTTPError:
+                stats[route].transport_errors += 1
+                continue
+            stats[route].add(ms, response)
+            if pause:
+                await asyncio.sleep(pause)
+
+    try:
+        await asyncio.gather(*(warm(c) for c in clients))
+        started = time.perf_counter()
+        await asyncio.gather(*(work(c, started + seconds) for c in clients))
+        elapsed = time.perf_counter() - started
+    finally:
+        await asyncio.gather(*(c.http.aclose() for c in clients))
+    return stats, elapsed
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _prepare(
+    database: str, database_url: str, data_dir: Path, tasks: int, clients: int, say: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Migrate and seed a fresh database; load the TPC-H sample the creates read.
+
+    Returns:
+        ``(seeded, seed_info)``: :class:`bench.load_seed.Seeded` and its JSON form.
+    """
+    from export_center.db import make_engine
+    from export_center.runtime import upgrade_database
+    from providers import tpch
+
+    engine = make_engine(database_url)
+    started = time.perf_counter()
+    upgrade_database(engine)
+    migrated = time.perf_counter() - started
+    seeded = seed_tasks(engine, tasks, clients=clients, say=say)
+    engine.dispose()
+    sample = make_engine(database_url, immediate=False)
+    tpch.ensure_loaded(sample, SAMPLE_SCALE, data_dir, progress=lambda m: None)
+    sample.dispose()
+    say(
+        f"  {database}: migrated in {migrated:.1f} s; seeded {seeded.tasks:,} tasks, "
+        f"{seeded.outbox:,} outbox rows, {seeded.request_keys:,} keys, {seeded.audit:,} "
+        f"audit rows in {seeded.seconds:.1f} s ({seeded.tasks / seeded.seconds:,.0f} tasks/s)"
+    )
+    info = {
+        "tasks": seeded.tasks,
+        "outbox": seeded.outbox,
+        "requestKeys": seeded.request_keys,
+        "audit": seeded.audit,
+        "statuses": seeded.statuses,
+        "users": seeded.users,
+        "seconds": seeded.seconds,
+        "migrateSeconds": round(migrated, 2),
+        "clientUserTasks": [len(p[2]) for p in seeded.picked],
+    }
+    return seeded, info
+
+
+def _fresh_sqlite(data_dir: Path) -> str:
+    """Delete the SQLite file (and its WAL) under ``data_dir``; returns its URL."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "export-center.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(data_dir / "files", ignore_errors=True)
+    return f"sqlite:///{path}"
+
+
+def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[Any, str]:
+    """Start ``export-center serve`` on a free loopback port; returns (process, URL).
+
+    Raises:
+        RuntimeError: it stopped or did not answer ``/healthz`` within 120 s.
+    """
+    from export_center.embedded import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+            "EXPORT_CENTER_ENVIRONMENT": "embedded",
+            "EXPORT_CENTER_DATA_DIR": str(data_dir),
+            "EXPORT_CENTER_DATABASE_URL": database_url,
+            "EXPORT_CENTER_SAMPLE_SCALE": str(SAMPLE_SCALE),
+            "EXPORT_CENTER_API__JWT_SECRET": secret,
+            "EXPORT_CENTER_INSTANCE_ID": "bench-load",
+            "EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE": "1000000",
+        }
+    )
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "export_center.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"export-center serve stopped (exit {proc.returncode}); see {log}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    _stop(proc)
+    raise RuntimeError(f"export-center serve did not answer on {url} within 120 s; see {log}")
+
+
+def _stop(proc: Any) -> None:
+    """SIGINT (uvicorn's graceful stop), then SIGKILL after 60 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def _created(database_url: str) -> dict[str, int]:
+    """The load's own tasks (owners ``load-*``) by status."""
+    from export_center.db import make_engine
+    from export_center.repository.tables import TASKS as T
+
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(T.c.status, func.count())
+                .where(T.c.requested_by.like("load-%"))
+                .group_by(T.c.status)
+            ).all()
+    finally:
+        engine.dispose()
+    return {str(status): int(count) for status, count in sorted(rows)}
+
+
+def _row_locks(database_url: str) -> dict[str, int] | None:
+    """InnoDB's row lock waits so far (``waits``) and the milliseconds spent in them
+    (``ms``), server-wide; None on SQLite."""
+    if database_url.startswith("sqlite"):
+        return None
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = {
+                str(name): str(value)
+                for name, value in conn.execute(
+                    text(
+                        "SHOW GLOBAL STATUS WHERE Variable_name IN "
+                        "('Innodb_row_lock_waits', 'Innodb_row_lock_time')"
+                    )
+                )
+            }
+    finally:
+        engine.dispose()
+    return {"waits": int(rows["Innodb_row_lock_waits"]), "ms": int(rows["Innodb_row_lock_time"])}
+
+
+class _GuardSampler(threading.Thread):
+    """Counts, every 0.1 s, the load database's connections that are running the
+    create guard's ``SELECT ... FOR UPDATE`` (MariaDB; ``PROCESSLIST`` shows the
+    connections of the same user without the PROCESS privilege). Taking an uncontended
+    row lock is immediate, so a connection seen there is a create queued on the
+    guard row: the samples' mean is the average length of that queue."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(name="guard-sampler", daemon=True)
+        self.url = database_url
+        self.samples: list[int] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        engine = create_engine(self.url)
+        query = text(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
+            "AND ID <> CONNECTION_ID() AND COMMAND = 'Query' "
+            "AND INFO LIKE '%export_task_guard%FOR UPDATE%'"
+        )
+        try:
+            with engine.connect() as conn:
+                while not self.done.wait(0.1):
+                    self.samples.append(int(conn.execute(query).scalar_one()))
+        finally:
+            engine.dispose()
+
+    def summary(self) -> dict[str, Any]:
+        """``{mean, max, samples}`` of the queue length."""
+        n = len(self.samples)
+        return {
+            "mean": round(sum(self.samples) / n, 2) if n else None,
+            "max": max(self.samples) if n else None,
+            "samples": n,
+        }
+
+
+def _explain(database_url: str, tenant: str, user: str) -> dict[str, Any]:
+    from export_center.db import make_engine
+
+    engine = make_engine(database_url)
+    try:
+        return explain_all(engine, tenant=tenant, user=user)
+    finally:
+        engine.dispose()
+
+
+def run_load(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    tasks: int,
+    seconds: float,
+    clients: int = CLIENTS,
+    pause: float = 0.0,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Seed, serve, load and explain one database (module docstring).
+
+    Args:
+        data_dir: the bench data directory; this run uses ``load-<database>`` in it.
+        database: ``sqlite`` or ``mariadb`` (a label).
+        database_url: the MariaDB load database (:func:`load_mariadb_url`), or None
+            for a fresh SQLite file.
+        tasks: ended tasks to seed.
+        seconds: length of the measured window.
+        clients: concurrent clients.
+        pause: seconds each client waits after each answer (0: none).
+
+    Returns:
+        The ``load.<database>`` result (module docstring).
+    """
+    run_dir = data_dir / f"load-{database}"
+    url = _fresh_sqlite(run_dir) if database_url is None else database_url
+    run_dir.mkdir(parents=True, exist_ok=True)
+    seeded, seed_info = _prepare(database, url, run_dir, tasks, clients, say)
+    secret = secrets.token_urlsafe(32)
+    log = run_dir / "serve.log"
+    proc, base = _serve(run_dir, url, secret, log)
+    meter = CpuMeter({"server": [proc.pid], "mariadb": pids_matching("mariadbd")})
+    try:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        client_cpu = usage.ru_utime + usage.ru_stime
+        load_start = os.getloadavg()[0]
+        locks_before = _row_locks(url)
+        sampler = None if url.startswith("sqlite") else _GuardSampler(url)
+        if sampler is not None:
+            sampler.start()
+        meter.start()
+        try:
+            stats, elapsed = asyncio.run(_drive(base, seeded.picked, secret, seconds, pause))
+        finally:
+            if sampler is not None:
+                sampler.done.set()
+                sampler.join(10)
+        cpu = meter.stop()
+        locks_after = _row_locks(url)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu["client"] = round(usage.ru_utime + usage.ru_stime - client_cpu, 2)
+    finally:
+        _stop(proc)
+    log_text = log.read_text(encoding="utf-8", errors="replace")
+    result: dict[str, Any] = {route: stats[route].summary(elapsed) for route in ROUTES}
+    total = sum(result[r]["requests"] for r in ROUTES)
+    result.update(
+        {
+            "requestsPerSecond": round(total / elapsed, 1),
+            "seconds": round(elapsed, 2),
+            "clients": clients,
+            "pauseSeconds": pause,
+            "mix": dict(zip(ROUTES, MIX, strict=True)),
+            "loadAverage": round(load_start, 2),
+            "lockedInLog": log_text.count(LOCKED),
+            "serverExit": proc.returncode,
+            "cpuSeconds": cpu,
+            "rowLocks": None
+            if locks_before is None or locks_after is None
+            else {k: locks_after[k] - locks_before[k] for k in locks_before},
+            "guardQueue": None if sampler is None else sampler.summary(),
+            "created": _created(url),
+            "seeded": seed_info,
+            "explain": _explain(url, seeded.picked[0][0], seeded.picked[0][1]),
+        }
+    )
+    for route in ROUTES:
+        r = result[route]
+        say(
+            f"  {database} {route:6s} {r['requests']:>6,} requests {r['requestsPerSecond']:>7.1f}/s"
+            f"  p50 {r['p50Ms'] or 0:7.1f} ms  p99 {r['p99Ms'] or 0:7.1f} ms  max "
+            f"{r['maxMs'] or 0:7.1f} ms  5xx {r['errors5xx']}  4xx {r['errors4xx']}  "
+            f"locked {r['locked']}"
+        )
+    say(
+        f"  {database}: {result['requestsPerSecond']:,.1f} requests/s over "
+        f"{elapsed:.1f} s; 'database is locked' in the server log: {result['lockedInLog']}; "
+        f"CPU s {cpu}; row locks {result['rowLocks']}; guard queue {result['guardQueue']}"
+    )
+    return result
+
+
+def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
+    """The Markdown table of ``load.<database>.<route>`` (``table``: the bench's
+    Markdown table maker, ``(headers, rows, left=...)``)."""
+    rows = []
+    for database, r in load.items():
+        if "skipped" in r:
+            rows.append([database, "skipped: " + r["skipped"], *[""] * 8])
+            continue
+        for route in ROUTES:
+            s = r[route]
+            rows.append(
+                [
+                    database,
+                    route,
+                    f"{s['requests']:,}",
+                    f"{s['requestsPerSecond']:,.1f}",
+                    "-" if s["p50Ms"] is None else f"{s['p50Ms']:.1f}",
+                    "-" if s["p99Ms"] is None else f"{s['p99Ms']:.1f}",
+                    "-" if s["maxMs"] is None else f"{s['maxMs']:.1f}",
+                    str(s["errors5xx"]),
+                    str(s["errors4xx"]),
+                    str(s["locked"]),
+                ]
+            )
+    first = next((r for r in load.values() if "skipped" not in r), None)
+    head = (
+        f"\nAPI under load ({first['clients']} clients"
+        + (f" pausing {first['pauseSeconds']:g} s" if first.get("pauseSeconds") else "")
+        + f", {first['seconds']:.0f} s, "
+        f"{first['seeded']['tasks']:,} seeded tasks; "
+        + "; ".join(
+            f"{db} {r['requestsPerSecond']:,.0f} requests/s, log 'locked' {r['lockedInLog']}"
+            for db, r in load.items()
+            if "skipped" not in r
+        )
+        + "):\n"
+        if first
+        else "\nAPI under load:\n"
+    )
+    body = table(
+        [
+            "database",
+            "route",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "5xx",
+            "4xx",
+            "locked",
+        ],
+        rows,
+        left=(0, 1),
+    )
+    notes = []
+    for database, r in load.items():
+        if "skipped" in r:
+            continue
+        cpu = r["cpuSeconds"]
+        locks = r.get("rowLocks")
+        notes.append(
+            f"- {database}: CPU-seconds in {r['seconds']:.0f} s: server {cpu.get('server')}, "
+            f"MariaDB {cpu.get('mariadb')}, clients {cpu.get('client')}, whole machine "
+            f"{cpu.get('machine')} (load average {r['loadAverage']:.2f} at the start); "
+            f"the load's tasks when the server stopped: {r['created']}"
+            + (f"; InnoDB row lock waits {locks['waits']:,} ({locks['ms']:,} ms)" if locks else "")
+            + (
+                f"; creates queued on the guard row: mean {guard['mean']}, max {guard['max']}"
+                if (guard := r.get("guardQueue"))
+                else ""
+            )
+        )
+    return head + body + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _databases(names: list[str], say: Callable[[str], None]) -> list[tuple[str, str | None, str]]:
+    """``(label, URL or None for SQLite, skip reason or "")`` of each wanted database."""
+    out: list[tuple[str, str | None, str]] = []
+    for name in names:
+        if name == "sqlite":
+            out.append(("sqlite", None, ""))
+        elif name == "mariadb":
+            url, source = load_mariadb_url()
+            say(f"  mariadb: {source}")
+            out.append(("mariadb", url, "" if url else source))
+        else:
+            raise SystemExit(f"unknown database {name!r} (sqlite, mariadb)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.load`` (module docstring)."""
+    from bench.__main__ import _table
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.load", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="10,000 tasks, 5 s")
+    parser.add_argument("--databases", default="sqlite,mariadb", help="sqlite,mariadb")
+    parser.add_argument("--explain", action="store_true", help="seed and explain only")
+    parser.add_argument("--tasks", type=int, default=None, help="tasks to seed")
+    parser.add_argument("--seconds", type=float, default=None, help="measured seconds")
+    parser.add_argument("--clients", type=int, default=CLIENTS, help="concurrent clients")
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds a client waits after each answer"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the result here")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("EXPORT_CENTER_BENCH_DIR", ROOT / ".export-center" / "bench")),
+    )
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    tasks = args.tasks or sizes["tasks"]
+    seconds = args.seconds or sizes["seconds"]
+    data_dir = args.data_dir.resolve()
+    say = print
+    results: dict[str, Any] = {}
+    for database, url, skipped in _databases(args.databases.split(","), say):
+        if skipped:
+            results[database] = {"skipped": skipped}
+            continue
+        if args.explain:
+            run_dir = data_dir / f"load-{database}"
+            target = _fresh_sqlite(run_dir) if url is None else url
+            seeded, _info = _prepare(database, target, run_dir, tasks, args.clients, say)
+            explained = _explain(target, seeded.picked[0][0], seeded.picked[0][1])
+            results[database] = {"explain": explained}
+            say("\n" + explain_report(database, explained) + "\n")
+            continue
+        say(f"load on {database}: {tasks:,} tasks, {args.clients} clients, {seconds:g} s")
+        results[database] = run_load(
+            data_dir=data_dir,
+            database=database,
+            database_url=url,
+            tasks=tasks,
+            seconds=seconds,
+            clients=args.clients,
+            pause=args.pause,
+            say=say,
+        )
+        say("\n" + explain_report(database, results[database]["explain"]) + "\n")
+    if not args.explain:
+        say(load_report(results, _table))
+    if args.json:
+        args.json.write_text(json.dumps({"load": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
