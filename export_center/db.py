@@ -15,13 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Engine, String, create_engine, event
+from sqlalchemy import Connection, DateTime, Dialect, Engine, String, create_engine, event
 from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["ExactString", "binary_collation", "db_now", "db_now_plus", "is_sqlite", "make_engine"]
+__all__ = [
+    "READ_ONLY",
+    "ExactString",
+    "binary_collation",
+    "db_now",
+    "db_now_plus",
+    "is_sqlite",
+    "make_engine",
+    "reading",
+]
 
 # SQLite text timestamps use SQLAlchemy's own storage format (6 fractional digits) so
 # values written by SQL and by Python compare correctly as strings.
@@ -113,14 +122,31 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+READ_ONLY = "export_center_read_only"
+"""Execution option of a connection that only reads (:func:`reading`)."""
+
+
+def reading(engine: Engine) -> Connection:
+    """A connection for reads only, to use as ``with reading(engine) as conn:``.
+
+    The rule: on SQLite its transactions start with a plain (deferred) ``BEGIN`` instead
+    of ``BEGIN IMMEDIATE``, so a read neither waits for the writer nor holds writers up
+    (in WAL mode it sees the last commit before its first statement). Elsewhere it is an
+    ordinary connection. Writing through it on SQLite may fail with "database is
+    locked" when another writer is busy; do not.
+    """
+    return engine.connect().execution_options(**{READ_ONLY: True})
+
+
 def make_engine(url: str, *, immediate: bool = True, **kwargs: Any) -> Engine:
     """Create an engine with the project's per-dialect session settings.
 
     Args:
         url: SQLAlchemy URL (``sqlite:///path`` or ``mysql+pymysql://...``).
         immediate: on SQLite, begin every transaction with ``BEGIN IMMEDIATE``
-            (the export center's own state); pass False for read-only engines such as
-            the sample providers'.
+            (the export center's own state), except on connections from
+            :func:`reading`; pass False for read-only engines such as the sample
+            providers'.
         **kwargs: passed to :func:`sqlalchemy.create_engine`.
 
     Returns:
@@ -143,7 +169,8 @@ def make_engine(url: str, *, immediate: bool = True, **kwargs: Any) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            deferred = not immediate or conn.get_execution_options().get(READ_ONLY)
+            conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
 
         return engine
 

@@ -161,8 +161,9 @@ class DatabaseGauges(Collector):
             sqlalchemy.exc.SQLAlchemyError: the database did not answer.
         """
         from export_center import repository
+        from export_center.db import reading
 
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             figures = repository.queue_figures(conn)
         age, pending, oldest, max_attempt = self._families()
         age.add_metric([], figures.queue_age_seconds)

@@ -29,6 +29,7 @@ from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
 from export_center.commands import COMMAND_TAG
+from export_center.db import reading
 from export_center.errors import (
     Conflict,
     Forbidden,
@@ -81,7 +82,7 @@ def task_in_scope(runtime: Runtime, task_no: str, scope: Scope) -> Task:
     missing = NotFound("no such export task", code="TASK_NOT_FOUND")
     if not TASK_NO_PATTERN.match(task_no):
         raise missing
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         task = repository.read_task_by_no(conn, task_no)
     if task is None or not in_scope(task, scope):
         raise missing
@@ -234,7 +235,7 @@ def _limit_error(
     from export_center.api.present import first_end_seconds
 
     by_user = exc.scope == "user"
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         active = repository.active_tasks(
             conn,
             tenant_id=user.tenant if by_user else None,
@@ -337,7 +338,7 @@ def list_visible(
         )
     if owner is not None:
         scope = Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=owner)
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         rows = repository.list_tasks(
             conn,
             scope=scope,
@@ -485,7 +486,7 @@ def file_for_link(
         raise Forbidden("this download link was issued to another user", code="LINK_NOT_YOURS")
     task = task_in_scope(runtime, task_no, grant.scope)
     _require_file(task)
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         left = repository.retention_left_seconds(conn, task.id)
     if left is not None and left <= 0:
         raise Gone("the file has expired; export again")

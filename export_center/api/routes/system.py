@@ -7,6 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from export_center import metrics, repository
 from export_center.api.deps import RuntimeDep, strict_query
+from export_center.db import reading
 
 __all__ = ["router"]
 
@@ -26,7 +27,7 @@ router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=Fa
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     """Ready when the database answers and the registry is loaded."""
     try:
-        with runtime.engine.connect() as conn:
+        with reading(runtime.engine) as conn:
             repository.ping(conn)
     except Exception:
         response.status_code = 503
