@@ -42,6 +42,10 @@ def stack_settings(**values: Any) -> Settings:
         "provider": {"request_attempts": 3},
         "limits": {"max_active_per_user": 50, "max_active_per_type": 50},
         "load_sample_data": False,
+        # The worker calls the providers mounted in the app, so that a test's ASGI
+        # wrapper (``make_stack(wrap=...)``) sees their traffic; the child process of
+        # the embedded default is tested in test_sample_process.py and by the demo.
+        "sample_providers_process": False,
     }
     for key, value in values.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
