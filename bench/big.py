@@ -283,9 +283,13 @@ def run_big(
         prepared.update(_split_steps(prepared))
         prepared.update(_disk(data_dir / f"{database}-sf{scale}", scale, big_url))
         out["prepare"][database] = prepared
+        took = (
+            "already loaded"
+            if prepared["loadSeconds"] is None
+            else f"generate {prepared['generateSeconds']} s, load {prepared['loadSeconds']} s"
+        )
         say(
-            f"  {database} sf{scale}: prepared in {prepared['seconds']:.0f} s "
-            f"(generate {prepared['generateSeconds']} s, load {prepared['loadSeconds']} s); "
+            f"  {database} sf{scale}: prepared in {prepared['seconds']:.0f} s ({took}); "
             f"CSV {prepared['csvMb']:,.0f} MB, database {prepared['databaseMb']:,.0f} MB"
         )
         if prepare_only:
