@@ -35,7 +35,8 @@ written to ``--json`` (default ``bench-results.json``):
   the 405,000-order e2e run of the same database and format (``bench.big``): seconds
   per 100k rows, peak RSS, CPU seconds, and for XLSX the sheets (one per 1,048,575
   rows, each starting with the header). ``--big-prepare-only`` only generates and
-  loads the samples (scale 7: about 13 GB of disk, see bench/README.md).
+  loads the samples (scale 7: about 6 GB of disk, and up to 5 GB more while an export
+  runs; see bench/README.md).
 
 ``goals`` lists the issue's targets as computed values; nothing is asserted. The
 samples are generated once and kept under ``--data-dir`` (default

@@ -199,7 +199,9 @@ def _split_steps(prepared: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _entry(run: dict[str, Any]) -> dict[str, Any]:
-    """The reported figures of one run (seconds; RSS in MB; CPU of the worker process)."""
+    """The reported figures of one run: seconds (create -> downloaded; ``taskSeconds``:
+    create -> succeeded), RSS in MB, CPU seconds of the worker process (all threads, and
+    by thread name), file bytes."""
     rows = int(run["rows"])
     out = {
         "rows": rows,
@@ -208,6 +210,9 @@ def _entry(run: dict[str, Any]) -> dict[str, Any]:
         "rowsPerSecond": run["rowsPerSecond"],
         "peakRssMb": run["peakRssMb"],
         "cpuSeconds": run["cpuSeconds"],
+        "cpuSecondsPer100k": round(run["cpuSeconds"] / rows * 100_000, 3) if rows else None,
+        "threadCpuSeconds": run.get("threadCpuSeconds"),
+        "taskSeconds": run.get("taskSeconds"),
         "bytes": run.get("bytes"),
         "loadAverage": run.get("loadAverage"),
     }
@@ -264,9 +269,10 @@ def run_big(
     Returns:
         ``{"scale", "baseScale", "prepare": {database: {orders, seconds, steps,
         generateSeconds, loadSeconds, csvMb, databaseMb}}, database: {format: {rows,
-        seconds, secondsPer100k, rowsPerSecond, peakRssMb, cpuSeconds, bytes,
-        loadAverage, runs, sheets and sheetHeadersOk (XLSX), base: {the same figures of
-        the comparison run, source: "e2e" or "big"}}}}``.
+        seconds, secondsPer100k, rowsPerSecond, peakRssMb, cpuSeconds,
+        cpuSecondsPer100k, threadCpuSeconds, taskSeconds, bytes, loadAverage, runs,
+        sheets and sheetHeadersOk (XLSX), base: {the same figures of the comparison
+        run, source: "e2e" or "big"}}}}``.
     """
     out: dict[str, Any] = {"scale": scale, "baseScale": base_scale, "prepare": {}}
     for database, (big_url, base_url) in targets.items():
