@@ -3,8 +3,9 @@
 Usage::
 
     python -m bench [--quick] [--json FILE] [--repeat N]
-                    [--only writer,e2e,stages,peers,scaling,storage,cluster,shards,load]
-                    [--data-dir DIR] [--no-mariadb]
+                    [--only writer,e2e,stages,peers,scaling,storage,cluster,shards,load,big]
+                    [--data-dir DIR] [--no-mariadb] [--big-scale 7]
+                    [--big-formats csv,xlsx] [--big-prepare-only]
 
 Nine parts (and ``big``, run only when named), printed as Markdown tables and
 written to ``--json`` (default ``bench-results.json``):
@@ -48,6 +49,13 @@ written to ``--json`` (default ``bench-results.json``):
 * ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
   S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
   CPU-seconds of every group of processes (``bench.cluster``).
+* ``big`` (only with ``--only``): all orders of TPC-H scale ``--big-scale`` (default
+  7: 10,500,000 orders) in one e2e export, CSV and XLSX, on SQLite and MariaDB, against
+  the 405,000-order e2e run of the same database and format (``bench.big``): seconds
+  per 100k rows, peak RSS, CPU seconds, and for XLSX the sheets (one per 1,048,575
+  rows, each starting with the header). ``--big-prepare-only`` only generates and
+  loads the samples (scale 7: about 6 GB of disk, and up to 5 GB more while an export
+  runs; see bench/README.md).
 
 ``goals`` lists the issue's targets as computed values; nothing is asserted. The
 samples are generated once and kept under ``--data-dir`` (default
@@ -65,6 +73,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.big import BIG_SCALE, big_mariadb_urls, expected_sheets, run_big
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
 from bench.load import ROUTES, load_mariadb_url, load_report, run_load
@@ -89,6 +98,7 @@ QUICK: dict[str, Any] = {
     "load_seconds": 5.0,
 }
 PARTS = "writer,e2e,stages,peers,scaling,storage,cluster,shards,load"
+"""The default parts; ``big`` runs only when ``--only`` names it."""
 CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
     "ours_xlsx": "export_center XLSX",
@@ -262,6 +272,34 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
         None if ratio is None else ratio < 1,
     )
     _load_goals(goals, results.get("load", {}))
+    big = results.get("big", {})
+    for database in ("sqlite", "mariadb"):
+        for fmt, run in big.get(database, {}).items():
+            if not isinstance(run, dict):
+                continue
+            base = run["base"]
+            what = f"big {database} {fmt.upper()} {run['rows']:,} vs {base['rows']:,} rows"
+            growth = run["peakRssMb"] - base["peakRssMb"]
+            _goal(
+                goals, f"{what}: peak RSS difference (MB)", growth, "within 50", abs(growth) <= 50
+            )
+            per = run["secondsPer100k"] / base["secondsPer100k"] - 1
+            _goal(
+                goals,
+                f"{what}: seconds per 100k rows, deviation",
+                per,
+                "within ±0.15",
+                abs(per) <= 0.15,
+            )
+            if fmt == "xlsx":
+                want = expected_sheets(run["rows"])
+                _goal(
+                    goals,
+                    f"big {database} XLSX sheets (ceil(rows / 1,048,575)), each with the header",
+                    run["sheets"],
+                    f"= {want}",
+                    run["sheets"] == want and bool(run["sheetHeadersOk"]),
+                )
     scaling = results.get("scaling", [])
     for fmt in ("csv", "xlsx"):
         points = sorted((p for p in scaling if p["format"] == fmt), key=lambda p: p["rows"])
@@ -629,6 +667,9 @@ def print_report(results: dict[str, Any]) -> str:
     load = results.get("load")
     if load:
         out.append(load_report(load, _table))
+    big = results.get("big")
+    if big:
+        out.append(_big_report(big))
     goals = results.get("goals")
     if goals:
         rows = [
@@ -643,6 +684,86 @@ def print_report(results: dict[str, Any]) -> str:
         ]
         out.append("\nGoals (computed, not asserted):\n")
         out.append(_table(["goal", "measured", "target", "met"], rows, left=(0, 3)))
+    return "\n".join(out)
+
+
+def _big_report(big: dict[str, Any]) -> str:
+    """The ``big`` part's tables: the samples' preparation, then the runs against the
+    comparison runs (s per 100k and peak RSS of both)."""
+    out = []
+    rows = []
+    for database, p in big["prepare"].items():
+        rows.append(
+            [
+                database,
+                f"{p['orders']:,}",
+                "-" if p["generateSeconds"] is None else f"{p['generateSeconds']:.0f}",
+                "-" if p["loadSeconds"] is None else f"{p['loadSeconds']:.0f}",
+                f"{p['csvMb']:,.0f}",
+                f"{p['databaseMb']:,.0f}",
+            ]
+        )
+    out.append(f'\nBig sample, TPC-H scale {big["scale"]:g} ("-": loaded by an earlier run):\n')
+    out.append(
+        _table(
+            ["database", "orders", "generate s", "load s", "CSV MB", "database MB"],
+            rows,
+            left=(0,),
+        )
+    )
+    rows = []
+    for database in ("sqlite", "mariadb"):
+        formats = big.get(database)
+        if not formats:
+            continue
+        if "skipped" in formats:
+            rows.append([database, "-", "skipped: " + formats["skipped"], *[""] * 10])
+            continue
+        for fmt, r in formats.items():
+            base = r["base"]
+            rows.append(
+                [
+                    database,
+                    fmt,
+                    f"{r['rows']:,}",
+                    f"{r['seconds']:.1f}",
+                    f"{r['secondsPer100k']:.2f}",
+                    f"{r['rowsPerSecond']:,.0f}",
+                    f"{r['peakRssMb']:.0f}",
+                    f"{r['cpuSeconds']:.1f}",
+                    "-" if r.get("sheets") is None else str(r["sheets"]),
+                    f"{base['secondsPer100k']:.2f}",
+                    f"{base['peakRssMb']:.0f}",
+                    base["source"],
+                    f"{r['loadAverage']:.2f}",
+                ]
+            )
+    if rows:
+        out.append(
+            f"\nBig export (all orders in one e2e export) against the "
+            f"{big['baseScale']:g}-scale run:\n"
+        )
+        out.append(
+            _table(
+                [
+                    "database",
+                    "format",
+                    "rows",
+                    "seconds",
+                    "s per 100k",
+                    "rows/s",
+                    "peak RSS MB",
+                    "CPU s",
+                    "sheets",
+                    "base s per 100k",
+                    "base peak RSS MB",
+                    "base from",
+                    "load",
+                ],
+                rows,
+                left=(0, 1, 11),
+            )
+        )
     return "\n".join(out)
 
 
@@ -661,6 +782,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-mariadb", action="store_true", help="skip the MariaDB end-to-end runs"
+    )
+    parser.add_argument(
+        "--big-scale",
+        type=float,
+        default=BIG_SCALE,
+        help=f"TPC-H scale of the big part (default {BIG_SCALE:g}: 10,500,000 orders)",
+    )
+    parser.add_argument(
+        "--big-formats", default="csv,xlsx", help="formats of the big part (csv,xlsx)"
+    )
+    parser.add_argument(
+        "--big-prepare-only",
+        action="store_true",
+        help="big part: only generate and load the samples (timed, disk reported)",
     )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
@@ -862,6 +997,29 @@ def main(argv: list[str] | None = None) -> int:
                 say=say,
             )
         results["load"] = dict(sorted(load.items(), key=lambda kv: kv[0] != "sqlite"))
+    if "big" in parts:
+        formats = tuple(f.strip() for f in args.big_formats.split(",") if f.strip())
+        say(f"big: TPC-H scale {args.big_scale:g}, {', '.join(formats)}")
+        targets: dict[str, tuple[str | None, str | None]] = {"sqlite": (None, None)}
+        urls, source = (None, "--no-mariadb") if args.no_mariadb else big_mariadb_urls()
+        if urls is None:
+            say(f"  mariadb: skipped ({source})")
+        else:
+            say(f"  mariadb: {source}")
+            targets["mariadb"] = urls
+        results["big"] = run_big(
+            data_dir=data_dir,
+            targets=targets,
+            scale=args.big_scale,
+            base_scale=sizes["e2e_scale"],
+            formats=formats,
+            repeat=args.repeat,
+            e2e=results.get("e2e"),
+            prepare_only=args.big_prepare_only,
+            say=say,
+        )
+        if urls is None:
+            results["big"]["mariadb"] = {"skipped": source}
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     report = print_report(results)

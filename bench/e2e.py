@@ -13,14 +13,23 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-__all__ = ["ROOT", "e2e_subprocess", "mariadb_url", "prepare_sample", "run_e2e", "run_matrix"]
+__all__ = [
+    "ROOT",
+    "e2e_subprocess",
+    "load_sample",
+    "mariadb_url",
+    "prepare_sample",
+    "run_e2e",
+    "run_matrix",
+    "server_database_url",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DATABASE = "export_center_bench"
@@ -33,11 +42,27 @@ def mariadb_url() -> tuple[str | None, str]:
     ``EXPORT_CENTER_BENCH_MARIADB_URL`` is used as given (its ``orders`` and ``customer``
     tables are replaced by the TPC-H sample, as ``export-center demo`` does). Otherwise,
     when ``scripts/mariadb.sh status`` finds the private test server running, the
-    database ``export_center_bench`` is created on it.
+    database ``export_center_bench`` is created on it (:func:`server_database_url`).
     """
     url = os.environ.get("EXPORT_CENTER_BENCH_MARIADB_URL")
     if url:
         return url, "EXPORT_CENTER_BENCH_MARIADB_URL"
+    return server_database_url(BENCH_DATABASE)
+
+
+def server_database_url(database: str) -> tuple[str | None, str]:
+    """The URL of ``database`` on the ``scripts/mariadb.sh`` test server, created when
+    missing (or None and why not).
+
+    The server is the one ``scripts/mariadb.sh status`` finds running; the URL is the
+    script's ``url`` (the test database's) with the database name replaced.
+
+    Args:
+        database: a database name of the bench's own (never the tests').
+
+    Returns:
+        ``(url, source)``, or ``(None, reason)`` when there is no usable server.
+    """
     script = ROOT / "scripts" / "mariadb.sh"
     if not script.exists():
         return None, "no EXPORT_CENTER_BENCH_MARIADB_URL and no scripts/mariadb.sh"
@@ -56,14 +81,12 @@ def mariadb_url() -> tuple[str | None, str]:
         ).stdout.strip()
         admin = create_engine(make_url(base))
         with admin.begin() as conn:
-            conn.execute(
-                text(f"CREATE DATABASE IF NOT EXISTS `{BENCH_DATABASE}` CHARACTER SET utf8mb4")
-            )
+            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4"))
         admin.dispose()
     except Exception as exc:  # noqa: BLE001 - any failure means: skip MariaDB with a note
         return None, f"MariaDB test server unusable: {type(exc).__name__}: {exc}"
-    url = make_url(base).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
-    return url, "scripts/mariadb.sh (database export_center_bench)"
+    url = make_url(base).set(database=database).render_as_string(hide_password=False)
+    return url, f"scripts/mariadb.sh (database {database})"
 
 
 def e2e_subprocess(
@@ -120,12 +143,41 @@ def prepare_sample(
         The ``bench.e2e_run`` arguments that name this sample (data directory, scale,
         database URL), for the measured runs.
     """
+    common, _prepared = load_sample(
+        data_dir=data_dir, database=database, database_url=database_url, scale=scale, say=say
+    )
+    return common
+
+
+def load_sample(
+    *,
+    data_dir: Path,
+    database: str,
+    database_url: str | None,
+    scale: float,
+    timeout: float = 3600,
+    prepare_args: Sequence[str] = (),
+    say: Callable[[str], None] = print,
+) -> tuple[list[str], dict[str, Any]]:
+    """:func:`prepare_sample`, also returning what the ``--prepare`` run reported.
+
+    Args:
+        data_dir: the bench data directory; the sample lives in its sub-directory
+            ``<database>-sf<scale>`` (the CSV files under ``tpch-sf<scale>`` there, and
+            the SQLite file when ``database_url`` is None).
+        timeout: seconds before the ``--prepare`` run is killed.
+        prepare_args: more ``bench.e2e_run`` arguments for the ``--prepare`` run only.
+
+    Returns:
+        ``(arguments, prepared)``: the arguments as :func:`prepare_sample` returns
+        them, and the ``--prepare`` result (``orders``, ``seconds``, ``steps``).
+    """
     common = ["--data-dir", str(data_dir / f"{database}-sf{scale}"), "--scale", str(scale)]
     if database_url:
         common += ["--database-url", database_url]
-    prepared = e2e_subprocess([*common, "--prepare"], timeout=3600)
+    prepared = e2e_subprocess([*common, "--prepare", *prepare_args], timeout=timeout)
     say(f"  {database} sf{scale}: {prepared['orders']:,} orders ready")
-    return common
+    return common, prepared
 
 
 def run_e2e(

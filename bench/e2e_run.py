@@ -18,7 +18,8 @@ downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
 ``scale``, ``storage``, and for the sample providers' child process (the embedded
 default; ``--in-process-providers`` keeps them here) ``providerProcess``,
 ``providerCpuSeconds`` and ``providerPeakRssMb``; ``queueSeconds`` and ``runSeconds``
-from the task's timestamps.
+from the task's timestamps; with ``--inspect-xlsx``: ``sheets`` and
+``sheetHeadersOk``.
 
 Storage: the local directory under ``--data-dir`` (the embedded default), or with
 ``--s3-endpoint URL --s3-bucket NAME`` an S3-compatible bucket (path-style, keys from
@@ -30,7 +31,13 @@ Usage::
 
     python -m bench.e2e_run --data-dir DIR --scale 0.27 [--database-url URL]
                             [--s3-endpoint URL --s3-bucket NAME]
+                            [--max-rows N] [--inspect-xlsx] [--load-lock NAME]
                             (--prepare | --format csv|xlsx) [--json FILE]
+
+``--max-rows`` raises the ORDERS ``max_rows`` of the running registry for this run
+only (the bench's ``big`` part: the registry file allows at most 5,000,000 rows, the
+product's limit); ``--inspect-xlsx`` adds the sheet check of ``bench.big``;
+``--load-lock`` gives a ``--prepare`` on MariaDB its own advisory lock name.
 """
 
 from __future__ import annotations
@@ -241,24 +248,60 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def prepare(data_dir: Path, scale: float, database_url: str | None) -> dict[str, Any]:
-    """Generate and load the sample (once), run the migrations; no export."""
+def prepare(
+    data_dir: Path, scale: float, database_url: str | None, load_lock: str | None = None
+) -> dict[str, Any]:
+    """Generate and load the sample (once), run the migrations; no export.
+
+    Args:
+        load_lock: MariaDB only: the name of the advisory lock held while loading,
+            instead of ``providers.tpch.LOCK_NAME``, which is one name for the whole
+            server: a load of millions of orders holds it for minutes, and everybody
+            else's first load on that server (the tests') would wait for it.
+
+    Returns:
+        ``orders`` (count), ``seconds`` (the whole step) and ``steps``: the loader's
+        progress lines as ``[seconds since the start, line]``, whose times split
+        generation and loading.
+    """
     from export_center.db import make_engine
     from export_center.runtime import upgrade_database
     from providers import tpch
 
+    if load_lock:
+        tpch.LOCK_NAME = load_lock
     settings = _settings(data_dir, scale, database_url)
     data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    steps: list[list[Any]] = []
+
+    def progress(line: str) -> None:
+        steps.append([round(time.perf_counter() - started, 1), line])
+        print(line, file=sys.stderr)
+
     engine = make_engine(settings.resolved_database_url)
     upgrade_database(engine)
     engine.dispose()
     sample = make_engine(settings.resolved_sample_database_url, immediate=False)
-    orders = tpch.ensure_loaded(
-        sample, scale, data_dir, progress=lambda m: print(m, file=sys.stderr)
-    )
+    orders = tpch.ensure_loaded(sample, scale, data_dir, progress=progress)
     sample.dispose()
-    return {"orders": orders, "seconds": round(time.perf_counter() - started, 3)}
+    return {"orders": orders, "seconds": round(time.perf_counter() - started, 3), "steps": steps}
+
+
+def _raise_max_rows(app: Any, code: str, max_rows: int) -> None:
+    """Give the export type ``code`` of the running app ``max_rows`` (the bench's big
+    part: the registry file refuses more than 5,000,000). The registry is swapped the
+    way a reload swaps it; ``max_rows`` is read at each execution."""
+    import dataclasses
+
+    from export_center.registry import Registry
+
+    registry = app.state.runtime.registry
+    etype = registry.get(code)
+    if etype is None:
+        raise RuntimeError(f"no export type {code} in {registry.source}")
+    types = {**registry.types, code: dataclasses.replace(etype, max_rows=max_rows)}
+    registry.replace(Registry(types=types, source=registry.source))
 
 
 def run_export(
@@ -271,6 +314,8 @@ def run_export(
     provider_process: bool = True,
     whole_range: bool = False,
     shard_parallel: int | None = None,
+    max_rows: int | None = None,
+    inspect_xlsx: bool = False,
 ) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure.
 
@@ -283,6 +328,10 @@ def run_export(
             has no dates and runs as one shard in key order.
         shard_parallel: shards at once (``task.shard_parallel_cap``); None: the
             setting's default (4).
+        max_rows: the ORDERS ``max_rows`` for this run, or None for the registry's.
+        inspect_xlsx: check the downloaded XLSX's sheets after the measurement
+            (:func:`bench.big.inspect_xlsx`; adds ``sheets`` and
+            ``sheetHeadersOk`` to the result).
     """
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
@@ -294,10 +343,13 @@ def run_export(
     configure_logging("WARNING", file=data_dir / "logs" / "bench.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = ServerThread(build_app(settings, self_url=url), "127.0.0.1", port)
+    app = build_app(settings, self_url=url)
+    server = ServerThread(app, "127.0.0.1", port)
     server.start()
     target = data_dir / f"bench-{os.getpid()}.{fmt}"
     try:
+        if max_rows is not None:
+            _raise_max_rows(app, "ORDERS", max_rows)
         bearer = issue_token(
             settings.jwt_secret,
             user="bench",
@@ -346,8 +398,16 @@ def run_export(
         server.stop()
     rows = int(detail["processed"])
     size = target.stat().st_size
-    target.unlink(missing_ok=True)
-    _clean_storage(settings)
+    peak_rss = _peak_rss_mb()  # before the inspection below, which is not the export's
+    checked: dict[str, Any] = {}
+    try:
+        if inspect_xlsx and fmt == "xlsx":
+            from bench import big
+
+            checked = big.inspect_xlsx(target, big.ORDERS_TITLES)
+    finally:
+        target.unlink(missing_ok=True)
+        _clean_storage(settings)
     return {
         "format": fmt,
         "rows": rows,
@@ -356,7 +416,7 @@ def run_export(
         "rowsPerSecond": round(rows / seconds, 1),
         "cpuSeconds": round(cpu, 3),
         "rssStartMb": round(rss_start, 1),
-        "peakRssMb": round(_peak_rss_mb(), 1),
+        "peakRssMb": round(peak_rss, 1),
         "bytes": size,
         "database": settings.resolved_database_url.split("://")[0],
         "switchInterval": sys.getswitchinterval(),
@@ -368,6 +428,7 @@ def run_export(
         "providerPeakRssMb": round(max((p for _, p in child), default=0.0), 1),
         "scale": scale,
         "storage": settings.storage.backend,
+        **checked,
     }
 
 
@@ -401,12 +462,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-parallel", type=int, default=None, help="shards at once")
     parser.add_argument("--s3-endpoint", default=None, help="store into S3 at this URL")
     parser.add_argument("--s3-bucket", default=None, help="the bucket (with --s3-endpoint)")
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=None,
+        help="ORDERS max_rows for this run (the registry file allows at most 5,000,000)",
+    )
+    parser.add_argument(
+        "--inspect-xlsx",
+        action="store_true",
+        help="count the downloaded XLSX's sheets and check each one's header row",
+    )
+    parser.add_argument(
+        "--load-lock",
+        default=None,
+        help="with --prepare on MariaDB: a private name for the load's advisory lock",
+    )
     args = parser.parse_args(argv)
     if bool(args.s3_endpoint) != bool(args.s3_bucket):
         parser.error("--s3-endpoint and --s3-bucket go together")
     s3 = (args.s3_endpoint, args.s3_bucket) if args.s3_endpoint else None
     if args.prepare:
-        result = prepare(args.data_dir, args.scale, args.database_url)
+        result = prepare(args.data_dir, args.scale, args.database_url, args.load_lock)
     else:
         result = run_export(
             args.data_dir,
@@ -418,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             provider_process=not args.in_process_providers,
             whole_range=args.whole_range,
             shard_parallel=args.shard_parallel,
+            max_rows=args.max_rows,
+            inspect_xlsx=args.inspect_xlsx,
         )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:

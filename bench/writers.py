@@ -26,9 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from export_center.batches import BatchConverter
+from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText, make_converters
 from export_center.writers import open_writer
-from providers.samples import ORDERS_COLUMNS  # the columns the e2e part exports
+from providers.samples import ORDERS_COLUMNS as _SAMPLE_COLUMNS
+
+ORDERS_COLUMNS = [Column(c.key, c.title, ColumnType(c.type), c.width) for c in _SAMPLE_COLUMNS]
+"""The columns the e2e part exports, as the pipeline holds them (the provider SDK's
+``Column`` carries the type as text)."""
 
 __all__ = ["ORDERS_COLUMNS", "WRITERS", "make_batches", "run_writers"]
 
@@ -128,7 +133,7 @@ def _openpyxl_write_only(path: str, batches: Batches) -> None:
 
 
 def _xlsxwriter_constant_memory(path: str, batches: Batches) -> None:
-    import xlsxwriter  # type: ignore[import-not-found]
+    import xlsxwriter  # type: ignore[import-not-found,unused-ignore]
 
     workbook = xlsxwriter.Workbook(path, {"constant_memory": True})
     sheet = workbook.add_worksheet("Sheet1")
