@@ -2,7 +2,7 @@
 
 :class:`ServedRows` is ASGI middleware for ``/internal/exports/v1/{TYPE}/batches``: it
 reads each request's ``taskId``, ``shard`` and ``limit`` and counts the rows of each 2xx
-answer (one ``"o_orderkey":`` per ORDERS row), so a test can tell how many rows a
+answer (its ``rows`` array, read once the answer is complete), so a test can tell how many rows a
 task fetched in all its attempts: the refetch after a crash is ``served - rows``. It is
 injected by the tests (``make_stack(wrap=ServedRows)``); production code knows nothing
 of it.
@@ -42,7 +42,6 @@ class ServedRows:
     """Counts provider rows per task (thread-safe; the server runs in another thread)."""
 
     app: App
-    row_marker: bytes = b'"o_orderkey":'
     requests: list[Request] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,11 +87,15 @@ class ServedRows:
             replayed = True
             return {"type": "http.request", "body": raw, "more_body": False}
 
+        answer: list[bytes] = []
+
         async def counting(message: Message) -> None:
             if message["type"] == "http.response.start":
                 seen.status = int(message["status"])
             elif message["type"] == "http.response.body" and 200 <= seen.status < 300:
-                seen.rows += message.get("body", b"").count(self.row_marker)
+                answer.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    seen.rows = len(orjson.loads(b"".join(answer)).get("rows") or [])
             await send(message)
 
         await self.app(scope, replay, counting)
