@@ -178,7 +178,8 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
             f"e2e {fmt.upper()} worker CPU-s per 100k rows (SQLite)",
             per_100k,
             f"<= {cpu_limit}",
-            None if per_100k is None else per_100k <= cpu_limit,
+            None if per_100k is None or quick else per_100k <= cpu_limit,
+            "start-up dominates at --quick sizes" if quick else "",
         )
         for database in ("sqlite", "mariadb"):
             done = e2e.get(database, {}).get(fmt)

@@ -64,6 +64,9 @@ class InexactNumber(InvalidRow):
     """
 
 
+NOT_DECLARED_ARRAY = 'an array, but the answer does not say "rowFormat": "array"'
+"""Why an array row of an answer without ``rowFormat: "array"`` is refused."""
+
 _KEYS_NAMED = 5
 """Keys named at most in one message (the rest are counted)."""
 _UNDECLARED_KEPT = 10
@@ -343,6 +346,8 @@ class BatchConverter:
         for index, raw in enumerate(batch):
             if arrays:
                 raw = dict(zip(self.keys, raw, strict=True))
+            if isinstance(raw, list):
+                raise InvalidRow(index, None, NOT_DECLARED_ARRAY)
             if not isinstance(raw, dict):
                 raise InvalidRow(index, None, "not an object")
             try:

@@ -16,7 +16,8 @@ samples:
   127.0.0.1 and a port the kernel picks, with ``/healthz``;
 * the child exits when its stdin reaches end of file: when the parent stops it, and
   also when the parent dies without stopping it (the kernel closes the pipe), so no
-  orphan keeps the port or the database open.
+  orphan keeps the port or the database open. It runs in its own session and ignores
+  SIGINT, so a Ctrl-C in the terminal stops the parent, which then closes the pipe.
 
 The API still mounts the sample routers itself, so a separate ``export-center worker``
 reaching the API's public URL keeps working; only the embedded worker loops call the
@@ -29,6 +30,7 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -96,6 +98,9 @@ class SampleProviderProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            # Its own session: a Ctrl-C in the terminal goes to the parent's process
+            # group only; the parent stops the child by closing its stdin.
+            start_new_session=True,
         )
         self._proc = proc
         assert proc.stdin is not None and proc.stdout is not None
@@ -186,6 +191,9 @@ def main() -> None:
     from export_center.logs import configure_logging
     from providers.catalog import sample_router
 
+    # A Ctrl-C meant for the parent must not print a traceback here (the child runs in
+    # its own session, so only a signal sent to it by pid can still arrive).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     config: dict[str, Any] = json.loads(sys.stdin.buffer.readline())
     configure_logging(str(config.get("log_level", "WARNING")))
     engine = make_engine(str(config["database_url"]), immediate=False)
@@ -212,6 +220,10 @@ def main() -> None:
     sys.stdout.write(f"{sock.getsockname()[1]}\n")
     sys.stdout.flush()
     server.run(sockets=[sock])
+    # Stopped by a signal (uvicorn handles SIGTERM itself): end now, without the
+    # interpreter's shutdown racing the thread that blocks on stdin.
+    engine.dispose()
+    os._exit(0)
 
 
 if __name__ == "__main__":

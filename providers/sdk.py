@@ -12,10 +12,11 @@ contract") and does the rest:
 * serializes DECIMAL as a JSON string in positional notation, DATE and DATETIME as
   ISO 8601 strings, so no value passes through a float;
 * sends rows as JSON arrays in the order of the declared columns
-  (``rowFormat: "array"``): ``fetch`` may return row mappings keyed by column key (a
-  missing key is an empty cell, other keys are not sent), sequences in column order, or
-  rows it serialized itself as ``orjson.Fragment`` arrays. ``row_format="object"``
-  sends mappings as JSON objects instead;
+  (``rowFormat: "array"``): ``fetch`` may return row mappings keyed by column key,
+  sequences in column order, or rows it serialized itself as ``orjson.Fragment``
+  arrays. A page of mappings that do not all carry exactly the declared keys is sent
+  as objects, so the export center's checks of missing and undeclared keys still
+  apply. ``row_format="object"`` sends mappings as JSON objects always;
 * answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
   5xx for its own. Two errors make the export center do more than fail or retry later:
   ``raise ProviderFault.db_timeout()`` (503 ``DB_TIMEOUT``: the same page is asked again
@@ -274,6 +275,7 @@ class ExportProvider:
     row_format: str = "array"
     _hash: str = field(init=False, default="")
     _cells: Callable[[Any], Any] = field(init=False, repr=False, default=tuple)
+    _cells_keys: list[str] = field(init=False, repr=False, default_factory=list)
 
     def __post_init__(self) -> None:
         for column in self.columns:
@@ -285,19 +287,34 @@ class ExportProvider:
             raise ValueError("an export type needs at least one column")
         self._hash = schema_hash(self.columns)
         keys = [c.key for c in self.columns]
+        self._cells_keys = keys
         # One C-level call per row; a 1-column itemgetter returns the value, not a tuple.
         self._cells = operator.itemgetter(*keys) if len(keys) > 1 else _one_cell(keys[0])
 
-    def _as_arrays(self, rows: Sequence[Any]) -> Sequence[Any]:
-        """``rows`` for the array format: mappings become tuples of the declared columns'
-        values in column order (a missing key is None); sequences and fragments pass."""
-        if not rows or not isinstance(rows[0], Mapping):
-            return rows
+    def _rows_body(self, rows: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        """``(rowFormat, rows)`` of an answer.
+
+        The rule: mappings that carry exactly the declared keys travel as arrays in
+        column order (one C-level ``itemgetter`` per row). Mappings that do not (a key
+        missing from some rows, an undeclared key, a renamed one) travel as the objects
+        they are, so the export center checks them as it checks every object answer:
+        a declared key in no row fails the export naming the keys the rows carry, a key
+        missing from some rows is an empty cell, undeclared keys are named in the
+        export's warning. Sequences and pre-serialized fragments travel as arrays.
+        """
+        if self.row_format == "object" or not rows or not isinstance(rows[0], Mapping):
+            return self.row_format, rows
+        width = {len(self._cells_keys)}
         try:
-            return list(map(self._cells, rows))
+            if set(map(len, rows)) == width:
+                return "array", list(map(self._cells, rows))
         except (KeyError, TypeError):  # a row without some column, or not a mapping
-            keys = [c.key for c in self.columns]
-            return [tuple(map(r.get, keys)) if isinstance(r, Mapping) else r for r in rows]
+            pass
+        if all(isinstance(row, Mapping) for row in rows):
+            return "object", rows
+        return "array", [
+            tuple(map(r.get, self._cells_keys)) if isinstance(r, Mapping) else r for r in rows
+        ]
 
     @property
     def path(self) -> str:
@@ -383,12 +400,13 @@ class ExportProvider:
                 req.taskId,
                 int(_time.time()) + self.snapshot_ttl_seconds,
             )
+        row_format, rows = self._rows_body(page.rows)
         body: dict[str, Any] = {
             "schemaVersion": self.schema_version,
             "schemaHash": self._hash,
             "snapshotToken": snapshot_token,
-            "rowFormat": self.row_format,
-            "rows": self._as_arrays(page.rows) if self.row_format == "array" else page.rows,
+            "rowFormat": row_format,
+            "rows": rows,
             "nextCursor": (
                 self._sign("cursor", page.next_cursor, req.taskId)
                 if page.has_more and page.next_cursor is not None

@@ -306,6 +306,12 @@ def test_array_rows_of_the_wrong_shape_name_the_row(
     assert (caught.value.index, caught.value.column, caught.value.message) == (index, None, message)
 
 
+def test_an_array_row_in_an_object_answer_says_what_is_missing() -> None:
+    with pytest.raises(InvalidRow) as caught:
+        BatchConverter(BATCH_COLUMNS).columns_of([["x", 1, "1", None, None, None]])
+    assert caught.value.message == 'an array, but the answer does not say "rowFormat": "array"'
+
+
 def test_array_rows_with_a_float_ask_for_an_exact_decoding() -> None:
     with pytest.raises(InexactNumber) as caught:
         BatchConverter(BATCH_COLUMNS).columns_of([["x", 1, 0.1, None, None, None]], arrays=True)

@@ -89,13 +89,14 @@ def test_first_batch_has_columns_hash_and_exact_values():
 
 
 def test_row_mappings_travel_as_arrays_in_column_order():
-    """Keys in any order, a missing key (an empty cell) and an undeclared key (not
-    sent); sequences and pre-serialized fragments pass as they are."""
+    """Mappings with exactly the declared keys (in any order) become arrays; sequences
+    and pre-serialized fragments pass as they are."""
     rows = [
-        {"at": None, "day": dt.date(2024, 1, 2), "amount": Decimal("1.50"), "id": 7, "x": 1},
-        {"id": 8, "amount": Decimal("-0.10")},
+        {"at": None, "day": dt.date(2024, 1, 2), "amount": Decimal("1.50"), "id": 7},
+        {"id": 8, "amount": Decimal("-0.10"), "day": None, "at": None},
     ]
     _, answer = call(provider(rows=rows), body())
+    assert answer["rowFormat"] == "array"
     assert answer["rows"] == [[7, "1.50", "2024-01-02", None], [8, "-0.10", None, None]]
     sequences = [(9, Decimal("2"), None, None), [10, "3.25", "2024-02-01", None]]
     _, answer = call(provider(rows=sequences), body())
@@ -103,6 +104,21 @@ def test_row_mappings_travel_as_arrays_in_column_order():
     fragments = [orjson.Fragment(b'[11,"4.00",null,null]')]
     _, answer = call(provider(rows=fragments), body())
     assert answer["rows"] == [[11, "4.00", None, None]]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"id": 1, "amount": "1", "day": None, "at": None, "x": 1}],  # an undeclared key
+        [{"id": 1, "amount": "1", "day": None, "at": None}, {"id": 2}],  # missing in some
+        [{"id": 1, "customerAmount": "1", "day": None, "at": None}],  # a renamed key
+    ],
+)
+def test_mappings_without_exactly_the_declared_keys_travel_as_objects(rows):
+    """So the export center still names a renamed or undeclared key (no silent empty
+    column)."""
+    _, answer = call(provider(rows=rows), body())
+    assert answer["rowFormat"] == "object" and answer["rows"] == rows
 
 
 def test_object_row_format_sends_the_mappings():
