@@ -115,6 +115,7 @@ class ExportTask(Base):
         Index("ix_export_task_dispatch", "status", "next_retry_at", "id"),
         Index("ix_export_task_lease", "status", "lease_until"),
         Index("ix_export_task_owner", "tenant_id", "requested_by", "id"),
+        Index("ix_export_task_owner_status", "tenant_id", "requested_by", "status"),
         Index("ix_export_task_type_status", "export_type", "status"),
         Index("ix_export_task_expiry", "status", "expires_at"),
     )
