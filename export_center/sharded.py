@@ -46,13 +46,13 @@ import io
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from isal.isal_zlib import crc32  # zlib's CRC-32, computed 2-3x faster (a dependency)
 from sqlalchemy.exc import OperationalError
 
 from export_center import repository
@@ -493,7 +493,7 @@ class ShardedProducer:
             segments.append((run.version, len(data)))
         cp.segments = segments
         cp.bytes += len(data)
-        cp.checksum = zlib.crc32(data, cp.checksum)
+        cp.checksum = crc32(data, cp.checksum)
         cp.rows_written += state.live_rows
         cp.pages = state.batch_no
         state.live_rows = 0
@@ -553,7 +553,7 @@ class ShardedProducer:
             self.run.watchdog.check()
             key = part_key(self.run.task["task_no"], cp.shard_no, number, version)
             for chunk in self.run.ctx.storage.read_part(key):
-                crc = zlib.crc32(chunk, crc)
+                crc = crc32(chunk, crc)
                 yield chunk
         if crc != cp.checksum:
             raise StorageError(
