@@ -54,8 +54,8 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   KEY `ix_export_task_expiry` (`status`,`expires_at`),
   KEY `ix_export_task_lease` (`status`,`lease_until`),
   KEY `ix_export_task_owner` (`tenant_id`,`requested_by`,`id`),
-  KEY `ix_export_task_owner_status` (`tenant_id`,`requested_by`,`status`),
-  KEY `ix_export_task_type_status` (`export_type`,`status`)
+  KEY `ix_export_task_type_status` (`export_type`,`status`),
+  KEY `ix_export_task_owner_status` (`tenant_id`,`requested_by`,`status`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `export_outbox` (
