@@ -33,7 +33,7 @@ import httpx
 from sqlalchemy import bindparam, create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench.e2e import ROOT, prepare_sample
+from bench.e2e import ROOT, fastest, prepare_sample
 from bench.procs import CpuMeter, peak_rss_mb, pids_matching, read_pid
 from bench.storage import BUCKET, S3Server
 
@@ -297,8 +297,6 @@ def run_cluster(
             admin.dispose()
     out: dict[str, Any] = {"perWorker": PER_WORKER, "workers": len(WORKERS), "peakRssMb": peaks}
     for kind, done in runs.items():
-        best = min(done, key=lambda r: r["seconds"])
-        best["runs"] = [r["seconds"] for r in done]
-        out[kind] = best
+        out[kind] = fastest(done)
     out["ratio"] = round(out["concurrent"]["rowsPerSecond"] / out["single"]["rowsPerSecond"], 3)
     return out

@@ -221,7 +221,7 @@ def run_shards_database(
     writing. Returns ``{x1, x4}`` (``bench.e2e_run`` results, ``runs`` the seconds of
     every run) and ``ratio`` = x4 seconds / x1 seconds (below 1: 4 at once is faster).
     """
-    from bench.e2e import e2e_subprocess, prepare_sample
+    from bench.e2e import e2e_subprocess, fastest, prepare_sample
 
     common = prepare_sample(
         data_dir=data_dir, database=database, database_url=database_url, scale=scale, say=say
@@ -241,8 +241,6 @@ def run_shards_database(
             )
     out: dict[str, Any] = {}
     for key, done in runs.items():
-        best = min(done, key=lambda r: r["seconds"])
-        best["runs"] = [r["seconds"] for r in done]
-        out[key] = best
+        out[key] = fastest(done)
     out["ratio"] = round(out["x4"]["seconds"] / out["x1"]["seconds"], 3)
     return out

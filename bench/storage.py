@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.e2e import ROOT, e2e_subprocess, prepare_sample
+from bench.e2e import ROOT, e2e_subprocess, fastest, prepare_sample
 from bench.procs import CpuMeter, pids_matching
 
 __all__ = ["BUCKET", "S3Server", "run_storage", "s3_server"]
@@ -165,9 +165,7 @@ def run_storage(
                 )
     out: dict[str, Any] = {"database": database, "endpoint": server.endpoint}
     for (fmt, kind), done in runs.items():
-        best = min(done, key=lambda r: r["taskSeconds"])
-        best["runs"] = [r["taskSeconds"] for r in done]
-        out.setdefault(fmt, {})[kind] = best
+        out.setdefault(fmt, {})[kind] = fastest(done, "taskSeconds")
     for fmt in formats:
         s3, local = out[fmt]["s3"], out[fmt]["local"]
         out[fmt]["ratio"] = round(s3["taskSeconds"] / local["taskSeconds"], 3)
