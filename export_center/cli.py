@@ -11,7 +11,6 @@ directory, ``~/.local/share/export-center`` on Linux) and prints where that is.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 import time
@@ -28,6 +27,8 @@ from rich.table import Table
 
 from export_center import cli_ops
 from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
+from export_center.places import announce as _announce
+from export_center.places import registry_path as _registry_path
 from export_center.settings import Settings, settings_problems
 
 __all__ = ["app", "main"]
@@ -40,17 +41,25 @@ class AppCode(StrEnum):
     MERCHANT = "MERCHANT"
 
 
-_HELP = {"help_option_names": ["-h", "--help"]}
+_HELP = cli_ops.HELP_SETTINGS
+# rich_markup_mode=None: click's own help layout, which never cuts an option name
+# ("--no-download-…") nor prints a type such as "<bool>" for a flag.
 app = typer.Typer(
     context_settings=_HELP,
     pretty_exceptions_enable=False,
     help="Export Center: background data exports with signed download links.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
-db_app = typer.Typer(help="Database migrations.", no_args_is_help=True, context_settings=_HELP)
+db_app = typer.Typer(
+    help="Database migrations.", no_args_is_help=True, context_settings=_HELP, rich_markup_mode=None
+)
 registry_app = typer.Typer(
-    help="Export-type registry files.", no_args_is_help=True, context_settings=_HELP
+    help="Export-type registry files.",
+    no_args_is_help=True,
+    context_settings=_HELP,
+    rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
 cli_ops.register(app)
@@ -88,43 +97,6 @@ def _settings(**overrides: Any) -> Settings:
     data = base.model_dump()
     data.update({k: v for k, v in overrides.items() if v is not None})
     return Settings.model_validate(data)
-
-
-def _registry_path(settings: Settings) -> Path:
-    from export_center.runtime import default_registry_path
-
-    return Path(settings.export_types_file or default_registry_path())
-
-
-def _announce(settings: Settings, *, what: str = "", also: dict[str, str] | None = None) -> None:
-    """Say on stderr where this command's state lives: a command started from another
-    directory or with other settings must never silently become another installation.
-    ``also`` adds lines after those (``serve``: the download center's address)."""
-    from sqlalchemy.engine import make_url
-
-    database = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
-    origin = (
-        "from EXPORT_CENTER_DATA_DIR"
-        if os.environ.get("EXPORT_CENTER_DATA_DIR", "").strip()
-        else "default; EXPORT_CENTER_DATA_DIR changes it"
-    )
-    where = {
-        "data directory": f"{settings.data_dir.resolve()} ({origin})",
-        "database": database,
-        "registry": str(_registry_path(settings).resolve()),
-        "files": _files_place(settings),
-        **(also or {}),
-    }
-    lines = "\n".join(f"  {name:15} {value}" for name, value in where.items())
-    typer.echo(f"export-center{' ' + what if what else ''}:\n{lines}", err=True)
-
-
-def _files_place(settings: Settings) -> str:
-    """Where the export files go: the directory, or the bucket and its endpoint."""
-    if settings.storage.backend == "s3":
-        s3 = settings.storage.s3
-        return f"s3://{s3.bucket or '(no bucket set)'}/exports/ at {s3.endpoint_url or 'AWS S3'}"
-    return str(settings.files_dir.resolve())
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -1,29 +1,29 @@
 """The operator commands: ``tasks``, ``outbox``, ``dlq`` and ``doctor``.
 
 They run on the same settings as the service (``EXPORT_CENTER_*``), against SQLite or
-MySQL/MariaDB, and never need SQL typed by hand. Each prints a readable table, or JSON
-with ``--json``; lists are bounded by ``--limit``. ``tasks retry`` and ``tasks cancel``
-follow the rules of the web API and are written to the audit trail as
-``operator:<login>`` with the ``--reason`` given.
+MySQL/MariaDB, and never need SQL typed by hand. Each first says on stderr which data
+directory, database and registry it reads (:func:`export_center.places.announce`), and
+never creates any of them: a SQLite database that does not exist is reported with its
+path and what to do (exit 1). Each prints a readable table, or JSON with ``--json``;
+lists are bounded by ``--limit``. Every value is printed as text, whatever it holds
+(:mod:`export_center.terminal`). ``tasks retry`` and ``tasks cancel`` follow the rules
+of the web API and are written to the audit trail as ``operator:<login>`` with the
+``--reason`` given.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import shutil
 import sys
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 from functools import cached_property
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
 from sqlalchemy import Engine
 
-from export_center import operations
+from export_center import operations, places
 from export_center.api.admin_schemas import (
     AdminTask,
     CommandPublic,
@@ -36,10 +36,12 @@ from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import api_state
 from export_center.storage import Storage
+from export_center.terminal import console, print_json, print_table, visible
 
-__all__ = ["dlq_app", "doctor", "outbox_app", "register", "tasks_app"]
+__all__ = ["HELP_SETTINGS", "dlq_app", "doctor", "outbox_app", "register", "tasks_app"]
 
-_HELP = {"help_option_names": ["-h", "--help"]}
+#: Context settings of every command: ``-h`` as well as ``--help``.
+HELP_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 
 class _OperatorGroup(typer.core.TyperGroup):
@@ -52,41 +54,61 @@ class _OperatorGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except SQLAlchemyError as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            try:
+                where = places.shown_database(Settings())
+            except Exception:  # the settings were read once already; never hide the error
+                where = "the database"
             typer.echo(
-                f"database error: {reason}; run `export-center doctor` to see what is wrong",
+                visible(
+                    f"database error on {where}: {reason}; "
+                    "run `export-center doctor` to see what is wrong"
+                ),
                 err=True,
             )
             raise typer.Exit(1) from None
 
 
-tasks_app = typer.Typer(
-    cls=_OperatorGroup,
-    help="Export tasks: list, show, retry, cancel.",
-    no_args_is_help=True,
-    context_settings=_HELP,
-)
-outbox_app = typer.Typer(
-    cls=_OperatorGroup, help="Commands not yet sent.", no_args_is_help=True, context_settings=_HELP
-)
-dlq_app = typer.Typer(
-    cls=_OperatorGroup,
-    help="Quarantined commands (the dead-letter queue).",
-    no_args_is_help=True,
-    context_settings=_HELP,
-)
-#: Tables are as wide as the terminal, and 200 columns when the output is not one.
-out = Console(width=None if sys.stdout.isatty() else 200)
+def _group(help_text: str) -> typer.Typer:
+    # rich_markup_mode=None: click's help layout (no "<bool>" types, names never cut).
+    return typer.Typer(
+        cls=_OperatorGroup,
+        help=help_text,
+        no_args_is_help=True,
+        context_settings=HELP_SETTINGS,
+        rich_markup_mode=None,
+    )
+
+
+tasks_app = _group("Export tasks: list, show, retry, cancel.")
+outbox_app = _group("Commands not yet sent: due ones, and automatic retries scheduled.")
+dlq_app = _group("Quarantined commands (the dead-letter queue).")
+out = console()
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
-LimitOption = Annotated[int, typer.Option(help="At most this many rows", min=1, max=1000)]
-TenantOption = Annotated[str | None, typer.Option(help="Only this tenant")]
+LimitOption = Annotated[
+    int, typer.Option(help="At most this many rows", min=1, max=1000, metavar="N")
+]
+TenantOption = Annotated[str | None, typer.Option(help="Only this tenant", metavar="TENANT")]
 
 
 class _Context:
-    """The database, registry and settings of the operator commands."""
+    """The database, registry and settings of the operator commands.
 
-    def __init__(self) -> None:
+    Args:
+        what: the command, as :func:`export_center.places.announce` names it.
+
+    Raises:
+        typer.Exit: 1, with one sentence on stderr, when the SQLite database does not
+            exist (it is never created here).
+    """
+
+    def __init__(self, what: str) -> None:
         self.settings = Settings()
+        places.announce(self.settings, what=what)
+        missing = places.missing_database(self.settings)
+        if missing is not None:
+            typer.echo(f"cannot open the database: {missing}", err=True)
+            raise typer.Exit(1)
 
     @cached_property
     def engine(self) -> Engine:
@@ -97,10 +119,9 @@ class _Context:
     @cached_property
     def registry(self) -> Registry:
         from export_center.registry import load_registry
-        from export_center.runtime import default_registry_path
 
         return load_registry(
-            self.settings.export_types_file or default_registry_path(),
+            places.registry_path(self.settings),
             allowed_hosts=set(self.settings.provider_allowed_hosts),
             allow_self=self.settings.mount_sample_providers,
         )
@@ -112,67 +133,43 @@ class _Context:
         return open_storage(self.settings)
 
 
-def _plain(value: Any) -> Any:
-    """JSON-able form of rows, dataclasses, datetimes and enums."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
-    if isinstance(value, Enum):
-        return value.value
-    return value
-
-
-def _json(value: Any) -> None:
-    """Print ``value`` as JSON; the admin API's bodies print as that API answers them."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-        value = [v.model_dump(mode="json") for v in value]
-    typer.echo(json.dumps(_plain(value), ensure_ascii=False, indent=2))
-
-
 def _when(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    if not rows:
-        out.print(f"{title}: (none)")
-        return
-    table = Table(title=title, title_justify="left", show_header=any(columns))
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
-    out.print(table)
+    print_table(out, title, columns, rows)
 
 
 def _fail(exc: RequestError) -> typer.Exit:
-    typer.echo(f"{exc.code}: {exc.message}", err=True)
+    typer.echo(visible(f"{exc.code}: {exc.message}"), err=True)
     return typer.Exit(1)
 
 
 @tasks_app.command("list")
 def tasks_list(
     state: Annotated[
-        list[str] | None, typer.Option(help="queued, running, succeeded, failed... (repeatable)")
+        list[str] | None,
+        typer.Option(help="queued, running, succeeded, failed... (repeatable)", metavar="STATE"),
     ] = None,
-    export_type: Annotated[list[str] | None, typer.Option("--type", help="Export type")] = None,
-    user: Annotated[str | None, typer.Option(help="Only this requester")] = None,
+    export_type: Annotated[
+        list[str] | None, typer.Option("--type", help="Export type", metavar="TYPE")
+    ] = None,
+    user: Annotated[str | None, typer.Option(help="Only this requester", metavar="USER")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Only tasks whose name contains this (letters without case)"),
+    ] = None,
     tenant: TenantOption = None,
     since: Annotated[
-        str | None, typer.Option(help="Requested since: 2024-12-01, or 2h, 3d ago")
+        str | None,
+        typer.Option(help="Requested since: 2024-12-01, or 2h, 3d ago", metavar="WHEN"),
     ] = None,
     limit: LimitOption = 20,
     as_json: JsonOption = False,
 ) -> None:
     """List tasks, newest first."""
-    ctx = _Context()
+    ctx = _Context("tasks list")
     try:
         tasks = operations.list_tasks(
             ctx,
@@ -181,19 +178,33 @@ def tasks_list(
             user=user,
             tenant_id=tenant,
             since=_since(since),
+            name=name,
             limit=limit,
         )
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json([AdminTask.of(t) for t in tasks])
+        print_json([AdminTask.of(t) for t in tasks])
         return
     _table(
         f"tasks ({len(tasks)})",
-        ["task", "type", "fmt", "state", "phase", "rows", "tenant", "user", "requested", "error"],
+        [
+            "task",
+            "name",
+            "type",
+            "fmt",
+            "state",
+            "phase",
+            "rows",
+            "tenant",
+            "user",
+            "requested",
+            "error",
+        ],
         [
             [
                 t.task_no,
+                t.task_name,
                 t.export_type,
                 t.format.lower(),
                 api_state(t.status),
@@ -231,17 +242,18 @@ def tasks_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a task, its commands, its audit trail and its last failure."""
-    ctx = _Context()
+    ctx = _Context("tasks show")
     try:
         report = operations.task_report(ctx, task)
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json(TaskReportPublic.of(report))
+        print_json(TaskReportPublic.of(report))
         return
     t = report.task
     facts = [
         ("task", t.task_no),
+        ("name", t.task_name),
         ("type / format", f"{t.export_type} / {t.format.lower()}"),
         ("state / phase", f"{api_state(t.status)} / {t.phase}"),
         ("tenant / app / user", f"{t.tenant_id} / {t.app_code} / {t.requested_by}"),
@@ -304,7 +316,7 @@ def tasks_show(
 
 
 def _act(name: str, task: str, reason: str, tenant: str | None, *, fresh: bool = False) -> None:
-    ctx = _Context()
+    ctx = _Context(f"tasks {name}")
     try:
         found = operations.find_task(ctx, task, tenant)
         actor = operations.operator_actor()
@@ -315,8 +327,11 @@ def _act(name: str, task: str, reason: str, tenant: str | None, *, fresh: bool =
     except RequestError as exc:
         raise _fail(exc) from None
     typer.echo(
-        f"{again.task_no}: {api_state(again.status)} (dispatch version {again.dispatch_version}); "
-        f"recorded in the audit trail as {operations.operator_actor()}"
+        visible(
+            f"{again.task_no} ({again.task_name}): {api_state(again.status)} (dispatch "
+            f"version {again.dispatch_version}); recorded in the audit trail as "
+            f"{operations.operator_actor()}"
+        )
     )
 
 
@@ -334,6 +349,7 @@ ReasonOption = Annotated[
         help="Why, 3 to 500 characters (kept in the audit trail)",
         callback=_reason,
         show_default=False,
+        metavar="TEXT",
     ),
 ]
 
@@ -369,38 +385,63 @@ def tasks_cancel(
 @outbox_app.command("list")
 def outbox_list(
     stuck: Annotated[
-        bool, typer.Option("--stuck", help="Only commands older than --stuck-seconds")
+        bool,
+        typer.Option(
+            "--stuck",
+            help="Only commands due for longer than --stuck-seconds (a retry scheduled "
+            "for later is never stuck)",
+        ),
     ] = False,
-    stuck_seconds: Annotated[float, typer.Option(help="Age that counts as stuck")] = 120.0,
+    stuck_seconds: Annotated[
+        float, typer.Option(help="Seconds due and unsent that count as stuck", metavar="SECONDS")
+    ] = 120.0,
     tenant: TenantOption = None,
     limit: LimitOption = 50,
     as_json: JsonOption = False,
 ) -> None:
-    """Commands not yet sent (PENDING or CLAIMED), oldest first."""
-    ctx = _Context()
+    """Commands not yet sent (PENDING or CLAIMED): the longest due first, then the
+    automatic retries scheduled for later (they wait by design)."""
+    ctx = _Context("outbox list")
     rows = operations.outbox(
         ctx, stuck_seconds=stuck_seconds if stuck else None, tenant_id=tenant, limit=limit
     )
     if as_json:
-        _json([CommandPublic.of_entry(e) for e in rows])
+        print_json([CommandPublic.of_entry(e) for e in rows])
         return
     _table(
         f"unsent commands ({len(rows)}{', stuck' if stuck else ''})",
-        ["task", "version", "event id", "status", "sends", "age (s)", "next try", "last error"],
+        [
+            "task",
+            "name",
+            "version",
+            "event id",
+            "status",
+            "sends",
+            "due for (s)",
+            "due at",
+            "last error",
+        ],
         [
             [
                 e.task_no,
+                e.task_name,
                 e.row.dispatch_version,
                 e.row.event_id,
-                e.row.status.lower(),
+                "scheduled retry" if e.scheduled else e.row.status.lower(),
                 e.row.attempt_count,
-                f"{e.age_seconds:,.0f}",
-                _when(e.row.next_retry_at),
+                "-" if e.scheduled else f"{e.age_seconds:,.0f}",
+                _when(e.due_at),
                 e.row.last_error,
             ]
             for e in rows
         ],
     )
+    scheduled = [e for e in rows if e.scheduled]
+    if scheduled:
+        typer.echo(
+            f"{len(scheduled)} of them: automatic retries scheduled for later, not stuck "
+            f"(the first is due at {_when(scheduled[0].due_at)} UTC)"
+        )
 
 
 @dlq_app.command("list")
@@ -408,18 +449,19 @@ def dlq_list(
     tenant: TenantOption = None, limit: LimitOption = 50, as_json: JsonOption = False
 ) -> None:
     """Quarantined commands: why, which task and version, when."""
-    ctx = _Context()
+    ctx = _Context("dlq list")
     letters = operations.dead_letters(ctx, tenant_id=tenant, limit=limit)
     if as_json:
-        _json([DeadLetterPublic.of(d) for d in letters])
+        print_json([DeadLetterPublic.of(d) for d in letters])
         return
     _table(
         f"quarantined commands ({len(letters)})",
-        ["event id", "task", "version", "task state", "when", "reason"],
+        ["event id", "task", "name", "version", "task state", "when", "reason"],
         [
             [
                 d.entry.row.event_id,
                 d.entry.task_no,
+                d.entry.task_name,
                 d.entry.row.dispatch_version,
                 api_state(d.entry.task_status),
                 _when(d.audit.occurred_at if d.audit else d.entry.row.updated_at),
@@ -436,13 +478,13 @@ def dlq_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one command and every audit entry about it (broker message id, properties)."""
-    ctx = _Context()
+    ctx = _Context("dlq show")
     try:
         entry, audit = operations.dead_letter(ctx, event)
     except RequestError as exc:
         raise _fail(exc) from None
     if as_json:
-        _json(DeadLetterReportPublic.of(entry, audit))
+        print_json(DeadLetterReportPublic.of(entry, audit))
         return
     r = entry.row
     _table(
@@ -450,6 +492,7 @@ def dlq_show(
         ["", ""],
         [
             ["task", entry.task_no],
+            ["name", entry.task_name],
             ["task state", api_state(entry.task_status)],
             ["dispatch version", r.dispatch_version],
             ["status", r.status.lower()],
@@ -477,20 +520,25 @@ def dlq_show(
 
 def doctor(as_json: JsonOption = False) -> None:
     """Check settings, database, migrations, broker, storage, registry, providers and
-    clock; exit 1 when any check fails."""
-    from export_center.doctor import run_checks
+    clock; exit 1 when any check fails. Creates nothing: a missing database, data
+    directory or secret is reported, with what to do."""
+    from export_center.doctor import check_lines, run_checks
 
-    checks = run_checks(Settings())
+    settings = Settings()
+    places.announce(settings, what="doctor")
+    checks = run_checks(settings)
     if as_json:
-        _json(checks)
+        print_json(checks)
     else:
+        width = shutil.get_terminal_size((100, 24)).columns
         for check in checks:
-            mark = "ok  " if check.ok else "FAIL"
-            typer.echo(f"{mark} {check.name:24} {check.message}")
-    failed = [c for c in checks if not c.ok]
+            for line in check_lines(check, width):
+                typer.echo(line)
+    failed = [c.name for c in checks if not c.ok]
     if failed:
         if not as_json:
-            typer.echo(f"\n{len(failed)} check(s) failed", err=True)
+            many = "checks" if len(failed) > 1 else "check"
+            typer.echo(f"\n{len(failed)} {many} failed: {', '.join(failed)}", err=True)
         raise typer.Exit(1)
 
 

@@ -5,15 +5,23 @@ order: the settings a process needs to start; the database answers; the migratio
 at head; the create-guard row exists; the broker answers and knows the command topic
 (RocketMQ only); the file storage is writable and has room for a full file (S3: the
 bucket exists and takes objects, multipart uploads and deletes); the
-export-type registry is valid; each provider host answers HTTP; the process clock agrees
+export-type registry is valid; the sample providers serve (as the running ``serve``
+reports them) and each provider host answers HTTP; the process clock agrees
 with the database clock. Later checks that need an earlier one (the database) are
 skipped with a sentence saying why.
+
+The doctor looks and never makes: a SQLite database, a data directory, a files
+directory or a generated secret that does not exist is reported (with the path and
+what to do), never created, so pointing it at a wrong directory cannot turn that
+directory into an installation.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import textwrap
 import time
 import uuid
 from collections.abc import Callable
@@ -28,12 +36,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from export_center import repository
+from export_center import places, repository
 from export_center.db import db_now, make_engine
 from export_center.registry import Registry, RegistryError, load_registry
 from export_center.settings import Settings
+from export_center.terminal import visible
 
-__all__ = ["Check", "run_checks"]
+__all__ = ["Check", "check_lines", "run_checks"]
 
 #: Most seconds the process clock may differ from the database clock.
 MAX_CLOCK_SKEW_SECONDS = 5.0
@@ -48,19 +57,65 @@ class Check:
     message: str
 
 
+def check_lines(check: Check, width: int) -> list[str]:
+    """One check as lines of at most ``width`` columns (where a word allows): the mark
+    (``ok`` or ``FAIL``), the name, then the sentence wrapped between words and indented
+    under its own first word, never cut in the middle of one."""
+    head = f"{'ok  ' if check.ok else 'FAIL'} {check.name:24} "
+    words = textwrap.wrap(
+        visible(check.message),
+        max(width - len(head), 20),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    body = words or [""]
+    pad = " " * len(head)
+    return [head + body[0], *(pad + line for line in body[1:])]
+
+
+def _unmade_secrets(settings: Settings) -> list[str]:
+    """The generated secrets (embedded default) that are neither set nor on file yet."""
+    values = {
+        "jwt-secret": settings.api.jwt_secret,
+        "download-secret": settings.api.download_secret,
+        "internal-token": settings.provider.internal_token,
+    }
+    return [
+        name
+        for name, value in values.items()
+        if (value is None or not value.get_secret_value())
+        and not (settings.data_dir / f"{name}.txt").exists()
+    ]
+
+
 def _settings_check(settings: Settings) -> Check:
+    """The start-up rules, without generating a secret: a secret the embedded default
+    has not generated yet is named (the first ``serve`` writes it), never created."""
+    unmade = _unmade_secrets(settings)
     try:
-        settings.check_startup()
+        if unmade and settings.environment != "production":
+            settings.prefix  # noqa: B018 - the start-up rule besides the secrets
+        else:  # every secret is set or on file (production never generates one)
+            settings.check_startup()
     except ValueError as exc:
         return Check("settings", False, str(exc))
+    if unmade:
+        return Check(
+            "settings",
+            True,
+            f"environment {settings.environment}; no {', '.join(unmade)} in "
+            f"{settings.data_dir} yet: the first `export-center serve` creates them (tokens "
+            "and links signed elsewhere are refused then)",
+        )
     return Check("settings", True, f"environment {settings.environment}")
 
 
 def _database(settings: Settings) -> tuple[Check, Engine | None]:
-    from sqlalchemy.engine import make_url
-
     url = settings.resolved_database_url
-    shown = make_url(url).render_as_string(hide_password=True)
+    shown = places.shown_database(settings)
+    missing = places.missing_database(settings)
+    if missing is not None:
+        return Check("database", False, missing), None
     try:
         engine = make_engine(url)
         with engine.connect() as conn:
@@ -139,9 +194,10 @@ def _storage(settings: Settings) -> Check:
     if settings.storage.backend == "s3":
         return _s3_storage(settings)
     root = settings.files_dir
+    if not root.exists():
+        return _storage_to_come(settings, root)
     probe = root / f".doctor-{uuid.uuid4().hex}"
     try:
-        root.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as exc:
@@ -163,6 +219,28 @@ def _storage(settings: Settings) -> Check:
     return Check("storage", True, f"{root} writable, {free / 2**30:,.1f} GB free")
 
 
+def _storage_to_come(settings: Settings, root: Path) -> Check:
+    """The files directory does not exist yet (the service creates it): its nearest
+    existing parent must let the service create it. Nothing is created here."""
+    parent = root.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return Check(
+            "storage",
+            False,
+            f"{root} does not exist and {parent} is not writable; make it writable or set "
+            "EXPORT_CENTER_DATA_DIR",
+        )
+    free = shutil.disk_usage(parent).free
+    return Check(
+        "storage",
+        True,
+        f"{root} does not exist yet (the service creates it; {parent} is writable), "
+        f"{free / 2**30:,.1f} GB free",
+    )
+
+
 def _s3_storage(settings: Settings) -> Check:
     """The bucket exists and takes writes, multipart uploads and deletes."""
     try:
@@ -182,9 +260,7 @@ def _s3_storage(settings: Settings) -> Check:
 
 
 def _registry(settings: Settings) -> tuple[Check, Registry | None]:
-    from export_center.runtime import default_registry_path
-
-    path = Path(settings.export_types_file or default_registry_path())
+    path = places.registry_path(settings)
     try:
         registry = load_registry(
             path,
@@ -205,6 +281,9 @@ def _providers(settings: Settings, registry: Registry) -> list[Check]:
             continue
         hosts.setdefault(etype.provider_url.rstrip("/"), []).append(etype.code)
     checks = []
+    own = sorted(etype.code for etype in registry if etype.provider_url == "self")
+    if own:
+        checks.append(_sample_providers(settings, own))
     for base, codes in sorted(hosts.items()):
         name = f"provider {urlsplit(base).netloc}"
         try:
@@ -220,9 +299,57 @@ def _providers(settings: Settings, registry: Registry) -> list[Check]:
             )
             continue
         checks.append(Check(name, True, f"{base} answers ({', '.join(codes)})"))
-    if not checks:
-        checks.append(Check("providers", True, "the sample providers run in this process"))
     return checks
+
+
+def _serve_url(settings: Settings) -> str:
+    """Where this installation's ``export-center serve`` answers, by the settings."""
+    if settings.api.public_base_url:
+        return settings.api.public_base_url.rstrip("/")
+    host = settings.api.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{host}:{settings.api.port}"
+
+
+def _sample_providers(settings: Settings, codes: list[str]) -> Check:
+    """The sample providers (types registered as ``self``) as the running ``serve``
+    reports them in ``/readyz``: they live in that process, or in its child process,
+    never in this one, so only it can say whether they serve."""
+    name = "sample providers"
+    where = (
+        "in a child process of `export-center serve`"
+        if settings.sample_providers_process
+        else "inside `export-center serve`"
+    )
+    url = _serve_url(settings)
+    try:
+        answer = httpx.get(f"{url}/readyz", timeout=3.0)
+        body = answer.json()
+    except (httpx.HTTPError, ValueError):
+        return Check(
+            name,
+            True,
+            f"{', '.join(codes)} are served {where}, which does not answer at {url} (not "
+            "started, or on another port: EXPORT_CENTER_API__PORT)",
+        )
+    state = body.get("sampleProviders") if isinstance(body, dict) else None
+    if not isinstance(state, dict):
+        return Check(name, True, f"{', '.join(codes)} are served inside `serve` at {url}")
+    restarts = int(state.get("restarts") or 0)
+    again = f", restarted {restarts} time{'s' if restarts != 1 else ''}" if restarts else ""
+    if state.get("state") == "running":
+        return Check(
+            name,
+            True,
+            f"{', '.join(codes)}: process {state.get('pid')} of `serve` at {url} answers{again}",
+        )
+    return Check(
+        name,
+        False,
+        f"the sample-provider process of `serve` at {url} is down "
+        f"({state.get('lastExit') or 'not started'}{again}); exports of {', '.join(codes)} "
+        "fail until it is back. `serve` restarts it by itself; its log says why it died",
+    )
 
 
 def _clock(engine: Engine) -> Check:
@@ -274,10 +401,12 @@ def run_checks(settings: Settings) -> list[Check]:
         ("clock", _clock),
     ]
     if engine is None:
-        checks += [
-            Check(name, False, "not checked: the database does not answer")
-            for name, _ in needs_database
-        ]
+        why = (
+            "no database"
+            if places.missing_database(settings) is not None
+            else "the database does not answer"
+        )
+        checks += [Check(name, False, f"not checked: {why}") for name, _ in needs_database]
     else:
         try:
             checks += [_database_check(name, check, engine) for name, check in needs_database]

@@ -16,7 +16,8 @@ scrape target per worker (service discovery lists them).
 Counters and histograms live in the process's default registry and are updated where
 the event happens; they are per process and restart at 0 with it (``rate()`` and
 ``increase()`` handle that). The gauges that describe the database (queue age, outbox
-backlog) are not stored in any process: :class:`DatabaseGauges` computes them with
+backlog: only commands that are due; automatic retries scheduled for later are counted
+apart) are not stored in any process: :class:`DatabaseGauges` computes them with
 :func:`export_center.repository.queue_figures` when a scrape collects, on the
 database clock, so every target reports the same database truth of that moment. Read
 them with ``max()`` across targets, never ``sum()``.
@@ -140,22 +141,29 @@ class DatabaseGauges(Collector):
                 "export_task_queue_age_seconds",
                 "Seconds the oldest due PENDING task has waited (database clock)",
             ),
-            GaugeMetricFamily("export_outbox_pending", "Outbox rows not yet sent"),
+            GaugeMetricFamily(
+                "export_outbox_pending", "Outbox commands due and not yet sent (the backlog)"
+            ),
             GaugeMetricFamily(
                 "export_outbox_oldest_age_seconds",
-                "Seconds since the oldest unsent outbox row was written (database clock)",
+                "Seconds since the oldest due, unsent outbox command became due (database "
+                "clock); automatic retries scheduled for later do not count",
             ),
             GaugeMetricFamily(
                 "export_outbox_max_attempt", "Highest attempt_count of unsent outbox rows"
             ),
+            GaugeMetricFamily(
+                "export_outbox_scheduled",
+                "Outbox commands of automatic retries whose time has not come (no backlog)",
+            ),
         )
 
     def describe(self) -> Iterable[Metric]:
-        """The four gauge families without values (no query)."""
+        """The five gauge families without values (no query)."""
         return self._families()
 
     def collect(self) -> Iterable[Metric]:
-        """The four gauges with the values of one :func:`queue_figures` call.
+        """The five gauges with the values of one :func:`queue_figures` call.
 
         Raises:
             sqlalchemy.exc.SQLAlchemyError: the database did not answer.
@@ -165,12 +173,13 @@ class DatabaseGauges(Collector):
 
         with reading(self.engine) as conn:
             figures = repository.queue_figures(conn)
-        age, pending, oldest, max_attempt = self._families()
+        age, pending, oldest, max_attempt, scheduled = self._families()
         age.add_metric([], figures.queue_age_seconds)
         pending.add_metric([], figures.outbox_pending)
         oldest.add_metric([], figures.outbox_oldest_age_seconds)
         max_attempt.add_metric([], figures.outbox_max_attempt)
-        return (age, pending, oldest, max_attempt)
+        scheduled.add_metric([], figures.outbox_scheduled)
+        return (age, pending, oldest, max_attempt, scheduled)
 
 
 class ProcessMetrics(Collector):

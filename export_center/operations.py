@@ -98,9 +98,11 @@ def list_tasks(
     user: str | None = None,
     tenant_id: str | None = None,
     since: datetime | None = None,
+    name: str | None = None,
     limit: int = 50,
 ) -> list[Task]:
-    """Tasks by any filter, newest first; ``states`` are API states (``failed``...).
+    """Tasks by any filter, newest first; ``states`` are API states (``failed``...);
+    ``name`` is a part of the task name (letters compare without case).
 
     Raises:
         ValidationFailed: ``INVALID_STATE`` for a state name that does not exist.
@@ -124,6 +126,7 @@ def list_tasks(
             requested_by=user,
             tenant_id=tenant_id,
             since=since,
+            name=name,
             limit=limit,
         )
 
@@ -245,8 +248,9 @@ def outbox(
     tenant_id: str | None = None,
     limit: int = 50,
 ) -> list[OutboxEntry]:
-    """Unsent commands (PENDING or CLAIMED), oldest first; with ``stuck_seconds``, only
-    those older than that."""
+    """Unsent commands (PENDING or CLAIMED), the longest due first, then the scheduled
+    retries (not yet due); with ``stuck_seconds``, only commands due for longer than
+    that (a scheduled retry is never stuck)."""
     with ctx.engine.connect() as conn:
         return repository.unsent_outbox(
             conn, stuck_seconds=stuck_seconds, tenant_id=tenant_id, limit=limit
@@ -296,29 +300,36 @@ def _first(entries: list[AuditEntry]) -> AuditEntry | None:
 
 @dataclass(frozen=True, slots=True)
 class Overview:
-    """What the operations view shows first."""
+    """What the operations view shows first, all of one tenant (``tenant_id``), or of
+    every tenant when ``tenant_id`` is None (platform operators)."""
 
+    tenant_id: str | None
     figures: QueueFigures
     quarantined: list[DeadLetter]
     failures_by_type: dict[str, int]
     failed: list[Task]
     audit: list[AuditEntry]
+    task_names: dict[str, str]
 
 
 def overview(ctx: ServiceContext, *, tenant_id: str | None = None, limit: int = 20) -> Overview:
     """The backlog figures, quarantined commands, failures of the last 24 h by type, the
-    latest failed tasks and the latest audit entries (each list at most ``limit``)."""
+    latest failed tasks and the latest audit entries (each list at most ``limit``), all
+    of ``tenant_id`` (None: every tenant)."""
     with ctx.engine.connect() as conn:
-        figures = repository.queue_figures(conn)
+        figures = repository.queue_figures(conn, tenant_id=tenant_id)
         failures = repository.failures_by_type(conn, tenant_id=tenant_id)
         failed = repository.search_tasks(
             conn, statuses=[TaskStatus.FAILED.value], tenant_id=tenant_id, limit=limit
         )
         audit = repository.audit_entries(conn, tenant_id=tenant_id, limit=limit)
+        names = repository.task_names(conn, [a.task_no for a in audit if a.task_no])
     return Overview(
+        tenant_id=tenant_id,
         figures=figures,
         quarantined=dead_letters(ctx, tenant_id=tenant_id, limit=limit),
         failures_by_type=failures,
         failed=failed,
         audit=audit,
+        task_names=names,
     )

@@ -50,6 +50,13 @@ def cli_env(settings: Any, **extra: str) -> dict[str, str]:
     return env
 
 
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The last line a command wrote on stderr (its error; the first lines say where it
+    reads)."""
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``export-center <args>`` in a subprocess; never raises on a non-zero exit."""
     return subprocess.run(
@@ -106,12 +113,14 @@ def seed(flaky_stack: Any, faulty: FaultProviderServer) -> Seeded:
     faulty.reset(rows=2500, fail_versions={1}, fail_at_batch=1)
 
     alice = stack.client("alice", perms=FLAKY)
-    succeeded = create(alice, "csv", parameters=SEPTEMBER).json()["taskId"]
+    succeeded = create(alice, "csv", taskName="September orders", parameters=SEPTEMBER)
+    succeeded = succeeded.json()["taskId"]
     bob = stack.client("bob", perms=FLAKY)
-    failed = flaky(bob).json()["taskId"]
+    failed = flaky(bob, taskName="September for bob").json()["taskId"]
     # The poison: carol's command is "sent" by hand and a corrupted body goes instead.
     carol = stack.client("carol", perms=FLAKY)
-    quarantined = create(carol, "xlsx", parameters=SEPTEMBER).json()["taskId"]
+    quarantined = create(carol, "xlsx", taskName="Carol 九月", parameters=SEPTEMBER)
+    quarantined = quarantined.json()["taskId"]
     with runtime.engine.begin() as conn:
         task = repository.read_task_by_no(conn, quarantined)
         poison_row = repository.outbox_rows(conn, task["id"])[0]
@@ -128,14 +137,17 @@ def seed(flaky_stack: Any, faulty: FaultProviderServer) -> Seeded:
     assert wait_state(alice, succeeded)["state"] == "succeeded"
     assert wait_state(bob, failed)["state"] == "failed"
     assert wait_state(carol, quarantined)["state"] == "failed"
-    # The stuck one: dave's command has waited ten minutes for a publisher.
+    # The stuck one: dave's command was written, and due, ten minutes ago, and no
+    # publisher has sent it.
     dave = stack.client("dave", perms=FLAKY)
-    stuck = create(dave, "csv").json()["taskId"]
+    stuck = create(dave, "csv", taskName="Dave waits").json()["taskId"]
     with runtime.engine.begin() as conn:
         task = repository.read_task_by_no(conn, stuck)
         stuck_row = repository.outbox_rows(conn, task["id"])[0]
         conn.execute(
-            update(O).where(O.c.id == stuck_row["id"]).values(created_at=db_now_plus(-600))
+            update(O)
+            .where(O.c.id == stuck_row["id"])
+            .values(created_at=db_now_plus(-600), next_retry_at=db_now_plus(-600))
         )
     deadline = time.monotonic() + 30  # the dead letter's audit row commits after the task
     while time.monotonic() < deadline:

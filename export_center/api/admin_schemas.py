@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ class AdminTask(BaseModel):
     """A task as an operator sees it (ids, attempt and lease included)."""
 
     taskId: str
+    taskName: str = Field(description="The name the requester gave the export")
     tenant: str
     app: str
     owner: str
@@ -74,6 +76,7 @@ class AdminTask(BaseModel):
         """The admin view of a task row."""
         return cls(
             taskId=task.task_no,
+            taskName=task.task_name,
             tenant=task.tenant_id,
             app=task.app_code,
             owner=task.requested_by,
@@ -104,10 +107,19 @@ class CommandPublic(BaseModel):
 
     eventId: str
     taskId: str | None
+    taskName: str | None = None
     dispatchVersion: int
     status: str
     sends: int
-    ageSeconds: float | None
+    ageSeconds: float | None = Field(
+        description="Seconds since the command became due (0 while it is scheduled)"
+    )
+    scheduled: bool = Field(
+        False,
+        description="An automatic retry whose time has not come (dueAt): it waits by "
+        "design and is no backlog",
+    )
+    dueAt: datetime | None = Field(None, description="When the command is or became due")
     createdAt: datetime | None
     sentAt: datetime | None
     nextTryAt: datetime | None
@@ -115,12 +127,17 @@ class CommandPublic(BaseModel):
 
     @classmethod
     def of(
-        cls, row: OutboxRow, task_no: str | None = None, age: float | None = None
+        cls,
+        row: OutboxRow,
+        task_no: str | None = None,
+        age: float | None = None,
+        task_name: str | None = None,
     ) -> CommandPublic:
         """The public view of an outbox row."""
         return cls(
             eventId=row.event_id,
             taskId=task_no or row.message_key,
+            taskName=task_name,
             dispatchVersion=row.dispatch_version,
             status=row.status.lower(),
             sends=row.attempt_count,
@@ -133,8 +150,16 @@ class CommandPublic(BaseModel):
 
     @classmethod
     def of_entry(cls, entry: OutboxEntry) -> CommandPublic:
-        """The public view of an outbox row with its task id and age."""
-        return cls.of(entry.row, entry.task_no, round(entry.age_seconds, 1))
+        """The public view of an outbox row with its task id and name, and when it is
+        due (its age counts from then)."""
+        public = cls.of(entry.row, entry.task_no, round(max(entry.age_seconds, 0.0), 1))
+        return public.model_copy(
+            update={
+                "taskName": entry.task_name,
+                "scheduled": entry.scheduled,
+                "dueAt": _utc(entry.due_at),
+            }
+        )
 
 
 class AuditPublic(BaseModel):
@@ -145,14 +170,15 @@ class AuditPublic(BaseModel):
     action: str
     outcome: str
     taskId: str | None
+    taskName: str | None = None
     eventId: str | None
     dispatchVersion: int | None
     reason: str | None
     details: dict[str, Any] | None
 
     @classmethod
-    def of(cls, entry: AuditEntry) -> AuditPublic:
-        """The public view of an audit row."""
+    def of(cls, entry: AuditEntry, names: Mapping[str, str] | None = None) -> AuditPublic:
+        """The public view of an audit row; ``names`` maps task ids to task names."""
         at = _utc(entry.occurred_at)
         assert at is not None
         return cls(
@@ -161,6 +187,7 @@ class AuditPublic(BaseModel):
             action=entry.action,
             outcome=entry.outcome,
             taskId=entry.task_no,
+            taskName=(names or {}).get(entry.task_no or ""),
             eventId=entry.event_id,
             dispatchVersion=entry.dispatch_version,
             reason=entry.reason,
@@ -178,10 +205,11 @@ class TaskReportPublic(BaseModel):
     @classmethod
     def of(cls, report: TaskReport) -> TaskReportPublic:
         """The public view of an operator's task report."""
+        task = report.task
         return cls(
-            task=AdminTask.of(report.task),
-            commands=[CommandPublic.of(row) for row in report.outbox],
-            audit=[AuditPublic.of(a) for a in report.audit],
+            task=AdminTask.of(task),
+            commands=[CommandPublic.of(row, task_name=task.task_name) for row in report.outbox],
+            audit=[AuditPublic.of(a, {task.task_no: task.task_name}) for a in report.audit],
         )
 
 
@@ -222,12 +250,20 @@ class DeadLetterReportPublic(BaseModel):
 
 
 class OverviewPublic(BaseModel):
-    """What the operations view shows first (the figures of the whole service)."""
+    """What the operations view shows first, all of one tenant (an admin's own), or of
+    every tenant (``tenant`` null: a platform operator)."""
 
+    tenant: str | None = Field(description="The tenant of every figure and list; null: all")
     queueAgeSeconds: float
-    outboxPending: int
-    outboxOldestAgeSeconds: float
+    outboxPending: int = Field(description="Commands due and not yet sent (the backlog)")
+    outboxOldestAgeSeconds: float = Field(
+        description="Seconds since the oldest of those became due"
+    )
     outboxMaxAttempt: int
+    outboxScheduled: int = Field(
+        description="Automatic retries whose time has not come (no backlog)"
+    )
+    outboxNextScheduledAt: datetime | None = Field(description="When the first of those is due")
     quarantined: list[DeadLetterPublic]
     failuresByType: dict[str, int] = Field(description="FAILED in the last 24 h, by type")
     failed: list[AdminTask]
@@ -238,12 +274,15 @@ class OverviewPublic(BaseModel):
         """The public view of the operations overview."""
         figures = overview.figures
         return cls(
+            tenant=overview.tenant_id,
             queueAgeSeconds=round(figures.queue_age_seconds, 1),
             outboxPending=figures.outbox_pending,
             outboxOldestAgeSeconds=round(figures.outbox_oldest_age_seconds, 1),
             outboxMaxAttempt=figures.outbox_max_attempt,
+            outboxScheduled=figures.outbox_scheduled,
+            outboxNextScheduledAt=_utc(figures.outbox_next_scheduled_at),
             quarantined=[DeadLetterPublic.of(d) for d in overview.quarantined],
             failuresByType=overview.failures_by_type,
             failed=[AdminTask.of(t) for t in overview.failed],
-            audit=[AuditPublic.of(a) for a in overview.audit],
+            audit=[AuditPublic.of(a, overview.task_names) for a in overview.audit],
         )

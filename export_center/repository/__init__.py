@@ -54,6 +54,7 @@ from export_center.repository.operators import (
     failures_by_type,
     outbox_entry,
     search_tasks,
+    task_names,
     unsent_outbox,
 )
 from export_center.repository.outbox import (
@@ -200,6 +201,7 @@ __all__ = [
     "start_next_attempt",
     "task_file_states",
     "task_ids_by_no",
+    "task_names",
     "tasks_missing_outbox",
     "tasks_past_retention",
     "unsent_outbox",

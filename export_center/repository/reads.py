@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, literal_column, select
+from sqlalchemy import ColumnElement, Connection, case, func, literal_column, select
 
 from export_center.access import Scope
 from export_center.db import db_now
@@ -25,11 +26,13 @@ __all__ = [
     "ClaimState",
     "QueueFigures",
     "active_tasks",
+    "as_db_time",
     "attempt_state",
     "cancel_or_deadline",
     "claim_state",
     "deadline_passed",
     "list_tasks",
+    "outbox_due_since",
     "ping",
     "queue_figures",
     "read_task",
@@ -210,13 +213,23 @@ def claim_state(conn: Connection, task_no: str) -> ClaimState | None:
 
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
-    """The database gauges: queue age (s), unsent outbox rows, their oldest age (s) and
-    highest attempt count."""
+    """The database gauges.
+
+    ``queue_age_seconds``: how long the oldest due PENDING task has waited.
+    ``outbox_pending``: unsent commands that are due (the backlog), and
+    ``outbox_oldest_age_seconds`` the seconds since the oldest of them became due.
+    ``outbox_max_attempt``: the highest send count of an unsent command.
+    ``outbox_scheduled``: unsent commands of automatic retries whose time has not come,
+    and ``outbox_next_scheduled_at`` the earliest of those times (naive UTC, None when
+    there is none): they wait by design and are no backlog.
+    """
 
     queue_age_seconds: float
     outbox_pending: int
     outbox_oldest_age_seconds: float
     outbox_max_attempt: int
+    outbox_scheduled: int = 0
+    outbox_next_scheduled_at: datetime | None = None
 
 
 def _age_seconds(conn: Connection, column: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -226,23 +239,74 @@ def _age_seconds(conn: Connection, column: ColumnElement[Any]) -> ColumnElement[
     return func.timestampdiff(literal_column("MICROSECOND"), func.min(column), db_now()) / 1e6
 
 
-def queue_figures(conn: Connection) -> QueueFigures:
-    """Compute the queue and outbox gauges in three bounded aggregate queries."""
-    unsent = [OutboxStatus.PENDING.value, OutboxStatus.CLAIMED.value]
+def _later(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The later of two times (``max(a, b)``, portable)."""
+    return case((b > a, b), else_=a)
+
+
+def outbox_due_since() -> ColumnElement[Any]:
+    """When the command of an outbox row became due, as a database time; needs the
+    outbox joined to its task (``OUTBOX.task_id = TASKS.id``).
+
+    The rule: a command is due once its task may run. A row never handed to the broker
+    (``attempt_count = 0``) is due at ``max(created_at, next_retry_at)``: an automatic
+    retry is written at the failure with ``next_retry_at`` at the end of its backoff,
+    and waits until then by design. Once a send was tried, ``next_retry_at`` is the
+    publisher's own send backoff, which must not hide the wait: such a row is due since
+    its task's retry time (``max(created_at, task.next_retry_at)`` for the task's current
+    dispatch version, else ``created_at``), so a broker that refuses every send keeps
+    the row's age growing.
+    """
+    task_due = case(
+        (T.c.dispatch_version == O.c.dispatch_version, _later(O.c.created_at, T.c.next_retry_at)),
+        else_=O.c.created_at,
+    )
+    return case((O.c.attempt_count == 0, _later(O.c.created_at, O.c.next_retry_at)), else_=task_due)
+
+
+_UNSENT = (OutboxStatus.PENDING.value, OutboxStatus.CLAIMED.value)
+
+
+def queue_figures(conn: Connection, *, tenant_id: str | None = None) -> QueueFigures:
+    """Compute the queue and outbox gauges in three bounded aggregate queries.
+
+    Only due commands are backlog (:func:`outbox_due_since` at or before the database
+    clock); unsent commands due later are counted apart as scheduled retries.
+
+    Args:
+        tenant_id: only this tenant's tasks and commands (the admin overview); None:
+            every tenant (the metrics).
+    """
+    tenant: list[Any] = [] if tenant_id is None else [T.c.tenant_id == tenant_id]
     age = conn.execute(
         select(_age_seconds(conn, T.c.next_retry_at)).where(
-            T.c.status == TaskStatus.PENDING.value, T.c.next_retry_at <= db_now()
+            T.c.status == TaskStatus.PENDING.value, T.c.next_retry_at <= db_now(), *tenant
         )
     ).scalar()
-    pending, max_attempt = conn.execute(
-        select(func.count(), func.max(O.c.attempt_count)).where(O.c.status.in_(unsent))
+    due = outbox_due_since()
+    unsent = select().select_from(O.join(T, T.c.id == O.c.task_id))
+    unsent = unsent.where(O.c.status.in_(_UNSENT), *tenant)
+    pending, max_attempt, oldest = conn.execute(
+        unsent.add_columns(
+            func.count(), func.max(O.c.attempt_count), _age_seconds(conn, due)
+        ).where(due <= db_now())
     ).one()
-    oldest = conn.execute(
-        select(_age_seconds(conn, O.c.created_at)).where(O.c.status.in_(unsent))
-    ).scalar()
+    scheduled, next_at = conn.execute(
+        unsent.add_columns(func.count(), func.min(O.c.next_retry_at)).where(due > db_now())
+    ).one()
     return QueueFigures(
         queue_age_seconds=float(age or 0.0),
         outbox_pending=int(pending),
         outbox_oldest_age_seconds=float(oldest or 0.0),
         outbox_max_attempt=int(max_attempt or 0),
+        outbox_scheduled=int(scheduled),
+        outbox_next_scheduled_at=as_db_time(next_at),
     )
+
+
+def as_db_time(value: object) -> datetime | None:
+    """A database time read by an aggregate or a computed column (SQLite answers text)
+    as a naive UTC datetime; None stays None."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))

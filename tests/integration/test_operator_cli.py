@@ -8,7 +8,7 @@ import getpass
 import json
 
 from tests.helpers import wait_state
-from tests.operator_seed import cli_env, run_cli
+from tests.operator_seed import cli_env, last_line, run_cli
 
 
 def _json(result):
@@ -41,9 +41,10 @@ def test_tasks_list_filters_and_bounds(seeded):
     table = seeded.cli("tasks", "list")
     assert table.returncode == 0 and "tasks (4)" in table.stdout
     assert "provider answered 503" in table.stdout and seeded.failed in table.stdout
+    assert "September for bob" in table.stdout  # the name users report an export by
 
     unknown = seeded.cli("tasks", "list", "--state", "broken")
-    assert unknown.returncode == 1 and unknown.stderr.startswith("INVALID_STATE: ")
+    assert unknown.returncode == 1 and last_line(unknown).startswith("INVALID_STATE: ")
     bad_since = seeded.cli("tasks", "list", "--since", "yesterday")
     assert bad_since.returncode == 2 and "--since" in bad_since.stderr
     too_many = seeded.cli("tasks", "list", "--limit", "5000")
@@ -61,7 +62,7 @@ def test_tasks_show_prints_the_task_its_commands_audit_and_trace_id(seeded):
     assert "trace id" in table.stdout and task["traceId"] in table.stdout
     assert "PROVIDER_UNAVAILABLE: fetch: batch 1: provider answered 503" in table.stdout
     missing = seeded.cli("tasks", "show", "exp_01M8QZKN3RQRYV1AQSV6Q4X3RZ")
-    assert missing.returncode == 1 and missing.stderr.startswith("TASK_NOT_FOUND: ")
+    assert missing.returncode == 1 and last_line(missing).startswith("TASK_NOT_FOUND: ")
 
 
 def test_outbox_list_shows_the_stuck_command(seeded):
@@ -96,7 +97,7 @@ def test_dlq_list_and_show_explain_the_quarantined_command(seeded):
     table = seeded.cli("dlq", "show", seeded.quarantined_event)
     assert "system:dlq-handler" in table.stdout and "payload" in table.stdout
     missing = seeded.cli("dlq", "show", "no-such-event")
-    assert missing.returncode == 1 and missing.stderr.startswith("EVENT_NOT_FOUND: ")
+    assert missing.returncode == 1 and last_line(missing).startswith("EVENT_NOT_FOUND: ")
 
 
 def test_retry_and_cancel_follow_the_api_rules_and_are_audited(seeded):
@@ -108,19 +109,22 @@ def test_retry_and_cancel_follow_the_api_rules_and_are_audited(seeded):
     other_tenant = seeded.cli(
         "tasks", "retry", seeded.failed, "--reason", "fixed", "--tenant", "t2"
     )
-    assert other_tenant.returncode == 1 and other_tenant.stderr.startswith("TASK_NOT_FOUND: ")
+    assert other_tenant.returncode == 1 and last_line(other_tenant).startswith("TASK_NOT_FOUND: ")
     cancelled = seeded.cli("tasks", "cancel", seeded.stuck, "--reason", "asked twice")
-    assert cancelled.returncode == 0 and f"{seeded.stuck}: cancelled" in cancelled.stdout
+    assert (
+        cancelled.returncode == 0 and f"{seeded.stuck} (Dave waits): cancelled" in cancelled.stdout
+    )
     audit = _json(seeded.cli("tasks", "show", seeded.stuck, "--json"))["audit"]
     assert [(a["action"], a["outcome"], a["reason"]) for a in audit] == [
         ("manual_cancel", "cancelled", "asked twice")
     ]
     twice = seeded.cli("tasks", "cancel", seeded.stuck, "--reason", "asked twice")
-    assert twice.returncode == 1 and twice.stderr.startswith("NOT_CANCELLABLE: ")
+    assert twice.returncode == 1 and last_line(twice).startswith("NOT_CANCELLABLE: ")
     done = seeded.cli("tasks", "retry", seeded.failed, "--reason", "provider redeployed")
     assert done.returncode == 0, done.stderr
     assert (
-        f"{seeded.failed}: queued (dispatch version 2)" in done.stdout and operator in done.stdout
+        f"{seeded.failed} (September for bob): queued (dispatch version 2)" in done.stdout
+        and operator in done.stdout
     )
     # The retried command, and the cancelled task's command (acknowledged unexecuted).
     assert seeded.publish() == 2
@@ -131,10 +135,10 @@ def test_retry_and_cancel_follow_the_api_rules_and_are_audited(seeded):
         (operator, "manual_retry", "provider redeployed")
     ]
     again = seeded.cli("tasks", "retry", seeded.failed, "--reason", "once more")
-    assert again.returncode == 1 and again.stderr.startswith("NOT_RETRYABLE: ")
+    assert again.returncode == 1 and last_line(again).startswith("NOT_RETRYABLE: ")
 
     finished = seeded.cli("tasks", "retry", seeded.succeeded, "--reason", "why not")
-    assert finished.returncode == 1 and finished.stderr.startswith("NOT_RETRYABLE: ")
+    assert finished.returncode == 1 and last_line(finished).startswith("NOT_RETRYABLE: ")
     assert _json(seeded.cli("outbox", "list", "--json")) == []
 
 
@@ -147,5 +151,6 @@ def test_a_database_that_does_not_answer_is_one_line_that_points_to_doctor(seede
         result = run_cli(args, env)
         assert result.returncode == 1, result.stderr
         lines = result.stderr.strip().splitlines()
-        assert lines[-1].startswith("database error: ") and "export-center doctor" in lines[-1]
+        assert lines[-1].startswith("database error on mysql+pymysql://nobody:***@127.0.0.1:1/")
+        assert "export-center doctor" in lines[-1]
         assert "Traceback" not in result.stderr and "secret" not in result.stderr

@@ -76,7 +76,7 @@ def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]
 
 @router.get("/overview", response_model=OverviewPublic, responses=errors(AUTH, _ADMIN))
 def overview(user: CurrentUser, runtime: RuntimeDep) -> OverviewPublic:
-    """Outbox backlog, quarantined commands, failures by type, recent audit entries."""
+    """Backlog, scheduled retries, dead letters, failures and audit of the admin's tenant."""
     return OverviewPublic.of(operations.overview(runtime, tenant_id=_tenant(user)))
 
 
@@ -93,6 +93,10 @@ def tasks(
     ] = None,
     export_type: Annotated[str | None, Query(alias="exportType", max_length=1000)] = None,
     owner: Annotated[str | None, Query(max_length=128)] = None,
+    name: Annotated[
+        str | None,
+        Query(max_length=200, description="part of the task name (letters without case)"),
+    ] = None,
     tenant: Annotated[str | None, Query(max_length=64, description="platform operators")] = None,
     since: Annotated[datetime | None, Query(description="requested at or after (ISO 8601)")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -107,6 +111,7 @@ def tasks(
         user=owner,
         tenant_id=scope,
         since=since.astimezone(UTC) if since and since.tzinfo else since,
+        name=name,
         limit=limit,
     )
     return [AdminTask.of(t) for t in found]
@@ -155,11 +160,11 @@ def outbox(
     user: CurrentUser,
     runtime: RuntimeDep,
     stuck_seconds: Annotated[
-        float | None, Query(alias="stuckSeconds", ge=0, description="only older than this")
+        float | None, Query(alias="stuckSeconds", ge=0, description="only due for longer than this")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[CommandPublic]:
-    """Commands not yet sent (PENDING or CLAIMED), oldest first."""
+    """Unsent commands, the longest due first and scheduled retries last."""
     rows = operations.outbox(
         runtime, stuck_seconds=stuck_seconds, tenant_id=_tenant(user), limit=limit
     )
