@@ -63,8 +63,10 @@ def mount_samples(
                 token=settings.internal_token,
                 secret=secret,
                 snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
+                on_restart=runtime.set_self_url,  # a restarted child on another port
             )
-            runtime.set_self_url(child.start())
+            runtime.set_self_url(child.start())  # supervised: restarted when it dies
+            runtime.sample_providers = child
             runtime.on_stop(child.stop)
 
     return mount

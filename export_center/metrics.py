@@ -42,6 +42,7 @@ __all__ = [
     "PROVIDER_SECONDS",
     "RECONCILER_ACTIONS",
     "ROWS_PROCESSED",
+    "SAMPLE_PROVIDER_EXITS",
     "STORAGE_BYTES",
     "TASKS_COMPLETED",
     "TASKS_CREATED",
@@ -76,6 +77,11 @@ OUTBOX_SEND_FAILURES = Counter("export_outbox_send_failures_total", "Failed outb
 RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actions", ["action"])
 DLQ_MESSAGES = Counter("export_dlq_messages_total", "Messages read from the dead-letter queue")
 STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")
+SAMPLE_PROVIDER_EXITS = Counter(
+    "export_sample_provider_exits",
+    "Times the sample-provider child process of the embedded default died (it is "
+    "restarted each time)",
+)
 
 # increase() needs a sample before the first event: a series born at 1 shows no
 # increase, so the first lease recovery of a process would never reach the alert
@@ -108,6 +114,7 @@ _PROCESS_METRICS: tuple[Counter | Histogram, ...] = (
     RECONCILER_ACTIONS,
     DLQ_MESSAGES,
     STORAGE_BYTES,
+    SAMPLE_PROVIDER_EXITS,
 )
 
 # Sample names Prometheus stores for each metric type (the family name plus these).

@@ -10,6 +10,7 @@ import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
@@ -28,6 +29,9 @@ from export_center.registry import Registry, RegistryError, load_registry
 from export_center.settings import Settings
 from export_center.storage import Storage, open_storage
 from export_center.transport import MemoryTransport, Transport
+
+if TYPE_CHECKING:
+    from export_center.sample_process import SampleProviderProcess
 
 __all__ = [
     "Runtime",
@@ -155,6 +159,9 @@ class Runtime:
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []
+        #: The embedded default's sample-provider child process, when there is one
+        #: (its health is part of readiness).
+        self.sample_providers: SampleProviderProcess | None = None
 
     def on_stop(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` at the end of :meth:`stop`, after the loops and consumers

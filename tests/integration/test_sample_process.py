@@ -5,7 +5,9 @@ left behind when the parent stops or dies."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from export_center.auth import issue_token
 from tests.helpers import create, download, wait_state
 
 
@@ -102,3 +105,149 @@ def test_the_child_exits_when_its_parent_dies(tmp_path: Path) -> None:
     except httpx.ConnectError:
         return
     raise AssertionError("the port still answers")
+
+
+# --- supervision: a `serve` in a subprocess whose sample-provider child is killed
+
+
+class _Serve:
+    """``export-center serve`` in a subprocess (embedded default, sample providers in
+    their child process) on a fresh SQLite database and the loaded test sample."""
+
+    def __init__(self, tmp_path: Path, sample_database_url: str) -> None:
+        from export_center.embedded import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data = tmp_path / "data"
+        self.log = tmp_path / "serve.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
+        self.env.update(
+            PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+            EXPORT_CENTER_ENVIRONMENT="test",
+            EXPORT_CENTER_DATA_DIR=str(self.data),
+            EXPORT_CENTER_SAMPLE_DATABASE_URL=sample_database_url,
+            EXPORT_CENTER_LOAD_SAMPLE_DATA="false",
+            EXPORT_CENTER_API__PORT=str(self.port),
+        )
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "export_center.cli", "serve"],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+
+    def ready(self) -> httpx.Response:
+        return httpx.get(f"{self.url}/readyz", timeout=5)
+
+    def wait(self, what: str, probe, timeout: float = 120.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                got = probe()
+            except httpx.HTTPError:
+                got = None
+            if got:
+                return got
+            time.sleep(0.02)
+        raise AssertionError(f"{what}: not within {timeout} s; log:\n{self.log.read_text()}")
+
+    def samples(self) -> dict:
+        return self.ready().json()["sampleProviders"]
+
+    def kill_child(self) -> tuple[int, list[int]]:
+        """SIGKILL the running child; returns its pid and the /readyz codes seen until
+        a new child serves."""
+        pid = self.samples()["pid"]
+        restarts = self.samples()["restarts"]
+        os.kill(pid, signal.SIGKILL)
+        codes: list[int] = []
+
+        def back() -> bool:
+            answer = self.ready()
+            codes.append(answer.status_code)
+            body = answer.json()["sampleProviders"]
+            return answer.status_code == 200 and body["restarts"] == restarts + 1
+
+        self.wait("the child restarted", back)
+        return pid, codes
+
+    def errors(self) -> list[dict]:
+        lines = [json.loads(x) for x in self.log.read_text().splitlines() if x.startswith("{")]
+        return [x for x in lines if x["level"] == "ERROR"]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def test_serve_restarts_a_killed_sample_provider_child_and_exports_work_again(tmp_path, sample_dir):
+    from export_center.settings import Settings
+    from tests.conftest import sample_url
+    from tests.helpers import ORDERS_PERMISSION
+    from tests.operator_seed import run_cli
+
+    serve = _Serve(tmp_path, sample_url("sqlite", sample_dir))
+    try:
+        serve.wait("ready", lambda: serve.ready().status_code == 200)
+        first = serve.samples()
+        assert (first["state"], first["restarts"], first["lastExit"]) == ("running", 0, None)
+        child_url = first["url"]
+
+        pid, codes = serve.kill_child()
+        assert 503 in codes, codes  # not ready while it was down
+        assert codes[-1] == 200
+        after = serve.samples()
+        assert after["state"] == "running" and after["pid"] not in (None, pid)
+        assert (after["restarts"], after["lastExit"]) == (1, "killed by SIGKILL")
+        assert after["url"] == child_url  # the same port: the workers' address holds
+        assert not _alive(pid)
+        deaths = [e for e in serve.errors() if "sample provider process" in e["message"]]
+        assert len(deaths) == 1 and f"process {pid} killed by SIGKILL" in deaths[0]["message"]
+        metrics = httpx.get(f"{serve.url}/metrics", timeout=10).text
+        assert "export_sample_provider_exits_total 1.0" in metrics
+
+        # An export afterwards reads the sample through the new child.
+        secret = Settings(data_dir=serve.data, environment="test").jwt_secret
+        token = issue_token(secret, user="alice", tenant="t1", permissions=[ORDERS_PERMISSION])
+        with httpx.Client(
+            base_url=serve.url, headers={"authorization": f"Bearer {token}"}, timeout=60
+        ) as client:
+            answer = create(client, "csv", parameters={"from": "1995-09-01", "to": "1995-09-30"})
+            assert answer.status_code == 202, answer.text
+            detail = wait_state(client, answer.json()["taskId"])
+            assert detail["state"] == "succeeded", detail
+            rows = download(client, detail).decode("utf-8-sig").splitlines()
+            assert len(rows) == 1 + detail["processed"] and detail["processed"] > 0
+
+        # A child that keeps dying is restarted after longer and longer pauses (0.5, 1,
+        # 2, 5, 10, then 30 s); while it is down, /readyz and doctor say so.
+        for _ in range(4):
+            serve.kill_child()
+        os.kill(serve.samples()["pid"], signal.SIGKILL)  # the 6th death: a 30 s pause
+        serve.wait("down", lambda: serve.ready().status_code == 503)
+        down = serve.ready().json()
+        assert down["status"] == "sample providers unavailable"
+        assert down["sampleProviders"]["state"] == "restarting"
+        assert down["sampleProviders"]["lastExit"] == "killed by SIGKILL"
+        doctor = run_cli(["doctor", "--json"], {**serve.env, "COLUMNS": "200"})
+        assert serve.ready().status_code == 503  # doctor ran within the pause
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+        sample = checks["sample providers"]
+        assert doctor.returncode == 1 and not sample["ok"], sample
+        assert "is down (killed by SIGKILL, restarted 5 times)" in sample["message"]
+        serve.wait("back", lambda: serve.ready().status_code == 200, timeout=90)
+        assert serve.samples()["restarts"] == 6
+        doctor = run_cli(["doctor", "--json"], {**serve.env, "COLUMNS": "200"})
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+        assert checks["sample providers"]["ok"], checks["sample providers"]
+        assert "answers, restarted 6 times" in checks["sample providers"]["message"]
+        assert len([e for e in serve.errors() if "sample provider process" in e["message"]]) == 6
+    finally:
+        serve.stop()
