@@ -3,14 +3,19 @@
 # a NameServer plus a Proxy in local mode (the Broker runs embedded in the Proxy's JVM),
 # all on 127.0.0.1, built from the Maven Central jars (no distribution zip, no Docker).
 #
-# Usage: scripts/rocketmq.sh {start|stop|status|endpoint}
+# Usage: scripts/rocketmq.sh {start|ensure|stop|status|endpoint}
 #
 #   start     Resolve the server jars with Maven (first run only; cached), write the
 #             loopback configuration, start the NameServer and the Proxy in the
 #             background, wait until the Broker is registered, then create (idempotently)
 #             the command topic, the worker and dead-letter-handler groups and the
-#             worker group's DLQ topic. When our processes are already up it only
-#             ensures the topics and groups.
+#             worker group's DLQ topic, and check that the broker lists each of them.
+#             When our processes are already up it only ensures the topics and groups.
+#             An admin call that fails or times out (a loaded machine) is made again,
+#             with pauses of 2, 4, 8... s, up to EXPORT_CENTER_ROCKETMQ_ADMIN_ATTEMPTS
+#             times; `start` exits 0 only once every topic and group is there.
+#   ensure    Only the last two steps, against a NameServer that already runs: wait for
+#             the Broker, create the topics and groups, check them.
 #   stop      Stop the processes this script started (pid files) and wait until they
 #             are gone.
 #   status    Print the state; exit 0 when the proxy answers, 3 otherwise.
@@ -30,6 +35,12 @@
 #   EXPORT_CENTER_ROCKETMQ_BROKER_PORT     Broker remoting port (default 10911; the broker
 #                                          also takes port-2 (fast remoting) and port+1 (HA))
 #   EXPORT_CENTER_ROCKETMQ_START_TIMEOUT   seconds to wait for the servers (default 180)
+#   EXPORT_CENTER_ROCKETMQ_ADMIN_ATTEMPTS  tries of each topic or group call (default 5)
+#   EXPORT_CENTER_ROCKETMQ_ADMIN_TIMEOUT   seconds one admin call may take (default 60)
+#   EXPORT_CENTER_ROCKETMQ_MQADMIN         an mqadmin command to use instead of the server
+#                                          jars' MQAdminStartup, e.g. the bin/mqadmin of a
+#                                          RocketMQ distribution; it is given mqadmin's
+#                                          arguments followed by -n NAMESRV_ADDR
 #   EXPORT_CENTER_TOPIC_PREFIX             environment prefix of topic and group names
 #                                          (default test-)
 #
@@ -57,6 +68,9 @@ PROXY_PORT="${EXPORT_CENTER_ROCKETMQ_PROXY_PORT:-8081}"
 PROXY_REMOTING_PORT="${EXPORT_CENTER_ROCKETMQ_PROXY_REMOTING_PORT:-18080}"
 BROKER_PORT="${EXPORT_CENTER_ROCKETMQ_BROKER_PORT:-10911}"
 START_TIMEOUT="${EXPORT_CENTER_ROCKETMQ_START_TIMEOUT:-180}"
+ADMIN_ATTEMPTS="${EXPORT_CENTER_ROCKETMQ_ADMIN_ATTEMPTS:-5}"
+ADMIN_TIMEOUT="${EXPORT_CENTER_ROCKETMQ_ADMIN_TIMEOUT:-60}"
+MQADMIN="${EXPORT_CENTER_ROCKETMQ_MQADMIN:-}"
 STOP_TIMEOUT=60
 PREFIX="${EXPORT_CENTER_TOPIC_PREFIX:-test-}"
 
@@ -243,14 +257,18 @@ launch() {
     # pytest must not take the broker down); 9>&- keeps the start lock from being
     # inherited.
     # shellcheck disable=SC2016 # $$ and $@ belong to the inner shell
-    ROCKETMQ_HOME="$HOME_DIR" setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" "$@" \
+    # setsid -w: should setsid have to fork, it still lives as long as the server.
+    ROCKETMQ_HOME="$HOME_DIR" setsid -w bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" "$@" \
         </dev/null >"$out" 2>&1 9>&- &
+    local launched=$!
     disown || true
-    local waited=0
+    # Under load the pid file can take seconds: wait as long as the process lives.
     while [ ! -s "$pid_file" ]; do
-        [ "$waited" -ge 50 ] && die "$name did not write its pid file"
+        kill -0 "$launched" 2>/dev/null || [ -s "$pid_file" ] \
+            || fail_with_logs "$name exited before it wrote its pid file"
+        [ "$SECONDS" -lt "$DEADLINE" ] \
+            || fail_with_logs "$name did not write its pid file within ${START_TIMEOUT}s"
         sleep 0.1
-        waited=$((waited + 1))
     done
 }
 
@@ -307,11 +325,17 @@ start_proxy() {
 #   output in a file, the script goes on as soon as the expected line is there and the
 #   JVM finishes exiting on its own; the independent create commands run in parallel.
 
-# admin_bg OUT SUBCOMMAND ARGS...: start mqadmin against our NameServer in the
-# background with its output in OUT; sets ADMIN_PID.
+# admin_bg OUT SUBCOMMAND ARGS...: start mqadmin (or $MQADMIN) against our NameServer in
+# the background with its output in OUT; sets ADMIN_PID.
 admin_bg() {
     local out="$1" JAVA_CMD
     shift
+    if [ -n "$MQADMIN" ]; then
+        ROCKETMQ_HOME="$HOME_DIR" "$MQADMIN" "$@" -n "$NAMESRV_ADDR" \
+            </dev/null >"$out" 2>&1 9>&- &
+        ADMIN_PID=$!
+        return 0
+    fi
     java_cmd rmq.tools.logback.xml
     ROCKETMQ_HOME="$HOME_DIR" "${JAVA_CMD[@]}" -XX:+UseSerialGC -Xms64m -Xmx256m \
         -XX:TieredStopAtLevel=1 "$ADMIN_MAIN" "$@" -n "$NAMESRV_ADDR" \
@@ -347,7 +371,10 @@ wait_for_broker() {
             log "broker $BROKER_NAME registered (clusterList)"
             return 0
         fi
-        pid_alive proxy "$PROXY_MAIN" || fail_with_logs "the Proxy exited"
+        # (`ensure` may run against a broker this script did not start: no pid file)
+        if [ -f "$HOME_DIR/proxy.pid" ] && ! pid_alive proxy "$PROXY_MAIN"; then
+            fail_with_logs "the Proxy exited"
+        fi
         if [ "$SECONDS" -ge "$DEADLINE" ]; then
             cat "$out" >&2
             fail_with_logs "broker $BROKER_NAME not in clusterList within ${START_TIMEOUT}s"
@@ -356,41 +383,113 @@ wait_for_broker() {
     done
 }
 
-ensure_resources() {
-    local -a what=(
-        "topic $COMMAND_TOPIC (4 queues, NORMAL)"
-        "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)"
-        "group $DLQ_GROUP"
-        "topic $DLQ_TOPIC (1 queue, perm 6)"
-    )
-    local -a pids=()
-    admin_bg "$HOME_DIR/admin.0.out" updateTopic -c "$CLUSTER" -t "$COMMAND_TOPIC" \
-        -r 4 -w 4 -p 6 -a "+message.type=NORMAL"
-    pids+=("$ADMIN_PID")
-    admin_bg "$HOME_DIR/admin.1.out" updateSubGroup -c "$CLUSTER" -g "$WORKER_GROUP" \
-        -r "$WORKER_RETRY_MAX_TIMES"
-    pids+=("$ADMIN_PID")
-    admin_bg "$HOME_DIR/admin.2.out" updateSubGroup -c "$CLUSTER" -g "$DLQ_GROUP"
-    pids+=("$ADMIN_PID")
-    # -r 1 -w 1: the broker's own DLQ topics have one queue (updateTopic defaults to 8).
-    admin_bg "$HOME_DIR/admin.3.out" updateTopic -c "$CLUSTER" -t "$DLQ_TOPIC" \
-        -r 1 -w 1 -p 6
-    pids+=("$ADMIN_PID")
-    local i failed=0
-    for i in 0 1 2 3; do
-        if admin_result "$HOME_DIR/admin.$i.out" "${pids[$i]}" "success" 60; then
-            log "${what[$i]}: ok"
-        else
-            echo "[rocketmq.sh] mqadmin failed: ${what[$i]}:" >&2
-            cat "$HOME_DIR/admin.$i.out" >&2
-            failed=1
+# re_line TEXT: TEXT as a basic regular expression that matches it literally.
+re_line() { printf '%s' "$1" | sed 's/[][\.*^$/]/\\&/g'; }
+
+# The four resources: create_call I starts the I-th creation (admin_bg), create_re I is
+# what its output says when it worked, create_what I names it.
+create_call() {
+    local out="$HOME_DIR/admin.$1.out"
+    case "$1" in
+        0) admin_bg "$out" updateTopic -c "$CLUSTER" -t "$COMMAND_TOPIC" \
+            -r 4 -w 4 -p 6 -a "+message.type=NORMAL" ;;
+        1) admin_bg "$out" updateSubGroup -c "$CLUSTER" -g "$WORKER_GROUP" \
+            -r "$WORKER_RETRY_MAX_TIMES" ;;
+        2) admin_bg "$out" updateSubGroup -c "$CLUSTER" -g "$DLQ_GROUP" ;;
+        # -r 1 -w 1: the broker's own DLQ topics have one queue (updateTopic defaults to 8).
+        3) admin_bg "$out" updateTopic -c "$CLUSTER" -t "$DLQ_TOPIC" -r 1 -w 1 -p 6 ;;
+    esac
+}
+create_re() { echo "success"; }
+create_what() {
+    case "$1" in
+        0) echo "topic $COMMAND_TOPIC (4 queues, NORMAL)" ;;
+        1) echo "group $WORKER_GROUP (retryMaxTimes $WORKER_RETRY_MAX_TIMES)" ;;
+        2) echo "group $DLQ_GROUP" ;;
+        3) echo "topic $DLQ_TOPIC (1 queue, perm 6)" ;;
+    esac
+}
+
+# The same four, as the broker lists them afterwards: topicList names each topic on a
+# line of its own; getConsumerConfig prints a group's settings (nothing when it does
+# not exist), the worker group's with its retry limit.
+check_call() {
+    local out="$HOME_DIR/admin.check.$1.out"
+    case "$1" in
+        0 | 3) admin_bg "$out" topicList ;;
+        1) admin_bg "$out" getConsumerConfig -g "$WORKER_GROUP" ;;
+        2) admin_bg "$out" getConsumerConfig -g "$DLQ_GROUP" ;;
+    esac
+}
+check_re() {
+    case "$1" in
+        0) echo "^$(re_line "$COMMAND_TOPIC")\$" ;;
+        1) echo "^retryMaxTimes *= *$WORKER_RETRY_MAX_TIMES\$" ;;
+        2) echo "^groupName *= *$(re_line "$DLQ_GROUP")\$" ;;
+        3) echo "^$(re_line "$DLQ_TOPIC")\$" ;;
+    esac
+}
+check_what() { echo "$(create_what "$1") is listed by the broker"; }
+
+# admin_rounds KIND: run ${KIND}_call for 0..3 in parallel; the calls whose output does
+# not show ${KIND}_re (an error, or no answer within ADMIN_TIMEOUT s) are made again
+# after 2, 4, 8... s, up to ADMIN_ATTEMPTS rounds. Fails with their outputs when some
+# never succeed.
+admin_rounds() {
+    local kind="$1" round=1 pause=2 i
+    local -a todo=(0 1 2 3) left pids
+    while :; do
+        pids=()
+        for i in "${todo[@]}"; do
+            "${kind}_call" "$i"
+            pids[i]=$ADMIN_PID
+        done
+        left=()
+        for i in "${todo[@]}"; do
+            local out="$HOME_DIR/admin.$i.out"
+            [ "$kind" = check ] && out="$HOME_DIR/admin.check.$i.out"
+            if admin_result "$out" "${pids[$i]}" "$("${kind}_re" "$i")" "$ADMIN_TIMEOUT"; then
+                log "$("${kind}_what" "$i"): ok"
+            else
+                left+=("$i")
+            fi
+        done
+        [ "${#left[@]}" -eq 0 ] && return 0
+        if [ "$round" -ge "$ADMIN_ATTEMPTS" ]; then
+            for i in "${left[@]}"; do
+                local out="$HOME_DIR/admin.$i.out"
+                [ "$kind" = check ] && out="$HOME_DIR/admin.check.$i.out"
+                echo "[rocketmq.sh] mqadmin failed $round times: $("${kind}_what" "$i"):" >&2
+                cat "$out" >&2
+            done
+            return 1
         fi
+        log "mqadmin did not confirm ${#left[@]} of them (round $round of $ADMIN_ATTEMPTS;" \
+            "a busy broker or machine): again in ${pause}s"
+        sleep "$pause"
+        pause=$((pause * 2))
+        round=$((round + 1))
+        todo=("${left[@]}")
     done
-    [ "$failed" -eq 0 ] || fail_with_logs "creating the topics and groups failed"
+}
+
+ensure_resources() {
+    admin_rounds create || fail_with_logs "creating the topics and groups failed"
+    admin_rounds check || fail_with_logs "the broker does not list every topic and group"
 }
 
 # ---------------------------------------------------------------------------
 # Commands
+
+cmd_ensure() {
+    mkdir -p "$HOME_DIR"
+    exec 9>"$LOCK_FILE"
+    flock -w 600 9 || die "could not lock $LOCK_FILE"
+    DEADLINE=$((SECONDS + START_TIMEOUT))
+    wait_for_broker
+    ensure_resources
+    log "topics and groups ready on NameServer $NAMESRV_ADDR"
+}
 
 cmd_start() {
     install_packages
@@ -472,11 +571,12 @@ cmd_status() {
 
 case "${1:-}" in
     start) cmd_start ;;
+    ensure) cmd_ensure ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
     endpoint) echo "127.0.0.1:$PROXY_PORT" ;;
     *)
-        echo "usage: $0 {start|stop|status|endpoint}" >&2
+        echo "usage: $0 {start|ensure|stop|status|endpoint}" >&2
         exit 2
         ;;
 esac

@@ -119,17 +119,29 @@ launch() {
     fi
     mkdir -p "$CLUSTER_DIR/pids" "$CLUSTER_DIR/logs"
     [ -f "$CLUSTER_DIR/logs/$name.log" ] && mv -f "$CLUSTER_DIR/logs/$name.log" "$CLUSTER_DIR/logs/$name.log.prev"
+    local pid_file="$CLUSTER_DIR/pids/$name.pid" pid
+    rm -f "$pid_file"
+    # The process writes its own pid (then execs), so the file names the process itself.
+    # setsid -w: should setsid have to fork, it still lives as long as the process.
     # shellcheck disable=SC2016 # $$ and $@ belong to the inner shell
-    setsid bash -c 'echo $$ >"$0"; exec "$@"' "$CLUSTER_DIR/pids/$name.pid" \
+    setsid -w bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" \
         env EXPORT_CENTER_INSTANCE_ID="$name" "$@" \
         </dev/null >"$CLUSTER_DIR/logs/$name.log" 2>&1 &
+    local launched=$! deadline=$((SECONDS + START_TIMEOUT))
     disown || true
-    local waited=0
-    while [ ! -s "$CLUSTER_DIR/pids/$name.pid" ] && [ "$waited" -lt 50 ]; do
+    # On a loaded machine the pid file can take seconds: wait for it as long as the
+    # process lives, and never report a pid that is not there.
+    until [ -s "$pid_file" ]; do
+        if ! kill -0 "$launched" 2>/dev/null && [ ! -s "$pid_file" ]; then
+            tail -n 30 "$CLUSTER_DIR/logs/$name.log" >&2
+            die "$name exited before it started"
+        fi
+        [ "$SECONDS" -lt "$deadline" ] || die "$name wrote no pid file in ${START_TIMEOUT}s"
         sleep 0.1
-        waited=$((waited + 1))
     done
-    log "$name started (pid $(pid_of "$name")), log $CLUSTER_DIR/logs/$name.log"
+    pid="$(pid_of "$name")"
+    [ -n "$pid" ] || die "$name: empty pid file $pid_file"
+    log "$name started (pid $pid), log $CLUSTER_DIR/logs/$name.log"
 }
 
 wait_http() {
