@@ -46,7 +46,7 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -208,6 +208,7 @@ class ShardedProducer:
                 "restarted",
                 "the shard plan changed since the checkpoints were written (for example "
                 "the registry's max_shards): every shard starts again from zero",
+                {"cause": "plan_changed"},
             )
         started = [cp for cp in kept if cp.done or cp.segments]
         if started and not self.resumed:
@@ -221,10 +222,12 @@ class ShardedProducer:
                 rows,
                 extra=run._log(),
             )
-            self._audit("resumed", f"{done} of {len(kept)} shards done, {rows:,} rows kept")
+            facts = {"shardsDone": done, "shardsTotal": len(kept), "rowsKept": rows}
+            self._audit("resumed", f"{done} of {len(kept)} shards done, {rows:,} rows kept", facts)
         return kept
 
-    def _audit(self, outcome: str, reason: str) -> None:
+    def _audit(self, outcome: str, reason: str, details: Mapping[str, object]) -> None:
+        # ``details`` carries the facts (counts, cause): a reader says them in any language.
         run = self.run
         with run.engine.begin() as conn:
             task = repository.read_task(conn, run.task_id)
@@ -236,6 +239,7 @@ class ShardedProducer:
                 task=task,
                 dispatch_version=run.version,
                 reason=reason,
+                details=details,
             )
 
     def _restart_from_zero(self) -> None:
@@ -255,6 +259,7 @@ class ShardedProducer:
             "restarted",
             "the provider no longer honours the snapshot of the checkpoints (410): "
             "every shard starts again from zero",
+            {"cause": "snapshot_expired"},
         )
 
     def delete_parts(self) -> None:

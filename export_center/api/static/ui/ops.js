@@ -1,8 +1,12 @@
 // The operations view (admins only, loaded the first time one opens it): the outbox
-// backlog, quarantined commands, failures by type and the audit trail, from
-// GET /api/v1/admin/overview every few seconds while it is on screen. A retry asks for
-// a reason, which the audit trail keeps (POST /api/v1/admin/tasks/{id}/retry), and may
-// start a sharded export over instead of resuming it ("fresh").
+// backlog and the automatic retries scheduled, quarantined commands, failures by type
+// and the audit trail, all of the admin's tenant (every tenant for a platform operator),
+// from GET /api/v1/admin/overview every few seconds while it is on screen. Exports are
+// named as their users name them, with the id below. A retry asks for a reason, which
+// the audit trail keeps (POST /api/v1/admin/tasks/{id}/retry), and may start a sharded
+// export over instead of resuming it ("fresh"). The tables become cards on a phone
+// (app.css), each cell with its column's name; the sentences the system writes in the
+// audit trail are shown in the page's language.
 
 import { $, h } from './dom.js';
 import * as i18n from './i18n.js';
@@ -14,10 +18,13 @@ const POLL_MS = 3000;
 
 i18n.extend({
   'ops.title': 'Operations',
-  'ops.intro': 'The whole service’s figures, updated every few seconds while this view is open.',
+  'ops.intro.tenant': 'Figures, failures and actions of tenant {tenant}, updated every few seconds while this view is open.',
+  'ops.intro.all': 'Figures, failures and actions of every tenant, updated every few seconds while this view is open.',
   'ops.updated': 'Updated at {time}',
-  'ops.pending': 'Commands waiting to be sent',
-  'ops.oldest': 'Oldest unsent command',
+  'ops.pending': 'Commands due and waiting to be sent',
+  'ops.oldest': 'Longest wait of a due command',
+  'ops.scheduled': 'Automatic retries scheduled',
+  'ops.nextAt': 'next at {time}',
   'ops.maxAttempt': 'Most sends of one command',
   'ops.queueAge': 'Longest wait in the queue',
   'ops.none': '—',
@@ -52,6 +59,15 @@ i18n.extend({
   'ops.restarted': 'Export {task} is queued again and starts over from the beginning.',
   'ops.count': '{type}: {n} failed',
   'ops.what': '{action}: {outcome}',
+  'ops.reason.resumed': '{done} of {total} parts done, {rows} rows kept',
+  'ops.reason.restarted.plan_changed': 'The plan of parts changed since the checkpoints (for example the number of parts): every part starts again from zero.',
+  'ops.reason.restarted.snapshot_expired': 'The data source no longer honours the snapshot of the checkpoints: every part starts again from zero.',
+  'ops.reason.lease': 'The worker {worker} stopped renewing its lease while {phase}.',
+  'ops.reason.dead': 'Message {message} was dead-lettered (schema version {version}).',
+  'ops.phase.queued': 'waiting to start',
+  'ops.phase.fetch': 'reading data',
+  'ops.phase.render': 'writing the file',
+  'ops.phase.store': 'saving the file',
   'actor.system': 'System ({name})',
   'actor.operator': '{name} (command line)',
   'action.dead_letter': 'Dead letter',
@@ -60,6 +76,10 @@ i18n.extend({
   'action.manual_cancel': 'Cancel',
   'action.lease_recovery': 'Lease recovered',
   'action.registry_reload': 'Export types reloaded',
+  'action.resume': 'Resume',
+  'outcome.resumed': 'continued from the checkpoints',
+  'outcome.restarted': 'started again from zero',
+  'outcome.retry': 'to run again',
   'outcome.quarantined': 'quarantined; the export failed',
   'outcome.stale': 'stale; nothing changed',
   'outcome.missing_properties': 'unreadable; nothing changed',
@@ -71,10 +91,13 @@ i18n.extend({
   'outcome.refused': 'refused; the previous types stay',
 }, {
   'ops.title': '运维',
-  'ops.intro': '全局运行指标，打开此页面时每隔几秒自动刷新。',
+  'ops.intro.tenant': '租户 {tenant} 的运行指标、失败任务和操作记录，打开此页面时每隔几秒自动刷新。',
+  'ops.intro.all': '所有租户的运行指标、失败任务和操作记录，打开此页面时每隔几秒自动刷新。',
   'ops.updated': '更新于 {time}',
-  'ops.pending': '待发送的指令',
-  'ops.oldest': '最早一条待发送指令已等待',
+  'ops.pending': '已到期、待发送的指令',
+  'ops.oldest': '到期指令最长已等待',
+  'ops.scheduled': '已安排的自动重试',
+  'ops.nextAt': '下一次 {time}',
   'ops.maxAttempt': '单条指令最多发送次数',
   'ops.queueAge': '排队最久的导出已等待',
   'ops.none': '—',
@@ -109,6 +132,15 @@ i18n.extend({
   'ops.restarted': '导出任务 {task} 已重新排队，将从头开始导出。',
   'ops.count': '{type}：失败 {n} 个',
   'ops.what': '{action}：{outcome}',
+  'ops.reason.resumed': '已完成 {done}/{total} 个分片，保留 {rows} 行',
+  'ops.reason.restarted.plan_changed': '分片方案在断点写入后发生了变化（例如分片数），所有分片从头重新导出。',
+  'ops.reason.restarted.snapshot_expired': '数据源不再接受断点对应的数据快照，所有分片从头重新导出。',
+  'ops.reason.lease': '工作进程 {worker} 在{phase}时停止了续租。',
+  'ops.reason.dead': '消息 {message} 已进入死信队列（结构版本 {version}）。',
+  'ops.phase.queued': '等待开始',
+  'ops.phase.fetch': '读取数据',
+  'ops.phase.render': '生成文件',
+  'ops.phase.store': '保存文件',
   'actor.system': '系统（{name}）',
   'actor.operator': '{name}（命令行）',
   'action.dead_letter': '死信处理',
@@ -117,6 +149,10 @@ i18n.extend({
   'action.manual_cancel': '手动取消',
   'action.lease_recovery': '回收租约',
   'action.registry_reload': '重新加载导出类型',
+  'action.resume': '断点续传',
+  'outcome.resumed': '已从断点继续',
+  'outcome.restarted': '已从头重新开始',
+  'outcome.retry': '将重新执行',
   'outcome.quarantined': '已隔离，导出标记为失败',
   'outcome.stale': '消息已过时，未做改动',
   'outcome.missing_properties': '消息无法识别，未做改动',
@@ -156,11 +192,58 @@ function when(iso) {
   return iso ? h('time', { datetime: iso }, i18n.dateTime(iso)) : t('ops.none');
 }
 
+/** A clock time, with the date when it is not today (when a retry is due). */
+function soon(iso) {
+  const at = new Date(iso);
+  const today = new Date().toDateString() === at.toDateString();
+  return today ? new Intl.DateTimeFormat(i18n.locale, { hour: 'numeric', minute: '2-digit' }).format(at) : i18n.dateTimeShort(iso);
+}
+
+// The sentences the system writes in the audit trail (English, from the server), read
+// back from the entry's details, or from the sentence itself for entries written
+// before the details carried them.
+const RESUMED = /^(\d+) of (\d+) shards done, ([\d,]+) rows kept$/;
+const LEASE = /^the worker (\S+) stopped renewing its lease during (\w+)$/;
+const DEAD = /^message (\S+) dead-lettered \(schemaVersion ([^)]+)\)$/;
+
+/** What an audit entry's (or a dead letter's) reason says, in the page's language:
+ * `{text, lang}`; a sentence the page does not know stays as written (English when the
+ * system wrote it). */
+function reasonOf(action, outcome, reason, details, actorName) {
+  const d = details || {};
+  const text = reason || '';
+  if (action === 'resume' && outcome === 'resumed') {
+    const m = RESUMED.exec(text);
+    const [done, total, rows] = d.shardsDone != null ? [d.shardsDone, d.shardsTotal, d.rowsKept] : m ? [m[1], m[2], m[3].replace(/,/g, '')] : [];
+    if (done != null) return { text: t('ops.reason.resumed', { done: i18n.number(+done), total: i18n.number(+total), rows: i18n.number(+rows) }) };
+  }
+  if (action === 'resume' && outcome === 'restarted') {
+    const cause = d.cause || (/\(410\)/.test(text) ? 'snapshot_expired' : /shard plan changed/.test(text) ? 'plan_changed' : '');
+    if (i18n.has(`ops.reason.restarted.${cause}`)) return { text: t(`ops.reason.restarted.${cause}`) };
+  }
+  const lease = action === 'lease_recovery' && LEASE.exec(text);
+  if (lease) return { text: t('ops.reason.lease', { worker: lease[1], phase: maybe(`ops.phase.${lease[2]}`, lease[2]) }) };
+  const dead = action === 'dead_letter' && DEAD.exec(text);
+  if (dead) return { text: t('ops.reason.dead', { message: dead[1], version: dead[2] }) };
+  return { text, lang: /^system:/.test(actorName || '') ? 'en' : null };
+}
+
+/** A table cell: its column's name (the label of a phone card) and one block of content. */
+function cell(column, props, ...children) {
+  const { class: extra, ...rest } = props || {};
+  return h('td', { class: `c-${column}${extra ? ` ${extra}` : ''}`, dataset: { label: t(`ops.col.${column}`) }, ...rest }, h('div', { class: 'cell' }, ...children));
+}
+
+/** The export as its user named it, and its id (what operators search with). */
+function exportCell(taskId, taskName) {
+  return cell('task', {}, taskName ? h('span', { class: 'task-name' }, taskName) : null, h('span', { class: 'mono task-id' }, taskId || ''));
+}
+
 function table(columns, rows) {
   return h(
     'div',
     { class: 'table-wrap' },
-    h('table', { class: 'ops-table' }, h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, t(`ops.col.${c}`))))), h('tbody', {}, rows)),
+    h('table', { class: 'ops-table' }, h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: `c-${c}` }, t(`ops.col.${c}`))))), h('tbody', {}, rows)),
   );
 }
 
@@ -211,7 +294,7 @@ export class OpsView {
   relabel() {
     this.root.replaceChildren(
       h('div', { class: 'list-head' }, h('h1', { id: 'ops-title', tabindex: '-1' }, t('ops.title'))),
-      h('p', { class: 'hint' }, t('ops.intro'), ' ', h('span', { id: 'ops-updated' })),
+      h('p', { class: 'hint' }, h('span', { id: 'ops-scope' }), ' ', h('span', { id: 'ops-updated' })),
       h('dl', { class: 'figures', id: 'ops-figures' }),
       h('section', { 'aria-labelledby': 'ops-q-title' }, h('h2', { id: 'ops-q-title' }, t('ops.quarantined')), h('p', { class: 'hint' }, t('ops.quarantinedIntro')), h('div', { id: 'ops-quarantined' })),
       h('section', { 'aria-labelledby': 'ops-f-title' }, h('h2', { id: 'ops-f-title' }, t('ops.failures')), h('div', { id: 'ops-failures' })),
@@ -266,27 +349,36 @@ export class OpsView {
   }
 
   render(data) {
+    $('ops-scope').textContent = data.tenant == null ? t('ops.intro.all') : t('ops.intro.tenant', { tenant: data.tenant });
     $('ops-updated').textContent = t('ops.updated', { time: i18n.time(new Date()) });
     const seconds = (s) => (s > 0 ? i18n.duration(s) : t('ops.none'));
+    const scheduled = [i18n.number(data.outboxScheduled ?? 0)];
+    if (data.outboxScheduled && data.outboxNextScheduledAt) {
+      scheduled.push(h('span', { class: 'figure-note' }, t('ops.nextAt', { time: soon(data.outboxNextScheduledAt) })));
+    }
     const figures = [
       ['pending', 'ops.pending', i18n.number(data.outboxPending)],
       ['oldest', 'ops.oldest', data.outboxPending ? seconds(data.outboxOldestAgeSeconds) : t('ops.none')],
+      ['scheduled', 'ops.scheduled', scheduled],
       ['max-attempt', 'ops.maxAttempt', i18n.number(data.outboxMaxAttempt)],
       ['queue-age', 'ops.queueAge', seconds(data.queueAgeSeconds)],
     ];
     $('ops-figures').replaceChildren(...figures.map(([id, label, value]) => h('div', { class: 'figure', id: `fig-${id}` }, h('dt', {}, t(label)), h('dd', {}, value))));
     $('ops-quarantined').replaceChildren(
       data.quarantined.length
-        ? table(['task', 'version', 'when', 'reason', 'state', 'actions'], data.quarantined.map((q) => h(
-          'tr',
-          { dataset: { eventId: q.command.eventId } },
-          h('td', { class: 'mono' }, q.command.taskId),
-          h('td', {}, i18n.number(q.command.dispatchVersion)),
-          h('td', {}, when(q.quarantinedAt)),
-          h('td', { lang: 'en', class: 'reason' }, q.reason || ''),
-          h('td', { class: 'task-state' }, maybe(`state.${q.taskState}`, q.taskState)),
-          h('td', {}, q.taskState === 'failed' ? this.retryButton(q.command.taskId) : null),
-        )))
+        ? table(['task', 'version', 'when', 'reason', 'state', 'actions'], data.quarantined.map((q) => {
+          const why = reasonOf('dead_letter', 'quarantined', q.reason, null, 'system:dlq-handler');
+          return h(
+            'tr',
+            { dataset: { eventId: q.command.eventId } },
+            exportCell(q.command.taskId, q.command.taskName),
+            cell('version', {}, i18n.number(q.command.dispatchVersion)),
+            cell('when', {}, when(q.quarantinedAt)),
+            cell('reason', { class: 'reason', lang: why.lang }, why.text),
+            cell('state', { class: 'task-state' }, maybe(`state.${q.taskState}`, q.taskState)),
+            cell('actions', {}, q.taskState === 'failed' ? this.retryButton(q.command.taskId) : null),
+          );
+        }))
         : h('p', { class: 'empty-line' }, t('ops.noQuarantined')),
     );
     const byType = Object.entries(data.failuresByType);
@@ -297,27 +389,30 @@ export class OpsView {
           table(['task', 'type', 'owner', 'when', 'failure', 'actions'], data.failed.map((task) => h(
             'tr',
             { dataset: { taskId: task.taskId } },
-            h('td', { class: 'mono' }, task.taskId),
-            h('td', {}, this.ctx.typeTitle(task.exportType)),
-            h('td', {}, task.owner),
-            h('td', {}, when(task.finishedAt)),
-            h('td', {}, h('span', {}, failText(task.errorCode)), h('span', { class: 'detail mono', lang: 'en' }, task.error || '')),
-            h('td', {}, task.state === 'failed' ? this.retryButton(task.taskId) : null),
+            exportCell(task.taskId, task.taskName),
+            cell('type', {}, this.ctx.typeTitle(task.exportType)),
+            cell('owner', {}, task.owner),
+            cell('when', {}, when(task.finishedAt)),
+            cell('failure', { class: 'failure' }, h('span', {}, failText(task.errorCode)), h('span', { class: 'detail mono', lang: 'en' }, task.error || '')),
+            cell('actions', {}, task.state === 'failed' ? this.retryButton(task.taskId) : null),
           ))),
         ]
         : [h('p', { class: 'empty-line' }, t('ops.noFailures'))]),
     );
     $('ops-audit').replaceChildren(
       data.audit.length
-        ? table(['when', 'who', 'what', 'task', 'reason'], data.audit.map((a) => h(
-          'tr',
-          {},
-          h('td', {}, when(a.at)),
-          h('td', { title: a.actor }, actor(a.actor)),
-          h('td', {}, t('ops.what', { action: actionText(a), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
-          h('td', { class: 'mono' }, a.taskId || ''),
-          h('td', { class: 'reason' }, a.reason || ''),
-        )))
+        ? table(['when', 'who', 'what', 'task', 'reason'], data.audit.map((a) => {
+          const why = reasonOf(a.action, a.outcome, a.reason, a.details, a.actor);
+          return h(
+            'tr',
+            {},
+            cell('when', {}, when(a.at)),
+            cell('who', { title: a.actor }, actor(a.actor)),
+            cell('what', {}, t('ops.what', { action: actionText(a), outcome: maybe(`outcome.${a.outcome}`, a.outcome) })),
+            a.taskId ? exportCell(a.taskId, a.taskName) : cell('task', {}, t('ops.none')),
+            cell('reason', { class: 'reason', lang: why.lang }, why.text),
+          );
+        }))
         : h('p', { class: 'empty-line' }, t('ops.noAudit')),
     );
   }
