@@ -134,12 +134,14 @@ def _registry_permissions(settings: Settings) -> list[str]:
 
 @app.command()
 def token(
-    user: Annotated[str, typer.Option(help="Subject (user id)")],
-    tenant: Annotated[str, typer.Option(help="Tenant id")],
+    user: Annotated[str, typer.Option(help="Subject (user id)", metavar="USER")],
+    tenant: Annotated[str, typer.Option(help="Tenant id", metavar="TENANT")],
     app_code: Annotated[AppCode, typer.Option("--app", help="App code")] = AppCode.PLATFORM,
     perm: Annotated[
         list[str] | None,
-        typer.Option(help="Permission (repeatable); default: every registered type's"),
+        typer.Option(
+            help="Permission (repeatable); default: every registered type's", metavar="PERM"
+        ),
     ] = None,
     download_all: Annotated[
         bool, typer.Option(help="Grant the tenant-wide download-all permission")
@@ -153,6 +155,7 @@ def token(
             help="Lifetime in seconds (the server accepts it up to 30 s longer: its "
             "clock leeway, EXPORT_CENTER_API__JWT_LEEWAY_SECONDS)",
             min=1,
+            metavar="SECONDS",
         ),
     ] = 24 * 3600,
 ) -> None:

@@ -158,7 +158,9 @@ def tasks_list(
     user: Annotated[str | None, typer.Option(help="Only this requester", metavar="USER")] = None,
     name: Annotated[
         str | None,
-        typer.Option(help="Only tasks whose name contains this (letters without case)"),
+        typer.Option(
+            help="Only tasks whose name contains this (letters without case)", metavar="TEXT"
+        ),
     ] = None,
     tenant: TenantOption = None,
     since: Annotated[
@@ -238,7 +240,7 @@ def _since(text: str | None) -> datetime | None:
 
 @tasks_app.command("show")
 def tasks_show(
-    task: Annotated[str, typer.Argument(help="Task id (exp_...)")],
+    task: Annotated[str, typer.Argument(help="Task id (exp_...)", metavar="TASK")],
     as_json: JsonOption = False,
 ) -> None:
     """Show a task, its commands, its audit trail and its last failure."""
@@ -356,7 +358,7 @@ ReasonOption = Annotated[
 
 @tasks_app.command("retry")
 def tasks_retry(
-    task: Annotated[str, typer.Argument(help="Task id (exp_...), FAILED")],
+    task: Annotated[str, typer.Argument(help="Task id (exp_...), FAILED", metavar="TASK")],
     reason: ReasonOption,
     tenant: TenantOption = None,
     fresh: Annotated[
@@ -374,7 +376,9 @@ def tasks_retry(
 
 @tasks_app.command("cancel")
 def tasks_cancel(
-    task: Annotated[str, typer.Argument(help="Task id (exp_...), queued or running")],
+    task: Annotated[
+        str, typer.Argument(help="Task id (exp_...), queued or running", metavar="TASK")
+    ],
     reason: ReasonOption,
     tenant: TenantOption = None,
 ) -> None:
@@ -474,7 +478,7 @@ def dlq_list(
 
 @dlq_app.command("show")
 def dlq_show(
-    event: Annotated[str, typer.Argument(help="Event id of the command")],
+    event: Annotated[str, typer.Argument(help="Event id of the command", metavar="EVENT")],
     as_json: JsonOption = False,
 ) -> None:
     """Show one command and every audit entry about it (broker message id, properties)."""

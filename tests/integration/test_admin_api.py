@@ -136,9 +136,11 @@ def test_outbox_lists_unsent_commands_oldest_first(make_stack):
     ]
     assert all(r["ageSeconds"] >= 0 and len(r["eventId"]) == 36 for r in rows)
     assert admin.get("/api/v1/admin/outbox", params={"stuckSeconds": 3600}).json() == []
-    with stack.runtime.engine.begin() as conn:  # the first one has waited ten minutes
+    with stack.runtime.engine.begin() as conn:  # the first one was due ten minutes ago
         conn.execute(
-            update(O).where(O.c.event_id == rows[0]["eventId"]).values(created_at=db_now_plus(-600))
+            update(O)
+            .where(O.c.event_id == rows[0]["eventId"])
+            .values(created_at=db_now_plus(-600), next_retry_at=db_now_plus(-600))
         )
     stuck = admin.get("/api/v1/admin/outbox", params={"stuckSeconds": 300}).json()
     assert [r["taskId"] for r in stuck] == [first] and stuck[0]["ageSeconds"] >= 599
@@ -188,3 +190,41 @@ def test_a_dead_letter_is_listed_explained_and_counted(make_stack):
     other_tenant = stack.client("root2", "t2", perms=ADMIN)
     assert other_tenant.get("/api/v1/admin/dlq").json() == []
     assert other_tenant.get(f"/api/v1/admin/dlq/{row['event_id']}").status_code == 404
+
+
+def test_every_admin_answer_names_the_export_and_tasks_filter_by_name(make_stack):
+    stack = make_stack(publisher={"enabled": False}, consumer={"enabled": False})
+    names = ["九月订单 华北区", "September orders", "100%_done report"]
+    ids = [
+        create(
+            stack.client("alice"), taskName=name, parameters={"from": f"1995-0{i + 1}-01"}
+        ).json()["taskId"]
+        for i, name in enumerate(names)
+    ]
+    admin = stack.client("root", perms=ADMIN)
+    listed = admin.get("/api/v1/admin/tasks").json()
+    assert {t["taskId"]: t["taskName"] for t in listed} == dict(zip(ids, names, strict=True))
+
+    def named(text: str) -> list[str]:
+        answer = admin.get("/api/v1/admin/tasks", params={"name": text})
+        assert answer.status_code == 200, answer.text
+        return sorted(t["taskId"] for t in answer.json())
+
+    assert named("九月") == [ids[0]]
+    assert named("SEPTEMBER") == [ids[1]]  # letters without case
+    assert named("orders") == [ids[1]]
+    assert named("%") == [ids[2]] and named("_") == [ids[2]]  # plain characters
+    assert named("0%_d") == [ids[2]] and named("nothing like it") == []
+    too_long = admin.get("/api/v1/admin/tasks", params={"name": "x" * 201})
+    assert too_long.status_code == 422 and too_long.json()["code"] == "TOO_LONG"
+
+    report = admin.get(f"/api/v1/admin/tasks/{ids[0]}").json()
+    assert report["task"]["taskName"] == names[0]
+    assert [c["taskName"] for c in report["commands"]] == [names[0]]
+    outbox = admin.get("/api/v1/admin/outbox").json()
+    assert {r["taskId"]: r["taskName"] for r in outbox} == dict(zip(ids, names, strict=True))
+    cancelled = admin.post(f"/api/v1/admin/tasks/{ids[1]}/cancel", json={"reason": "wrong month"})
+    assert cancelled.json()["taskName"] == names[1]
+    overview = admin.get("/api/v1/admin/overview").json()
+    (entry,) = overview["audit"]
+    assert (entry["taskId"], entry["taskName"]) == (ids[1], names[1])
