@@ -251,3 +251,52 @@ def test_serve_restarts_a_killed_sample_provider_child_and_exports_work_again(tm
         assert len([e for e in serve.errors() if "sample provider process" in e["message"]]) == 6
     finally:
         serve.stop()
+
+
+def test_a_child_restarted_on_another_port_hands_its_new_address_on(tmp_path):
+    """The port of the killed child is taken by then: the new child binds another one,
+    and the parent passes it on (what the workers call), once."""
+    import socket
+
+    from export_center.sample_process import SampleProviderProcess
+
+    handed: list[str] = []
+    child = SampleProviderProcess(
+        database_url=f"sqlite:///{tmp_path / 'sample.db'}",
+        token="t",
+        secret="s",
+        snapshot_ttl_seconds=60,
+        on_restart=handed.append,
+    )
+    first = child.start()
+    port = int(first.rsplit(":", 1)[1])
+    try:
+        pid = child.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            deadline = time.monotonic() + 10
+            while True:  # as soon as the dead child's port is free
+                try:
+                    squatter.bind(("127.0.0.1", port))
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the port never became free"
+                    time.sleep(0.005)
+            squatter.listen()
+            deadline = time.monotonic() + 60
+            while child.health()["restarts"] < 1:
+                assert time.monotonic() < deadline, child.health()
+                time.sleep(0.05)
+        health = child.health()
+        assert (health["state"], health["lastExit"]) == ("running", "killed by SIGKILL")
+        assert health["pid"] not in (None, pid) and not _alive(pid)
+        assert handed == [child.url] and child.url != first
+        assert httpx.get(f"{child.url}/healthz", timeout=5).status_code == 200
+    finally:
+        child.stop()
+    # Stopped: never restarted again, nothing left running.
+    time.sleep(1.0)
+    assert child.health()["state"] == "stopped" and child.pid is None
+    assert child.health()["restarts"] == 1 and handed == [child.url]
