@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import threading
 import time
@@ -139,10 +140,16 @@ def test_a_retry_resumes_from_the_checkpoints(make_stack, sample_dir):
     # pages in flight of the 4 running shards.
     assert ORDERS <= served <= ORDERS * 1.15, served
     with stack.runtime.engine.connect() as conn:
-        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason, A.c.details_json)).all()
     resumed = [a for a in audit if a.action == "resume"]
     assert len(resumed) == 1 and resumed[0].outcome == "resumed", audit
     assert "of 16 shards done" in resumed[0].reason
+    # The facts of the sentence, for a reader in another language (the Operations view).
+    facts = json.loads(resumed[0].details_json)
+    assert facts["shardsTotal"] == 16 and 0 <= facts["shardsDone"] < 16
+    assert resumed[0].reason == (
+        f"{facts['shardsDone']} of 16 shards done, {facts['rowsKept']:,} rows kept"
+    )
 
 
 def test_a_failed_task_retried_by_hand_resumes_or_starts_fresh(make_stack):
@@ -198,9 +205,11 @@ def test_an_expired_snapshot_restarts_from_zero_and_says_so(make_stack, sample_d
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert keys == _source_by_day(sample_dir, stack)
     with stack.runtime.engine.connect() as conn:
-        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason, A.c.details_json)).all()
     outcomes = [(a.action, a.outcome) for a in audit]
     assert ("resume", "resumed") in outcomes and ("resume", "restarted") in outcomes, audit
+    (restarted,) = [a for a in audit if a.outcome == "restarted"]
+    assert json.loads(restarted.details_json) == {"cause": "snapshot_expired"}
     assert probe.served(task_id) > ORDERS  # the first attempt's rows were fetched again
 
 
@@ -397,8 +406,11 @@ def test_a_retry_after_the_shard_plan_changed_starts_over_and_says_so(make_stack
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert keys == _source_by_day(sample_dir, stack)
     with stack.runtime.engine.connect() as conn:
-        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason)).all()
+        audit = conn.execute(select(A.c.action, A.c.outcome, A.c.reason, A.c.details_json)).all()
     assert any(
-        a.action == "resume" and a.outcome == "restarted" and "plan changed" in a.reason
+        a.action == "resume"
+        and a.outcome == "restarted"
+        and "plan changed" in a.reason
+        and json.loads(a.details_json) == {"cause": "plan_changed"}
         for a in audit
     ), audit
