@@ -30,6 +30,7 @@ from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
 from export_center.places import announce as _announce
 from export_center.places import registry_path as _registry_path
 from export_center.settings import Settings, settings_problems
+from export_center.terminal import cell
 
 __all__ = ["app", "main"]
 
@@ -223,7 +224,9 @@ def db_upgrade(
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         typer.echo(f"db upgrade failed: {type(exc).__name__}: {reason}", err=True)
         raise typer.Exit(1) from None
-    console.print(f"database at head: {engine.url.render_as_string(hide_password=True)}")
+    # markup=False: a path or URL is text, whatever brackets it holds.
+    shown = engine.url.render_as_string(hide_password=True)
+    console.print(f"database at head: {shown}", markup=False, highlight=False)
 
 
 @registry_app.command("check")
@@ -507,11 +510,12 @@ def demo(
             f"{r['seconds']:.1f}",
             f"{r['rowsPerSecond']:,.0f}",
             f"{r['bytes']:,}",
-            r["file"],
+            cell(r["file"]),
         )
     console.print(table)
     console.print(
-        f"peak RSS {results['peakRssMb']:.0f} MB · summary: {output_dir / 'summary.json'}"
+        f"peak RSS {results['peakRssMb']:.0f} MB · summary: {output_dir / 'summary.json'}",
+        markup=False,
     )
 
 

@@ -236,3 +236,19 @@ def _fresh_env(data: Path) -> dict[str, str]:
     env = cli_env(_Settings())
     env.pop("EXPORT_CENTER_DATABASE_URL")  # the default: the data directory's database
     return env
+
+
+def test_a_data_directory_with_markup_in_its_path_is_text_everywhere(tmp_path):
+    (tmp_path / "ops [").mkdir()
+    data = tmp_path / "ops [" / "bold]"  # the path holds "[/bold]"
+    env = _fresh_env(data)
+    upgraded = run_cli(["db", "upgrade"], env)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert upgraded.stdout.startswith("database at head: sqlite:///")
+    listed = run_cli(["tasks", "list"], env)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "tasks (0): (none)"
+    _announced(listed, "tasks list", data)
+    doctor = run_cli(["doctor"], {**env, **WIDE})
+    assert "Traceback" not in doctor.stderr and f"{data}" in doctor.stderr
+    assert "ok   migrations" in doctor.stdout
