@@ -88,6 +88,7 @@ class ExportTask(Base):
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=3)
+    lease_recoveries: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
     next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
     lease_owner: Mapped[str | None] = mapped_column(ExactString(128))
     lease_until: Mapped[datetime | None] = mapped_column(Ts)

@@ -112,6 +112,18 @@ class TaskSettings(BaseModel):
         description="Backoff before automatic retry n (last repeats)",
     )
     retry_jitter: float = Field(0.2, description="Random spread of the retry backoff (0.2 = ±20 %)")
+    storage_full_backoff_seconds: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=lambda: [600.0, 1800.0],
+        description="Least wait before automatic retry n of an attempt that found the file "
+        "storage full (last repeats): a retry seconds later would meet the same full disk",
+    )
+    max_lease_recoveries: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Times a task's worker may stop renewing its lease (killed, lost, frozen) "
+        "before the task fails WORKER_LOST; counted apart from the type's max_attempts",
+    )
     max_file_size_mb: float | None = Field(
         None,
         description="File size cap enforced while writing; unset: 50 in production, 512 embedded",
@@ -169,9 +181,11 @@ class ProviderSettings(BaseModel):
         description="Total time limit of one batch, retries included (registry may override)",
     )
     db_timeout_retry_seconds: list[Annotated[float, Field(ge=0)]] = Field(
-        default_factory=lambda: [1.0, 4.0, 16.0],
+        default_factory=lambda: [1.0, 4.0, 16.0, 30.0],
         description="Pauses before asking again for a page the provider answered 503/504 "
-        "DB_TIMEOUT, one retry per entry (then the attempt fails, retried later)",
+        "DB_TIMEOUT, one retry per entry (then the attempt fails, retried later); the "
+        "default rides out a provider database restart of about 50 s within the batch "
+        "time limit",
     )
     internal_token: SecretStr | None = Field(
         None, description="X-Internal-Service-Token shared with providers"
@@ -258,6 +272,13 @@ class StorageSettings(BaseModel):
 
     backend: Literal["local", "s3"] = Field(
         "local", description="local: a directory under the data dir; s3: an S3-compatible bucket"
+    )
+    low_space_mb: float = Field(
+        1024.0,
+        ge=0,
+        description="Local storage: below this much free space the reconciler deletes the "
+        "kept shard parts of FAILED tasks (oldest first) and doctor, /readyz and the "
+        "export_storage_free_bytes metric report low space; 0: never",
     )
     s3: S3Settings = Field(default_factory=S3Settings)
 

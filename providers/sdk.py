@@ -20,8 +20,12 @@ contract") and does the rest:
 * answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
   5xx for its own. Two errors make the export center do more than fail or retry later:
   ``raise ProviderFault.db_timeout()`` (503 ``DB_TIMEOUT``: the same page is asked again
-  after 1 s, 4 s and 16 s) and ``raise ProviderFault.page_too_large(req.limit)`` (413
-  ``PAGE_TOO_LARGE``: the same cursor is asked again with half the rows, down to 200).
+  after 1 s, 4 s, 16 s and 30 s) and ``raise ProviderFault.page_too_large(req.limit)``
+  (413 ``PAGE_TOO_LARGE``: the same cursor is asked again with half the rows, down to
+  200). A DB-API ``OperationalError`` or ``InterfaceError`` that ``fetch`` lets through
+  (the database restarting, unreachable, a connection lost; SQLAlchemy's wrappers of
+  them too) is answered as ``DB_TIMEOUT`` as well, and logged once per outage instead
+  of once per request: a database blip is ridden out, not reported as a failure.
 
 Example::
 
@@ -208,8 +212,9 @@ class ProviderFault(Exception):
     @classmethod
     def db_timeout(cls, message: str = "the database query timed out") -> ProviderFault:
         """503 ``DB_TIMEOUT``: the database timed out on this page (a statement timeout,
-        a lock wait). The export center asks for the same page again after 1 s, 4 s and
-        16 s, then ends the attempt, which is retried later with backoff.
+        a lock wait, a restart). The export center asks for the same page again after
+        1 s, 4 s, 16 s and 30 s (its setting), then ends the attempt, which is retried
+        later with backoff.
 
         Example::
 
@@ -224,6 +229,18 @@ class ProviderFault(Exception):
         export center asks for the same cursor again with half the rows, down to 200; a
         413 at 200 rows fails the export."""
         return cls(413, PAGE_TOO_LARGE, message or f"a page of {limit} rows is too large")
+
+
+def _database_unavailable(exc: BaseException) -> bool:
+    """True for a DB-API ``OperationalError`` or ``InterfaceError`` (PEP 249: errors of
+    the database's operation outside the program's control, such as a lost connection
+    or a server restart), raised by the driver itself or wrapped by SQLAlchemy."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if not names & {"OperationalError", "InterfaceError"}:
+        return False
+    # SQLite reports a wrong statement as an OperationalError too: that is a bug.
+    text = str(exc).lower()
+    return not any(bug in text for bug in ("no such table", "no such column", "syntax error"))
 
 
 def _one_cell(key: str) -> Callable[[Mapping[str, Any]], tuple[Any]]:
@@ -276,6 +293,7 @@ class ExportProvider:
     _hash: str = field(init=False, default="")
     _cells: Callable[[Any], Any] = field(init=False, repr=False, default=tuple)
     _cells_keys: list[str] = field(init=False, repr=False, default_factory=list)
+    _down_since: float | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         for column in self.columns:
@@ -387,9 +405,13 @@ class ExportProvider:
             page = self.fetch(req, cursor, snapshot)
         except ProviderFault as fault:
             return _error(fault.status, fault.code, fault.message, fault.field)
-        except Exception:
+        except Exception as exc:
+            if _database_unavailable(exc):
+                self._outage(exc)
+                return _error(503, DB_TIMEOUT, "the provider's database does not answer now")
             log.exception("provider %s failed", self.export_type)
             return _error(500, "PROVIDER_ERROR", "the provider failed; try again later")
+        self._outage(None)
         first = req.cursor is None
         snapshot_value = page.snapshot if first else snapshot
         snapshot_token = req.snapshotToken
@@ -424,6 +446,27 @@ class ExportProvider:
             log.error("provider %s produced a value it cannot send: %s", self.export_type, exc)
             return _error(500, "PROVIDER_ERROR", f"the provider produced an invalid value: {exc}")
         return Response(payload, media_type="application/json")
+
+    def _outage(self, exc: Exception | None) -> None:
+        """Log a database outage once when it starts (``exc``) and once when a request
+        works again (None)."""
+        if exc is not None:
+            if self._down_since is None:
+                self._down_since = _time.monotonic()
+                log.warning(
+                    "provider %s: its database does not answer (%s); answering 503 %s "
+                    "until it does",
+                    self.export_type,
+                    str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+                    DB_TIMEOUT,
+                )
+        elif self._down_since is not None:
+            log.info(
+                "provider %s: its database answers again after %.1f s",
+                self.export_type,
+                _time.monotonic() - self._down_since,
+            )
+            self._down_since = None
 
     def router(self) -> APIRouter:
         """A FastAPI router with the batch endpoint, to ``include_router``."""

@@ -55,6 +55,7 @@ def manual_retry(conn: Connection, task_id: int, *, topic: str, tag: str) -> Tas
         topic=topic,
         tag=tag,
         attempt_count=0,
+        lease_recoveries=0,
         failure_code=None,
         failure_message=None,
         warning_message=None,

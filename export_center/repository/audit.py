@@ -3,9 +3,10 @@
 A disposal is anything that ends, revives or sets aside a task or a command outside the
 normal run of an export: a dead letter quarantined (or found stale), a manual retry or
 cancel (web API, admin API, operator CLI), a lease recovered by the reconciler, a
-registry reload. Each row says who (a user ``user:<id>``, an operator
-``operator:<login>``, or ``system:<component>``), when (database clock), what (action
-and outcome), on which task, event and dispatch version, and why. Rows are written in the
+task handed back by its worker after an interruption, a registry reload. Each row says
+who (a user ``user:<id>``, an operator ``operator:<login>``, or ``system:<component>``),
+when (database clock), what (action and outcome), on which task, event and dispatch
+version, and why. Rows are written in the
 transaction of the change they record, never updated, and deleted only by the retention
 purge (:func:`purge_audit`).
 """
@@ -37,6 +38,9 @@ class AuditAction(StrEnum):
     LEASE_RECOVERY = "lease_recovery"
     REGISTRY_RELOAD = "registry_reload"
     RESUME = "resume"
+    #: A worker handed its task back after an interruption outside the export (the
+    #: database did not answer while its lease lasted, the process was paused).
+    HAND_BACK = "hand_back"
 
 
 @dataclass(frozen=True, slots=True)
