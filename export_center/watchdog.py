@@ -18,8 +18,9 @@ remains. While it remains, no other worker can own the task; once it is gone,
 been lost.
 
 A database blip (:func:`export_center.outages.is_database_blip`) never aborts the
-attempt by itself: renewals are tried again with back-off (0.2 s doubling to 5 s) and
-cancel polls are skipped, for as long as the lease lasts by this clock. When it runs out
+attempt by itself: renewals are tried again with back-off (0.2 s doubling to 5 s, never
+longer than the heartbeat nor a third of the lease left) and cancel polls are skipped, for
+as long as the lease lasts by this clock. When it runs out
 first, :meth:`check` raises :class:`~export_center.errors.WorkerInterrupted` and the
 attempt hands its task back as soon as the database answers.
 
@@ -231,7 +232,8 @@ class Watchdog:
                     self.abort("interrupted", self._why_lease_ran_out())
                     return
                 if time.monotonic() >= next_renewal:  # a renewal failed: try it again soon
-                    next_renewal = time.monotonic() + min(backoff.next(), self.lease_left())
+                    pause = min(backoff.next(), self.heartbeat_seconds, self.lease_left() / 3)
+                    next_renewal = time.monotonic() + max(0.05, pause)
 
     def _paused(self, seconds: float) -> None:
         self.pauses.append((time.monotonic(), seconds))
