@@ -539,6 +539,7 @@ class ShardedProducer:
         self.run.watchdog.check()
         if self.columns is None:
             raise ProviderContractError("no shard declared columns")
+        run.location = f"assembling the file from {len(self.states)} shard parts"
         run.processed = run.total = sum(s.cp.rows_written for s in self.states)
         # Shards finishing at once may have written their counts out of order.
         run._progress(force=True, shards=(len(self.states), len(self.states)))

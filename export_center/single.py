@@ -170,6 +170,7 @@ class SingleStreamProducer:
         """
         run = self.run
         run.phase = Phase.STORE
+        run.location = "finishing the file"
         run._progress(force=True)
         try:
             stats = writer.close()
