@@ -416,15 +416,18 @@ def test_a_task_in_backoff_is_not_redispatched_early(engine):
 
 
 def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
+    # A lost worker is not one of the task's attempts: recoveries have their own limit
+    # (task.max_lease_recoveries, 3), and the attempt it was running is not counted.
     a, b = new_task(engine, "a"), new_task(engine, "b")
-    for t, attempts in ((a, 1), (b, 3)):
+    for t, recoveries in ((a, 0), (b, 3)):
         set_task(
             engine,
             t["id"],
             status="RUNNING",
             lease_owner="dead/1",
             lease_until=db_now_plus(-1),
-            attempt_count=attempts,
+            attempt_count=1,
+            lease_recoveries=recoveries,
             phase="render",
         )
     live = new_task(engine, "c")
@@ -442,11 +445,13 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     ra, rb, rc = task(engine, a["id"]), task(engine, b["id"]), task(engine, live["id"])
     assert ra["status"] == "PENDING" and ra["dispatch_version"] == 2 and ra["lease_owner"] is None
     assert ra["failure_code"] == "WORKER_LOST" and "render" in ra["failure_message"]
+    assert (ra["attempt_count"], ra["lease_recoveries"]) == (0, 1)
+    assert "lease recovery 1 of 3" in ra["failure_message"]
     assert [r["dispatch_version"] for r in outbox(engine, a["id"])] == [1, 2]
     assert (
         rb["status"] == "FAILED"
         and rb["dispatch_version"] == 1
-        and "3 attempts" in rb["failure_message"]
+        and "lease recoveries (3) are used" in rb["failure_message"]
     )
     assert rc["status"] == "RUNNING" and rc["lease_owner"] == "alive/1"
 

@@ -110,15 +110,16 @@ def _task(stack, task_id):
 def test_a_worker_frozen_past_its_lease_stores_nothing_after_it_wakes(reconciling):
     stack = reconciling
     client = stack.client()
-    task_id = create(
-        client, "csv", parameters={"from": "1992-01-01", "to": "1998-12-31"}
-    ).json()["taskId"]
+    task_id = create(client, "csv", parameters={"from": "1992-01-01", "to": "1998-12-31"}).json()[
+        "taskId"
+    ]
     worker = start_worker(stack, "worker-1", env={"EXPORT_CENTER_PUBLISHER__LOOP_SECONDS": "0.1"})
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             task = _task(stack, task_id)
-            if task.status == "RUNNING" and task.processed_rows > 0 and (task.shards_done or 0) < 12:
+            started = task.status == "RUNNING" and task.processed_rows > 0
+            if started and (task.shards_done or 0) < 12:
                 break
             assert task.status in ("PENDING", "RUNNING"), task.status
             time.sleep(0.02)

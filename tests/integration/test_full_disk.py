@@ -119,9 +119,9 @@ def test_full_while_a_shard_stores_waits_longer_to_retry(small_disk, make_stack)
     files = small_disk(1024)
     stack = make_stack()
     client = stack.client()
-    task_id = create(
-        client, "csv", parameters={"from": "1992-01-01", "to": "1998-12-31"}
-    ).json()["taskId"]
+    task_id = create(client, "csv", parameters={"from": "1992-01-01", "to": "1998-12-31"}).json()[
+        "taskId"
+    ]
     task = _first_failure(stack, task_id)
     assert (task.status, task.failure_code) == ("PENDING", "STORAGE_ERROR"), task.failure_message
     assert task.failure_message.startswith("fetch: shard "), task.failure_message
