@@ -196,11 +196,11 @@ def test_retry_after_seconds_or_http_date(header: str | None, seconds: float | N
 
 
 def test_a_redirect_names_a_printable_shortened_location() -> None:
-    from export_center.provider_client import _Answer, _raise_if_permanent
+    from export_center.provider_status import Answer, raise_if_permanent
 
     location = "http://elsewhere.example/\x01" + "a" * 300
     with pytest.raises(ProviderRejected) as caught:
-        _raise_if_permanent(_Answer(307, b"", location, None), "T")
+        raise_if_permanent(Answer(307, b"", location, None), "T")
     assert caught.value.code == "PROVIDER_REDIRECTED"
     assert caught.value.message == (
         "provider redirected (307) to http://elsewhere.example/?" + "a" * 174 + "..."
