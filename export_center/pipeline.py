@@ -383,7 +383,7 @@ class ExportRun:
             )
         if not batch.has_more:
             return None
-        fetcher.cursors.add(batch.next_cursor, self.batch_no)
+        fetcher.cursors.add(batch.next_cursor, self.batch_no, len(batch.rows))
         return fetcher.submit(batch.next_cursor, fixed.snapshot)
 
     def _write_batch(
