@@ -20,10 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
 
 import export_center
-from export_center.embedded import free_port
+from export_center.embedded import ServerThread, free_port
 from export_center.errors import (
     FetchAborted,
     PageTooLarge,
@@ -33,7 +36,7 @@ from export_center.errors import (
     ProviderUnavailable,
 )
 from export_center.provider_client import ACCEPT_ENCODING, Batch, ProviderClient, ProviderRequest
-from tests.fault_provider import FaultProviderServer
+from tests.fault_provider import Behaviour, FaultProviderServer, flaky_provider
 
 TOKEN = "internal-token-for-answer-tests-0123456789"
 
@@ -360,6 +363,33 @@ def test_answers_in_the_encodings_asked_for_are_read(
     batch = fetch(faulty)
     assert [row[0] for row in batch.rows] == PAGE_ROWS and batch.has_more
     assert behaviour.accept_encodings == [ACCEPT_ENCODING] == ["gzip, deflate"]
+
+
+def test_an_sdk_provider_behind_a_gzip_middleware_is_read() -> None:
+    """The FLAKY provider in an app with Starlette's GZipMiddleware: the answers travel
+    as gzip because the client asks for it, and give the rows they give uncompressed."""
+    app = FastAPI()
+    app.add_middleware(GZipMiddleware, minimum_size=0)
+    app.include_router(flaky_provider(Behaviour(rows=250), TOKEN).router())
+    app.get("/healthz")(lambda: {"status": "ok"})
+    server = ServerThread(app, "127.0.0.1", free_port())
+    server.start(timeout=30)
+    try:
+        wire = httpx.post(
+            request(server.url).url,
+            headers={"X-Internal-Service-Token": TOKEN, "Accept-Encoding": ACCEPT_ENCODING},
+            content=b'{"taskId":"t","tenantId":"t1","appCode":"PLATFORM","requestedBy":"a",'
+            b'"dispatchVersion":1,"parameters":{},"limit":100}',
+        )
+        assert wire.headers["content-encoding"] == "gzip" and wire.status_code == 200
+        client = ProviderClient(token=TOKEN)
+        try:
+            batch = client.fetch(request(server.url), cursor=None, snapshot_token=None)
+        finally:
+            client.close()
+        assert [row[0] for row in batch.rows] == PAGE_ROWS and batch.has_more
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("coding", ["gzip", "deflate"])
