@@ -685,3 +685,99 @@ def test_numbers_that_cannot_be_kept_exactly_fail_naming_row_and_column(
     assert detail["state"] == "failed" and detail["error"]["code"] == "INVALID_VALUE", detail
     assert detail["error"]["message"].startswith("render: batch 1: " + message)
     assert list(case_stack.runtime.storage.list()) == []
+
+
+# --- BOOLEAN cells sent as 1/0, and what a STRING column takes ---------------------------
+
+FLAG_COLUMNS = [("id", "INTEGER"), ("paid", "BOOLEAN"), ("note", "STRING")]
+
+
+def flag_pages(paid: list[str], note: list[str]) -> list[str]:
+    """Two pages of raw rows: ``paid`` and ``note`` are JSON texts, one per row."""
+    rows = [
+        f'{{"id":{i + 1},"paid":{p},"note":{n}}}'
+        for i, (p, n) in enumerate(zip(paid, note, strict=True))
+    ]
+    half = len(rows) // 2
+    return [
+        page(
+            [],
+            columns=FLAG_COLUMNS,
+            raw_rows="[" + ",".join(rows[:half]) + "]",
+            more=True,
+            cursor="1",
+        ),
+        page([], raw_rows="[" + ",".join(rows[half:]) + "]"),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_boolean_cells_sent_as_1_and_0_give_the_cells_of_true_and_false(case_stack, cases, fmt):
+    # Before: a MySQL TINYINT(1) provider failed the export ("expected a boolean, got 1").
+    note = ["true", "false", "1", "null"]  # a STRING column: each scalar as its JSON text
+    cases.pages = flag_pages(["true", "false", "null", "true"], note)
+    words, words_file = run(case_stack, fmt)
+    cases.pages = flag_pages(["1", "0", "null", "1"], note)
+    numbers, numbers_file = run(case_stack, fmt)
+    assert words["state"] == numbers["state"] == "succeeded", (words, numbers)
+    if fmt == "csv":
+        expected = [
+            ["id", "paid", "note"],
+            ["1", "true", "true"],
+            ["2", "false", "false"],
+            ["3", "", "1"],
+            ["4", "true", ""],
+        ]
+        assert read_csv(words_file) == read_csv(numbers_file) == expected
+        assert words_file == numbers_file
+        return
+    got = [
+        [[c.value for c in r] for r in xlsx_cells(f).iter_rows()]
+        for f in (words_file, numbers_file)
+    ]
+    assert (
+        got[0]
+        == got[1]
+        == [
+            ["id", "paid", "note"],
+            [1, True, "true"],
+            [2, False, "false"],
+            [3, None, "1"],
+            [4, True, None],
+        ]
+    )
+    types = [[c.data_type for c in r] for r in xlsx_cells(numbers_file).iter_rows(min_row=2)]
+    assert [t[1] for t in types] == ["b", "b", "n", "b"]  # booleans, an empty cell
+
+
+@pytest.mark.parametrize(
+    ("paid", "note", "message"),
+    [
+        ("2", '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got 2"),
+        ("-1", '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got -1"),
+        ('"1"', '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got '1'"),
+        (
+            "1.0",
+            '"x"',
+            "row 3, column paid: expected a boolean (true, false, 1 or 0), got 1.0 (a number "
+            "written with a fraction or an exponent)",
+        ),
+        (
+            "1e0",
+            '"x"',
+            "row 3, column paid: expected a boolean (true, false, 1 or 0), got 1 (a number "
+            "written with a fraction or an exponent)",
+        ),
+        ("true", "[1, 2]", "row 3, column note: expected a string, got list: [1, 2]"),
+        ("true", '{"a": 1}', "row 3, column note: expected a string, got dict: {'a': 1}"),
+    ],
+)
+def test_other_boolean_cells_and_nested_strings_fail_naming_row_and_column(
+    case_stack, cases, paid, note, message
+):
+    cases.pages = flag_pages(["true", "1", paid, "0"], ['"a"', '"b"', note, '"d"'])
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed", detail
+    assert detail["error"]["code"] == "INVALID_VALUE"
+    assert detail["error"]["message"] == f"render: batch 2 (cursor 1): {message}"
+    assert list(case_stack.runtime.storage.list()) == []
