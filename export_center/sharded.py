@@ -373,7 +373,7 @@ class ShardedProducer:
                     )
                 following = None
                 if batch.has_more:
-                    fetcher.cursors.add(batch.next_cursor, state.batch_no)
+                    fetcher.cursors.add(batch.next_cursor, state.batch_no, len(batch.rows))
                     following = fetcher.submit(batch.next_cursor, state.cp.snapshot_token)
                 self._write(state, writer, converter, batch)
                 ended = following is None

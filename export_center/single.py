@@ -131,7 +131,7 @@ class SingleStreamProducer:
             )
         if not batch.has_more:
             return None
-        fetcher.cursors.add(batch.next_cursor, self.run.batch_no)
+        fetcher.cursors.add(batch.next_cursor, self.run.batch_no, len(batch.rows))
         return fetcher.submit(batch.next_cursor, fixed.snapshot)
 
     def _write_batch(self, writer: ExportWriter, converter: BatchConverter, batch: Batch) -> None:
