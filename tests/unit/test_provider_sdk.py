@@ -204,3 +204,60 @@ def test_constant_time_compare_is_used(monkeypatch):
     monkeypatch.setattr("providers.sdk.hmac.compare_digest", spy)
     call(provider(), body(), "wrong")
     assert calls and calls[0][1] == b"secret-token"
+
+
+def _failing(error: Exception) -> ExportProvider:
+    p = ExportProvider("T", COLUMNS, token="secret-token", secret="signing")
+
+    @p.fetcher
+    def fetch(req: BatchRequest, cursor, snapshot) -> Page:
+        if req.parameters.get("fail"):
+            raise error
+        return Page(rows=[], has_more=False)
+
+    return p
+
+
+def _database_errors() -> list[Exception]:
+    import sqlite3
+
+    import pymysql
+    from sqlalchemy.exc import OperationalError
+
+    refused = pymysql.err.OperationalError(2003, "Can't connect to MySQL server")
+    return [
+        refused,
+        pymysql.err.InterfaceError(0, ""),
+        OperationalError("SELECT 1", None, refused),
+        sqlite3.OperationalError("database is locked"),
+    ]
+
+
+@pytest.mark.parametrize("error", _database_errors(), ids=lambda e: type(e).__module__)
+def test_a_database_that_does_not_answer_is_503_db_timeout(error, caplog):
+    caplog.set_level("INFO", logger="providers.sdk")
+    p = _failing(error)
+    answers = [p.handle(body(fail=True), "secret-token") for _ in range(3)]
+    assert [a.status_code for a in answers] == [503] * 3
+    assert orjson.loads(answers[0].body)["code"] == "DB_TIMEOUT"
+    # One line when the outage starts, one when a request works again; no traceback.
+    assert p.handle(body(), "secret-token").status_code == 200
+    lines = [r for r in caplog.records if r.name == "providers.sdk"]
+    assert [r.levelname for r in lines] == ["WARNING", "INFO"], [r.getMessage() for r in lines]
+    assert "does not answer" in lines[0].getMessage() and not lines[0].exc_info
+    assert "answers again" in lines[1].getMessage()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        __import__("sqlite3").OperationalError("no such table: orders"),
+        __import__("sqlite3").OperationalError('near "SELEC": syntax error'),
+        ValueError("a bug"),
+    ],
+    ids=["no-such-table", "syntax", "bug"],
+)
+def test_a_wrong_statement_or_a_bug_stays_a_500(error):
+    answer = _failing(error).handle(body(fail=True), "secret-token")
+    assert answer.status_code == 500
+    assert orjson.loads(answer.body)["code"] == "PROVIDER_ERROR"
