@@ -91,6 +91,7 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
         batch = after // req.limit + 1
         record = {
             "at": time.monotonic(),
+            "wall": time.time(),
             "version": req.dispatchVersion,
             "batch": batch,
             "task": req.taskId,
