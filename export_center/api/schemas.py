@@ -151,12 +151,16 @@ class ExportPublic(BaseModel):
                     "maxAttempts": 3,
                     "nextRetryAt": None,
                     "retryable": False,
+                    "retryUnlikelyToHelp": False,
+                    "lastRetry": None,
                     "requestedAt": "2026-12-01T03:20:11.204000Z",
                     "startedAt": "2026-12-01T03:20:11.260000Z",
                     "finishedAt": "2026-12-01T03:20:11.980000Z",
                     "expiresAt": "2026-12-08T03:20:11.980000Z",
                     "error": None,
                     "warning": None,
+                    "cancelRequested": False,
+                    "cancelledBy": None,
                     "downloadUrl": "/api/v1/exports/exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W/download"
                     "?expires=1796095211&user=alice&tenant=acme&app=PLATFORM&scope=own"
                     "&signature=5f0c...",
