@@ -127,6 +127,30 @@ def test_a_cancel_that_lost_the_race_tells_the_person_who_cancelled(held, ui, lo
     )
 
 
+def test_a_cancel_refused_because_the_export_just_finished_says_the_file_is_ready(held, ui):
+    task_id = seeded(held, "alice", "running", "Just done", day=1)
+    view = ui(held).open().sign_in()
+    view.allow(409)
+    page = view.page
+
+    def finished_first(route):
+        set_task(held, task_id, **STATES["succeeded"], lease_owner=None, lease_until=None)
+        route.continue_()
+
+    page.route("**/cancel", finished_first)
+    view.row("Just done").get_by_role("button", name="Cancel Just done").click()
+    page.click("#confirm-yes")
+    toast = page.locator(".toast-ok")
+    expect(toast).to_contain_text(
+        "“Just done” finished before the cancel arrived; the file is ready."
+    )
+    expect(toast.get_by_role("button", name="Download")).to_be_visible()
+    # Not "cannot be cancelled", and not a second "is ready".
+    expect(page.locator(".toast-error")).to_have_count(0)
+    expect(page.locator(".toast")).to_have_count(1)
+    expect(view.row("Just done").locator(".badge")).to_have_text("Completed")
+
+
 @pytest.mark.parametrize(
     ("locale", "parts", "rows"),
     [

@@ -603,7 +603,7 @@ async function onAction(action, task, event) {
   } catch (error) {
     if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
     if (error instanceof api.Unreachable) setOffline(refresh);
-    notifyError(error);
+    if (!(action === 'cancel' && error.code === 'NOT_CANCELLABLE' && await finishedFirst(task))) notifyError(error);
   } finally {
     delete button.dataset.busy;
     button.removeAttribute('aria-disabled');
@@ -681,6 +681,21 @@ async function copied(text) {
   }
 }
 
+/** A cancel refused because the export had just succeeded: tell the person who pressed
+ * Cancel that the file is ready (true), instead of "it cannot be cancelled". */
+async function finishedFirst(task) {
+  try {
+    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`);
+    if (data.state !== 'succeeded') return false;
+    app.cancelling.add(task.taskId); // finished() then says it lost the race
+    app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
+    renderList();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The "Stopping…" toast of `taskId` is over (the export ended, or a new one replaces it). */
 function stopped(taskId) {
   app.stopping.get(taskId)?.remove();
@@ -697,7 +712,7 @@ function finished(task) {
   const downloadIt = { label: t('download'), icon: 'download', onClick: () => downloadFresh(task) };
   if (task.state === 'succeeded' && mine) {
     // A cancel that lost the race tells the person who cancelled that the file is there.
-    const text = cancelling && task.cancelRequested ? t('raceToast', { name }) : t('doneToast', { name });
+    const text = cancelling ? t('raceToast', { name }) : t('doneToast', { name });
     notify('ok', text, null, { action: downloadIt, sticky: true });
     alerts.ended('ready', t('doneToast', { name }), t('notifyReadyBody'), `export-${task.taskId}`);
     return true;
