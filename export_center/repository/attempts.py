@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Connection, literal, select, update
 
 from export_center.db import db_now, db_now_plus
 from export_center.repository._common import (
-    cancelled,
+    cancelled_as_audited,
     failed,
     first_task,
     held_attempt,
@@ -337,7 +337,9 @@ def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -
     """
     return (
         conn.execute(
-            update(T).where(held_attempt(task_id, version, owner)).values(**cancelled())
+            update(T)
+            .where(held_attempt(task_id, version, owner))
+            .values(**cancelled_as_audited(conn, task_id))
         ).rowcount
         == 1
     )

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, select, update
 
 from export_center.db import db_now
-from export_center.repository._common import all_tasks, cancelled, failed
+from export_center.repository._common import all_tasks, cancelled_as_audited, failed
 from export_center.repository.attempts import start_next_attempt
 from export_center.repository.rows import Recovery, Task
 from export_center.repository.tables import TASKS as T
@@ -79,7 +79,9 @@ def recover_expired_lease(
         T.c.lease_until <= db_now(),
     )
     if task.cancel_requested:
-        done = conn.execute(update(T).where(expired).values(**cancelled())).rowcount
+        done = conn.execute(
+            update(T).where(expired).values(**cancelled_as_audited(conn, task.id))
+        ).rowcount
         return Recovery.CANCELLED if done else None
     recoveries = task.lease_recoveries + 1
     if recoveries <= max_recoveries:
