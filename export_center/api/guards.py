@@ -199,9 +199,11 @@ def cross_site_refusal(
 
     * an unsafe method (anything but GET, HEAD, OPTIONS) is refused when
       ``Sec-Fetch-Site`` is ``cross-site`` or ``same-site`` (another origin of the
-      site: another port of 127.0.0.1, another subdomain) and the ``Origin`` is not
-      this server's own, or when an ``Origin`` is sent that is not this server's own
-      (:func:`export_center.hosts.same_origin`; ``null`` never is);
+      site: another port of 127.0.0.1, another subdomain, the same name over plain
+      http), whatever the ``Origin``; and when an ``Origin`` is sent that is not this
+      server's own (:func:`export_center.hosts.same_origin`; ``null`` never is), for
+      browsers that send no Fetch Metadata. The API answers no CORS preflight, so no
+      page of another origin has a legitimate unsafe request to make;
     * a safe method is refused when ``Sec-Fetch-Site`` is ``cross-site`` and the
       request is not a navigation (``Sec-Fetch-Mode: navigate`` to a document or a
       frame): a link in another site or in an e-mail opens a download or the page,
@@ -220,10 +222,10 @@ def cross_site_refusal(
     Returns:
         A sentence for the 403 answer, or None.
     """
-    own = origin is not None and host is not None and same_origin(origin, host, patterns)
     if method.upper() not in _SAFE_METHODS:
-        if fetch_site in ("cross-site", "same-site") and not own:
+        if fetch_site in ("cross-site", "same-site"):
             return f"this request comes from another site's page (Sec-Fetch-Site: {fetch_site})"
+        own = origin is not None and host is not None and same_origin(origin, host, patterns)
         if origin is not None and not own:
             return f"this request comes from another site's page (Origin: {origin[:100]})"
         return None

@@ -182,6 +182,10 @@ def test_unsafe_methods_from_another_site_are_refused(method):
     assert refusal(method, origin="null") is not None  # sandboxed frame, file: page
     assert refusal(method, site="same-site", origin="http://127.0.0.1:9000") is not None
     assert refusal(method, site="same-site") is not None
+    # Fetch Metadata wins over an Origin that looks like this server's: the same name
+    # over plain http is another site (a network attacker's page).
+    assert refusal(method, site="cross-site", origin=OWN) is not None
+    assert refusal(method, site="same-site", origin=OWN) is not None
     assert refusal(method, site="none", origin="http://evil.example") is not None
 
 
