@@ -11,7 +11,8 @@ in this form:
 * **Request-receipt deadline** (``api.request_timeout_seconds``, 10 s by default): a
   request's line, headers and body must arrive within that many seconds of its first
   byte (for the first request, of the connection's opening). Then the server answers
-  408 ``REQUEST_TIMEOUT`` (when it has not begun an answer) and closes the connection.
+  408 ``REQUEST_TIMEOUT`` (when a request had begun and no answer has) and closes the
+  connection; a connection that sent nothing is closed without a word, as an idle one.
   The deadline ends once the request is whole: answers, downloads included, take the
   time they need.
 * **Connection limit** (``api.max_connections``): a request that arrives while more
@@ -151,7 +152,10 @@ class BoundedH11Protocol(H11Protocol):
             f"{self.client[0]}:{self.client[1]}" if self.client else "?",
             self.request_timeout,
         )
-        if self.conn.our_state is h11.IDLE:  # no answer begun: say why
+        started = self.conn.their_state is h11.SEND_BODY or bool(self.conn.trailing_data[0])
+        # A request begun and not answered is told why; a connection that sent nothing
+        # (a browser's preconnected socket) is closed as an idle one is.
+        if started and self.conn.our_state is h11.IDLE:
             self.transport.write(
                 _raw_answer(
                     408,

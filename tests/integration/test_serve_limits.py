@@ -65,7 +65,7 @@ def test_slow_header_connections_are_cut_at_the_deadline_and_healthz_answers_mea
 def test_a_silent_connection_and_a_slow_body_are_cut_too(make_stack):
     stack = make_stack(api={"request_timeout_seconds": DEADLINE})
     with socket.create_connection(("127.0.0.1", port_of(stack)), timeout=30) as silent:
-        assert silent.recv(65536).startswith(b"HTTP/1.1 408 ")  # then end of file
+        # Closed (recv would time out after 30 s otherwise), with no answer to no request.
         assert silent.recv(65536) == b""
     headers = stack.client("alice").headers
     with socket.create_connection(("127.0.0.1", port_of(stack)), timeout=30) as slow_body:
