@@ -12,6 +12,8 @@ from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
+from export_center.hosts import pattern_problem
+
 __all__ = [
     "ApiSettings",
     "ConsumerSettings",
@@ -284,18 +286,45 @@ class StorageSettings(BaseModel):
 
 
 class ApiSettings(BaseModel):
-    """HTTP API: bind address, JWT and download-link signing."""
+    """HTTP API: bind address, trusted names, server limits, JWT and download-link signing."""
 
     host: str = Field("127.0.0.1", description="serve: bind address")
     port: int = Field(8000, description="serve: bind port")
     public_base_url: str | None = Field(
-        None, description="Base URL providers registered as self are called on"
+        None,
+        description="Base URL providers registered as self are called on (its host is "
+        "one of this server's names)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Names this API answers to besides loopback ones (a Host header naming "
+        "anything else is 421 UNTRUSTED_HOST): exports.example.com, *.example.com, "
+        "10.0.0.0/8, or * for any",
+    )
+    request_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="serve: a request's headers and body must arrive within this many "
+        "seconds of its first byte (or of the connection's opening); then the connection "
+        "is closed with 408",
+    )
+    max_connections: int = Field(
+        500,
+        ge=2,
+        description="serve: connections (and requests in progress) at once; a request "
+        "beyond is answered 503 SERVER_BUSY",
     )
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
+    jwt_audience: list[str] = Field(
+        default_factory=list,
+        description="Audiences (aud) a token must name one of; unset: tokens that carry "
+        "an aud are refused (401 TOKEN_WRONG_AUDIENCE)",
+    )
     dev_sign_in: bool | None = Field(
         None,
-        description="Offer the web page's development sign-in (loopback callers only); "
-        "unset: on for the embedded default only",
+        description="Offer the web page's development sign-in (loopback callers, "
+        "same-origin requests only); unset: on for the embedded default only",
     )
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
@@ -304,3 +333,19 @@ class ApiSettings(BaseModel):
         24 * 3600, description="Lifetime of a signed download link"
     )
     download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("jwt_audience")
+    @classmethod
+    def _audiences(cls, value: list[str]) -> list[str]:
+        if any(not audience.strip() for audience in value):
+            raise ValueError("an audience must be non-empty text")
+        return value

@@ -4,7 +4,10 @@ A business service declares its columns once and writes one ``fetch`` function; 
 SDK mounts ``POST /internal/exports/v1/{TYPE}/batches`` (DESIGN.md "Provider
 contract") and does the rest:
 
-* checks ``X-Internal-Service-Token`` with a constant-time compare (401 otherwise);
+* checks ``X-Internal-Service-Token`` with a constant-time compare before it reads a
+  byte of the body (401 otherwise, the body unread);
+* reads at most :data:`MAX_BATCH_REQUEST_BYTES` of body, counted while reading
+  (chunked bodies too; 413 ``REQUEST_TOO_LARGE`` beyond);
 * validates the request body (422 with a code and the field);
 * computes ``schemaHash`` from the declared columns;
 * signs cursors and snapshot tokens (HMAC-SHA256), so a caller cannot forge them, and
@@ -62,6 +65,7 @@ from starlette.requests import ClientDisconnect
 
 __all__ = [
     "DB_TIMEOUT",
+    "MAX_BATCH_REQUEST_BYTES",
     "PAGE_TOO_LARGE",
     "BatchRequest",
     "day_range_utc",
@@ -78,6 +82,11 @@ DB_TIMEOUT = "DB_TIMEOUT"
 """Error code of a 503 (or 504): the database timed out on this page; ask again soon."""
 PAGE_TOO_LARGE = "PAGE_TOO_LARGE"
 """Error code of a 413: the page asked for is too large; ask with fewer rows."""
+MAX_BATCH_REQUEST_BYTES = 64 * 1024
+"""Largest batch request body read, in bytes. A batch request is bounded by the
+contract: parameters at most 4 KB of JSON, a cursor of at most 1,024 characters, a
+snapshot token of at most 512, ids of at most 128; a request near 7 KB is the largest
+the export center sends, and 64 KB leaves room for JSON escapes (``\\u`` sequences)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,10 +389,14 @@ class ExportProvider:
 
     # ---------------------------------------------------------------- serving
 
+    def authorized(self, token: str | None) -> bool:
+        """True when ``token`` is the shared service token (constant-time compare)."""
+        return bool(token) and hmac.compare_digest(str(token).encode(), self.token.encode())
+
     def handle(self, raw: bytes, token: str | None) -> Response:
         """Answer one batch request (the router calls this)."""
-        if not token or not hmac.compare_digest(token.encode(), self.token.encode()):
-            return _error(401, "UNAUTHORIZED", "X-Internal-Service-Token is missing or wrong")
+        if not self.authorized(token):
+            return _unauthorized()
         try:
             req = BatchRequest.model_validate_json(raw)
         except ValidationError as exc:
@@ -474,18 +487,55 @@ class ExportProvider:
 
         @router.post(self.path)
         async def batches(request: Request) -> Response:
+            token = request.headers.get("x-internal-service-token")
+            # The token first: a caller without it gets 401 before one byte of its body
+            # is read, so an anonymous client cannot make this process buffer anything.
+            if not self.authorized(token):
+                return _unauthorized()
             try:
-                raw = await request.body()
+                raw = await _read_capped(request, MAX_BATCH_REQUEST_BYTES)
+            except _TooLarge:
+                return _error(
+                    413,
+                    "REQUEST_TOO_LARGE",
+                    f"a batch request may have at most {MAX_BATCH_REQUEST_BYTES // 1024} KB",
+                )
             except ClientDisconnect:
                 # The export center went away mid-request (a worker stopped or was killed):
                 # a normal event. Nothing is read, nothing is answered.
                 log.info("%s: the caller disconnected before sending its request", self.path)
                 return Response(status_code=499)
-            return await _run_sync(
-                self.handle, raw, request.headers.get("x-internal-service-token")
-            )
+            return await _run_sync(self.handle, raw, token)
 
         return router
+
+
+class _TooLarge(Exception):
+    """The body passed the cap while it was read."""
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    """The request body, read chunk by chunk, at most ``cap`` bytes.
+
+    Raises:
+        _TooLarge: ``Content-Length`` says more, or more arrived (chunked bodies too).
+        ClientDisconnect: the caller went away.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > cap:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _unauthorized() -> Response:
+    return _error(401, "UNAUTHORIZED", "X-Internal-Service-Token is missing or wrong")
 
 
 async def _run_sync(fn: Callable[..., Response], *args: Any) -> Response:

@@ -14,7 +14,9 @@ from export_center.settings import Settings
 
 @pytest.fixture(scope="module")
 def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    settings = Settings(environment="test", data_dir=tmp_path_factory.mktemp("data"))
+    settings = Settings(
+        environment="test", mount_sample_providers=True, data_dir=tmp_path_factory.mktemp("data")
+    )
     return create_app(settings).openapi()
 
 
@@ -100,7 +102,16 @@ EXPECTED = {
         "410",
         "416",
     },
-    ("post", "/api/v1/exports/{task_id}/cancel"): {"400", "401", "404", "409", "413", "415"},
+    # 403: the cross-site guard of every POST (CROSS_SITE_REQUEST).
+    ("post", "/api/v1/exports/{task_id}/cancel"): {
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+    },
     ("post", "/api/v1/exports/{task_id}/retry"): {"400", "401", "403", "404", "409", "413", "415"},
     ("get", "/api/v1/export-types"): {"400", "401"},
     ("post", "/api/v1/admin/registry/reload"): {"400", "401", "403", "409", "413", "415"},
