@@ -24,10 +24,10 @@ as long as the lease lasts by this clock. When it runs out
 first, :meth:`check` raises :class:`~export_center.errors.WorkerInterrupted` and the
 attempt hands its task back as soon as the database answers.
 
-A pause of the process (SIGSTOP, a frozen VM, heavy swapping) shows as a gap between two
-of the watchdog's wake-ups far longer than it slept; it is logged once and remembered
-(:meth:`paused_within`), so that what it causes (a batch past its time limit, a lease
-run out) is reported as the pause, not as the provider's fault.
+A pause of the process (SIGSTOP, a frozen VM, heavy swapping) is seen by the process's
+:class:`~export_center.pauses.PauseMonitor` (:meth:`paused_within`), so that what it
+causes (a batch past its time limit, a lease run out) is reported as the pause, not as
+the provider's fault or the database's.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 
 from sqlalchemy import Engine
 
@@ -48,15 +47,12 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.outages import Backoff, is_database_blip, outage_log
+from export_center.pauses import pause_monitor
 from export_center.states import TaskStatus
 
-__all__ = ["PAUSE_SECONDS", "Watchdog"]
+__all__ = ["Watchdog"]
 
 log = logging.getLogger(__name__)
-
-PAUSE_SECONDS = 5.0
-"""A wake-up later than planned by more than this (and more than twice the poll period)
-counts as a pause of the process."""
 
 
 class Watchdog:
@@ -107,9 +103,11 @@ class Watchdog:
         self.reason: str | None = None
         self.detail: str | None = None
         self.renewals = 0
-        #: ``(monotonic end, seconds)`` of the pauses seen, newest last.
-        self.pauses: deque[tuple[float, float]] = deque(maxlen=16)
         self._outages = outage_log(engine)
+        self._pauses = pause_monitor()
+        #: Since when the watchdog's thread waits for the database (monotonic; None
+        #: between calls).
+        self._calling_since: float | None = None
         self._thread = threading.Thread(
             target=self._run, name=f"watchdog-{task_id}-v{version}", daemon=True
         )
@@ -142,10 +140,9 @@ class Watchdog:
         return self._lease_base + self.lease_seconds - self.margin - time.monotonic()
 
     def paused_within(self, seconds: float) -> float:
-        """The longest pause of the process that ended in the last ``seconds``, in
-        seconds (0.0 when there was none)."""
-        since = time.monotonic() - seconds
-        return max((length for end, length in self.pauses if end >= since), default=0.0)
+        """The longest pause of the process that ended in the last ``seconds`` (or goes
+        on now), in seconds; 0.0 when there was none."""
+        return self._pauses.paused_within(seconds)
 
     def check(self) -> None:
         """Raise when the attempt must stop; return when it may go on (and may write).
@@ -184,19 +181,21 @@ class Watchdog:
                 f"the database did not answer for {self._outages.seconds:.0f} s, as long as "
                 "the lease lasted"
             )
+        calling = self._calling_since
+        if calling is not None:
+            return (
+                f"the database has not answered the lease renewal for "
+                f"{time.monotonic() - calling:.0f} s, as long as the lease lasted"
+            )
         return "this worker could not renew its lease in time"
 
     def _run(self) -> None:
         next_renewal = self._lease_base + self.heartbeat_seconds
         backoff = Backoff(0.2, 5.0)
         while True:
-            sleep = self._sleep(next_renewal)
-            before = time.monotonic()
-            if self._stop.wait(sleep):
+            if self._stop.wait(self._sleep(next_renewal)):
                 return
-            late = time.monotonic() - before - sleep
-            if late > max(PAUSE_SECONDS, 2 * self.cancel_poll_seconds):
-                self._paused(late)
+            self._calling_since = time.monotonic()
             try:
                 if time.monotonic() >= next_renewal:
                     sent = time.monotonic()
@@ -234,17 +233,8 @@ class Watchdog:
                 if time.monotonic() >= next_renewal:  # a renewal failed: try it again soon
                     pause = min(backoff.next(), self.heartbeat_seconds, self.lease_left() / 3)
                     next_renewal = time.monotonic() + max(0.05, pause)
-
-    def _paused(self, seconds: float) -> None:
-        self.pauses.append((time.monotonic(), seconds))
-        log.warning(
-            "this worker did not run for %.0f s (the process was stopped, its machine "
-            "paused or starved); %.0f s of the lease of %s left by its clock",
-            seconds,
-            max(0.0, self.lease_left()),
-            self.name,
-            extra={"taskId": self.name, "dispatchVersion": self.version},
-        )
+            finally:
+                self._calling_since = None
 
     def _sleep(self, next_renewal: float) -> float:
         return max(0.01, min(self.cancel_poll_seconds, next_renewal - time.monotonic()))

@@ -43,26 +43,28 @@ ORDERS = int(SAMPLE_SCALE * 1_500_000)
 CUSTOMERS = int(SAMPLE_SCALE * 150_000)
 
 
-def _slowly(seconds: float) -> Any:
-    """A fault that makes every written batch take ``seconds`` longer (the exports are
-    still running when the outage comes)."""
+def _slowly(seconds: float, hold: threading.Event | None = None) -> Any:
+    """A fault that makes every written batch take ``seconds`` longer, and, with
+    ``hold``, keeps each attempt's writes waiting until it is set (the exports are all
+    running when the outage comes)."""
 
     def fault(point: str) -> None:
         if point == "render":
+            if hold is not None:
+                hold.wait(120)
             time.sleep(seconds)
 
     return FaultInjectingRun.with_fault(fault)
 
 
-def _wait_running(client: Any, task_ids: list[str], timeout: float = 120) -> None:
+def _wait_started(stack: Any, task_ids: list[str], timeout: float = 120) -> None:
+    """Until every task is RUNNING (its first batch fetched, its writes held)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        details = [client.get(f"/api/v1/exports/{t}").json() for t in task_ids]
-        if all(d["state"] == "running" and (d.get("processed") or 0) > 0 for d in details):
+        if all(_task(stack, t).status == "RUNNING" for t in task_ids):
             return
-        assert not [d for d in details if d["state"] in ("failed", "succeeded")], details
         time.sleep(0.05)
-    raise AssertionError(f"not all running: {details}")
+    raise AssertionError("not all started")
 
 
 def _task(stack: Any, task_id: str) -> repository.Task:
@@ -86,7 +88,8 @@ def test_a_blip_during_running_exports_costs_no_attempt(make_stack):
         task={"lease_seconds": 20, "heartbeat_seconds": 0.5},
         consumer={"concurrency": 3},
     )
-    stack.runtime.consumer.run_factory = _slowly(0.05)
+    hold = threading.Event()
+    stack.runtime.consumer.run_factory = _slowly(0.05, hold)
     client = stack.client(perms=[ORDERS_PERMISSION, CUSTOMERS_PERMISSION])
     ids = [
         create(client, "csv", parameters={}).json()["taskId"],  # one shard, all orders
@@ -95,10 +98,10 @@ def test_a_blip_during_running_exports_costs_no_attempt(make_stack):
         ],  # day shards
         create(client, "csv", exportType="CUSTOMERS").json()["taskId"],  # single stream
     ]
-    _wait_running(client, ids)
+    _wait_started(stack, ids)
     outage = DatabaseOutage(stack.runtime.engine)
     with outage.lasting(2.5):
-        pass
+        hold.set()  # the exports write into the outage
     assert outage.refused > 0, "the outage did not meet the running exports"
     details = [wait_state(client, t, timeout=300) for t in ids]
     assert [d["state"] for d in details] == ["succeeded"] * 3, details
@@ -121,12 +124,13 @@ def test_an_outage_longer_than_the_lease_hands_back_at_once(make_stack):
         task={"lease_seconds": 3, "heartbeat_seconds": 0.5},
         reconciler={"enabled": False},
     )
-    stack.runtime.consumer.run_factory = _slowly(0.1)
+    hold = threading.Event()
+    stack.runtime.consumer.run_factory = _slowly(0.1, hold)
     client = stack.client(perms=[ORDERS_PERMISSION, CUSTOMERS_PERMISSION])
     task_id = create(client, "xlsx", exportType="CUSTOMERS").json()["taskId"]
-    _wait_running(client, [task_id])
+    _wait_started(stack, [task_id])
     with DatabaseOutage(stack.runtime.engine).lasting(6.0):
-        pass
+        hold.set()
     stack.runtime.consumer.run_factory = FaultInjectingRun  # full speed from now on
     detail = wait_state(client, task_id, timeout=300)
     assert detail["state"] == "succeeded", detail

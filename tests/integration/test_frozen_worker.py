@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import threading
 import time
@@ -137,8 +138,14 @@ def test_a_worker_frozen_past_its_lease_stores_nothing_after_it_wakes(reconcilin
         keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
         assert len(keys) == ORDERS and len(set(keys)) == ORDERS
         task = _task(stack, task_id)
-        assert task.dispatch_version == 2 and task.lease_recoveries == 1
-        assert task.attempt_count == 1  # the frozen attempt is not one of the 3
+        with stack.runtime.engine.connect() as conn:
+            audit = [e.action for e in repository.audit_entries(conn, task_id=task.id)]
+        # Every new dispatch version came from a lease recovery or a hand-back (under a
+        # heavy load the next attempt may lose its 3 s lease too), and none of them is
+        # one of the task's attempts.
+        assert task.lease_recoveries >= 1 and audit.count("lease_recovery") == task.lease_recoveries
+        assert task.dispatch_version == 1 + task.lease_recoveries + audit.count("hand_back"), audit
+        assert task.attempt_count == 1
     finally:
         if worker.poll() is None:
             worker.send_signal(signal.SIGCONT)
@@ -153,3 +160,45 @@ def test_a_worker_frozen_past_its_lease_stores_nothing_after_it_wakes(reconcilin
         if "provider answer took longer" in line and '"ERROR"' in line
     ]
     assert blamed == [], blamed
+
+
+_MONITORED = """
+import logging, sys, time
+logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
+from export_center.pauses import PauseMonitor
+monitor = PauseMonitor(tick_seconds=0.05, threshold=0.5)
+print("ready", flush=True)
+sys.stdin.readline()  # the test stops and continues this process meanwhile
+time.sleep(0.3)
+print("paused", round(monitor.paused_within(10), 1), flush=True)
+"""
+
+
+def test_the_pause_monitor_tells_a_stopped_process_from_a_slow_call():
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _MONITORED],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # a quiet process: no pause
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)
+        child.send_signal(signal.SIGCONT)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    lines = out.strip().splitlines()
+    assert any(re.match(r"this worker did not run for [234] s ", line) for line in lines), lines
+    (measured,) = [float(line.split()[1]) for line in lines if line.startswith("paused")]
+    assert 1.5 <= measured <= 4.0, lines
