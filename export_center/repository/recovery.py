@@ -66,11 +66,17 @@ def recover_expired_lease(
     counted (``attempt_count - 1``) and ``lease_recoveries + 1`` (``WORKER_LOST`` kept as
     the last error); otherwise FAILED (``WORKER_LOST``).
 
+    On MySQL/MariaDB the row is first locked with ``SKIP LOCKED``: a row that another
+    session holds (a worker frozen in the middle of a transaction keeps its locks until
+    its connection dies) is left for a later pass instead of stalling the reconciler for
+    the whole lock wait timeout.
+
     Args:
         max_recoveries: lease recoveries a task may have (``task.max_lease_recoveries``).
 
     Returns:
-        The recovery, or None when the task changed meanwhile (nothing was written).
+        The recovery, or None when the task changed meanwhile or its row is locked
+        (nothing was written).
     """
     expired = and_(
         T.c.id == task.id,
@@ -78,6 +84,10 @@ def recover_expired_lease(
         T.c.dispatch_version == task.dispatch_version,
         T.c.lease_until <= db_now(),
     )
+    if conn.dialect.name != "sqlite":
+        free = conn.execute(select(T.c.id).where(expired).with_for_update(skip_locked=True))
+        if free.first() is None:
+            return None
     if task.cancel_requested:
         done = conn.execute(
             update(T).where(expired).values(**cancelled_as_audited(conn, task.id))

@@ -525,3 +525,43 @@ def test_old_sent_outbox_rows_are_purged(engine):
     rec.run_once()
     assert rec.last["outbox_purge"] == 1
     assert outbox(engine, old["id"]) == [] and len(outbox(engine, recent["id"])) == 1
+
+
+@pytest.fixture
+def mariadb_engine(mariadb_db_url):
+    engine = make_engine(mariadb_db_url)
+    upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.mariadb
+def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(mariadb_engine):
+    # A worker frozen (SIGSTOP) inside a transaction keeps its row locks until its
+    # connection dies: the reconciler leaves that task for a later pass and recovers
+    # the others now, instead of waiting the lock wait timeout on it.
+    engine = mariadb_engine
+    frozen, free = new_task(engine, "a"), new_task(engine, "b")
+    for t, expired in ((frozen, -20), (free, -10)):  # the frozen one is first in line
+        set_task(
+            engine,
+            t["id"],
+            status="RUNNING",
+            lease_owner="dead/1",
+            lease_until=db_now_plus(expired),
+            attempt_count=1,
+        )
+    holder = engine.connect()
+    transaction = holder.begin()
+    holder.execute(select(T.c.id).where(T.c.id == frozen["id"]).with_for_update())
+    try:
+        rec = reconciler(engine)
+        rec.run_once()
+        assert rec.last["lease_recover"] == 1
+        assert task(engine, free["id"])["status"] == "PENDING"
+    finally:
+        transaction.rollback()
+        holder.close()
+    assert task(engine, frozen["id"])["status"] == "RUNNING"  # left for the next pass
+    rec.run_once()
+    assert task(engine, frozen["id"])["status"] == "PENDING"
