@@ -121,6 +121,8 @@ def restart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
             # The production lease (300 s, renewed every 60 s): an attempt that rides
             # out the outage keeps it; a fast reconciler would show any lost one.
             "EXPORT_CENTER_RECONCILER__LOOP_SECONDS": "2",
+            # Commands another process took from the shared test topic come back soon.
+            "EXPORT_CENTER_RECONCILER__SENT_STALE_SECONDS": "20",
             "EXPORT_CENTER_PUBLISHER__LOOP_SECONDS": "0.2",
             "EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_USER": "20",
             "EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE": "20",
