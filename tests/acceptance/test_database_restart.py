@@ -250,7 +250,6 @@ FIRST, LAST = dt.date(1994, 1, 1), dt.date(1994, 12, 31)
 def test_two_database_restarts_during_ten_exports_cost_no_attempt(restart_cluster: Cluster):
     cluster = restart_cluster
     server: PrivateMariaDB = cluster.server  # type: ignore[attr-defined]
-    probe_clients = [cluster.client(0, "prober"), cluster.client(1, "prober")]
     created: list[tuple[str, str, httpx.Client]] = []
     refusals: list[tuple[int, str, str | None]] = []
     for wave, seconds in enumerate((3, 20)):
@@ -258,15 +257,23 @@ def test_two_database_restarts_during_ten_exports_cost_no_attempt(restart_cluste
         created.extend(batch)
         # Ten exports at once on three workers of four slots: wait until they all run.
         _wait_running(cluster, [t for t, _f, _c in batch], at_least=EXPORTS)
-        with Probe(probe_clients, batch[0][0]) as probe:
+        owner = f"user{wave}-0"  # the first export's owner reads it on both APIs
+        with Probe([cluster.client(0, owner), cluster.client(1, owner)], batch[0][0]) as probe:
+            down = time.monotonic()
             server.run("stop")
             time.sleep(seconds)
             server.run("start")
+            back = time.monotonic()
             time.sleep(3)
         refusals.extend(probe.refusals)
         for task_id, _fmt, client in batch:
             detail = _poll(client, task_id, timeout=600)
             assert detail["state"] == "succeeded", detail
+        print(  # the figures of the run, with -s
+            f"restart {wave + 1}: database away {back - down:.1f} s (stopped {seconds} s), "
+            f"{len(probe.refusals)} refused reads, the wave ended "
+            f"{time.monotonic() - back:.1f} s after the database was back"
+        )
     # Every answer of the outages was a 503 with a code and Retry-After, none a plain 500.
     assert refusals, "the probe never met the outage"
     assert {status for status, _body, _retry in refusals} == {503}, refusals[:5]
