@@ -213,7 +213,7 @@ def _task_row(
             processed_rows=rows // 3,
             phase="render",
             failure_code="CANCELLED",
-            failure_message="cancelled by the user",
+            failure_message="cancelled by its owner",
         )
     return row
 

@@ -1,15 +1,28 @@
 """Identity from bearer JWTs (PyJWT, HS256) and the permission helpers.
 
 Claims: ``sub`` (user id), ``tenant`` (tenant id), ``app`` (app code: PLATFORM or
-MERCHANT), ``perms`` (list of permission strings), ``exp``. Who sees which task is
-:mod:`export_center.access` (tenant and app, and the owner or the download-all
-permission).
+MERCHANT), ``perms`` (list of permission strings), ``exp``, and ``aud`` when the server
+names its audiences. Who sees which task is :mod:`export_center.access` (tenant and app,
+and the owner or the download-all permission).
+
+Identity claims are stored as the task's owner, so their limits are the widths of the
+columns that keep them (:data:`USER_ID_MAX_LENGTH`, :data:`TENANT_ID_MAX_LENGTH`,
+:data:`APP_CODE_MAX_LENGTH`, in characters; :mod:`export_center.models` declares its
+columns with the same constants). A longer claim is refused at authentication (401
+``TOKEN_CLAIM_TOO_LONG`` naming the claim): stored, it would fail the write on a strict
+MySQL server, or be cut on a lax one so that its owner never sees the export again.
+
+Audience (``aud``, RFC 7519 §4.1.3): with ``api.jwt_audience`` set, a token must name one
+of those audiences. Unset, a token that carries an ``aud`` is refused: it was minted for
+a named recipient, which this server cannot claim to be (identity providers such as
+Keycloak sign the tokens of every client of a realm with one key, so accepting any
+audience would accept tokens meant for another service).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -20,8 +33,11 @@ from export_center.errors import Unauthorized
 __all__ = [
     "ADMIN",
     "APP_CODES",
+    "APP_CODE_MAX_LENGTH",
     "DOWNLOAD_ALL",
     "OPERATOR",
+    "TENANT_ID_MAX_LENGTH",
+    "USER_ID_MAX_LENGTH",
     "Identity",
     "decode_token",
     "issue_token",
@@ -35,6 +51,18 @@ ADMIN = "platform:export:admin"
 OPERATOR = "platform:operator"
 #: The app codes a token may name (the registry's ``app_scope`` values).
 APP_CODES = ("PLATFORM", "MERCHANT")
+#: Longest ``sub`` (user id) in characters: the width of the owner columns.
+USER_ID_MAX_LENGTH = 128
+#: Longest ``tenant`` in characters: the width of the tenant columns.
+TENANT_ID_MAX_LENGTH = 64
+#: Longest ``app`` in characters: the width of the app-code column.
+APP_CODE_MAX_LENGTH = 32
+#: Claim name -> the longest value stored, in characters.
+_CLAIM_LIMITS = {
+    "sub": USER_ID_MAX_LENGTH,
+    "tenant": TENANT_ID_MAX_LENGTH,
+    "app": APP_CODE_MAX_LENGTH,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +88,16 @@ def issue_token(
     app_code: str = "PLATFORM",
     permissions: Iterable[str] = (),
     ttl_seconds: int = 24 * 3600,
+    audience: Sequence[str] = (),
 ) -> str:
-    """Return an HS256 JWT for the given identity, valid ``ttl_seconds`` from now."""
+    """Return an HS256 JWT for the given identity, valid ``ttl_seconds`` from now.
+
+    ``audience`` becomes the ``aud`` claim (a string for one, a list for several; no
+    claim when empty): a server with ``api.jwt_audience`` set accepts only tokens that
+    name one of its audiences.
+    """
     now = int(time.time())
-    claims = {
+    claims: dict[str, object] = {
         "sub": user,
         "tenant": tenant,
         "app": app_code,
@@ -71,10 +105,18 @@ def issue_token(
         "iat": now,
         "exp": now + ttl_seconds,
     }
+    if audience:
+        claims["aud"] = audience[0] if len(audience) == 1 else list(audience)
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
-def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Identity:
+def decode_token(
+    secret: str,
+    token: str,
+    *,
+    leeway_seconds: float = 30.0,
+    audience: Sequence[str] = (),
+) -> Identity:
     """Verify a bearer token and return the identity.
 
     Args:
@@ -82,21 +124,35 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
         token: the compact JWT.
         leeway_seconds: clock skew tolerated on ``exp``, ``nbf`` and ``iat`` (identity
             providers' clocks drift; a token issued 5 s "in the future" is fine).
+        audience: the audiences this server accepts (``api.jwt_audience``); when given,
+            the token's ``aud`` must name one of them (PyJWT's audience check); when
+            empty, a token with an ``aud`` is refused (module docstring).
 
     Raises:
         Unauthorized: ``TOKEN_EXPIRED``; ``TOKEN_WRONG_KEY`` when the signature does not
             match this server's secret (a token made for another installation);
-            ``TOKEN_INVALID`` for anything else (malformed, not yet valid, a claim
-            missing or of the wrong type).
+            ``TOKEN_WRONG_AUDIENCE`` when ``aud`` is missing, names no accepted audience,
+            or is present while none is configured; ``TOKEN_CLAIM_TOO_LONG`` when
+            ``sub``, ``tenant`` or ``app`` is longer than its column (``field`` names the
+            claim); ``TOKEN_INVALID`` for anything else (malformed, not yet valid, a
+            claim missing or of the wrong type, text that is not Unicode scalar values).
     """
+    required = ["sub", "tenant", "exp", *(["aud"] if audience else [])]
     try:
         claims = jwt.decode(
             token,
             secret,
             algorithms=["HS256"],
             leeway=leeway_seconds,
-            options={"require": ["sub", "tenant", "exp"]},
+            audience=list(audience) or None,
+            options={"require": required},
         )
+    except jwt.MissingRequiredClaimError as exc:
+        if exc.claim == "aud":
+            raise _wrong_audience(audience, None) from None
+        raise Unauthorized(f"the bearer token is not valid: {exc}", code="TOKEN_INVALID") from None
+    except jwt.InvalidAudienceError:
+        raise _wrong_audience(audience, _unverified_audience(token)) from None
     except jwt.ExpiredSignatureError:
         raise Unauthorized("the bearer token has expired", code="TOKEN_EXPIRED") from None
     except jwt.InvalidSignatureError:
@@ -126,6 +182,7 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
     user, tenant, app = claims["sub"], claims["tenant"], claims.get("app", "PLATFORM")
     if not all(isinstance(v, str) and v for v in (user, tenant, app)):
         raise Unauthorized("sub, tenant and app must be non-empty strings", code="TOKEN_INVALID")
+    _check_lengths({"sub": user, "tenant": tenant, "app": app})
     if app not in APP_CODES:
         raise Unauthorized(
             f"the app claim must be one of {', '.join(APP_CODES)}", code="TOKEN_INVALID"
@@ -142,3 +199,60 @@ def decode_token(secret: str, token: str, *, leeway_seconds: float = 30.0) -> Id
         permissions=frozenset(perms),
         expires_at=expires_at,
     )
+
+
+def _check_lengths(values: dict[str, str]) -> None:
+    """Refuse identity claims the database cannot keep exactly (module docstring).
+
+    Raises:
+        Unauthorized: ``TOKEN_CLAIM_TOO_LONG`` naming the claim and its limit;
+            ``TOKEN_INVALID`` for text with lone surrogates (JSON ``"\\ud800"``), which
+            no UTF-8 column can store.
+    """
+    for claim, value in values.items():
+        limit = _CLAIM_LIMITS[claim]
+        if len(value) > limit:
+            raise Unauthorized(
+                f"the bearer token's {claim} claim has {len(value)} characters; this server "
+                f"keeps at most {limit}",
+                code="TOKEN_CLAIM_TOO_LONG",
+                field=claim,
+            )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Unauthorized(
+                f"the bearer token's {claim} claim is not valid Unicode text",
+                code="TOKEN_INVALID",
+                field=claim,
+            ) from None
+
+
+def _unverified_audience(token: str) -> object:
+    """The ``aud`` of a token whose signature PyJWT has already verified (it checks the
+    signature before the audience), for the error message."""
+    try:
+        return jwt.decode(token, options={"verify_signature": False}).get("aud")
+    except jwt.PyJWTError:
+        return None
+
+
+def _wrong_audience(accepted: Sequence[str], found: object) -> Unauthorized:
+    """The 401 of a token whose ``aud`` does not fit ``api.jwt_audience``."""
+    shown = repr(found)[:200]
+    if not accepted:
+        message = (
+            f"the bearer token is meant for the audience {shown}; this server accepts "
+            "tokens with an audience only when EXPORT_CENTER_API__JWT_AUDIENCE names it"
+        )
+    elif found is None:
+        message = (
+            "the bearer token has no aud claim; this server accepts tokens for the audience "
+            f"{', '.join(map(repr, accepted))}"
+        )
+    else:
+        message = (
+            f"the bearer token is meant for the audience {shown}, not for this server "
+            f"({', '.join(map(repr, accepted))})"
+        )
+    return Unauthorized(message, code="TOKEN_WRONG_AUDIENCE", field="aud")

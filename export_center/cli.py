@@ -26,7 +26,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from export_center import cli_ops
-from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
+from export_center.auth import (
+    ADMIN,
+    DOWNLOAD_ALL,
+    TENANT_ID_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
+    issue_token,
+)
 from export_center.places import announce as _announce
 from export_center.places import registry_path as _registry_path
 from export_center.settings import Settings, settings_problems
@@ -161,10 +167,18 @@ def token(
     ] = 24 * 3600,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
-    for name, value in (("--user", user), ("--tenant", tenant)):
+    for name, value, limit in (
+        ("--user", user, USER_ID_MAX_LENGTH),
+        ("--tenant", tenant, TENANT_ID_MAX_LENGTH),
+    ):
         if not value.strip() or value != value.strip():
             raise typer.BadParameter(
                 "must not be empty or start or end with a space (ids compare exactly)",
+                param_hint=f"'{name}'",
+            )
+        if len(value) > limit:
+            raise typer.BadParameter(
+                f"has {len(value)} characters; the server keeps at most {limit}",
                 param_hint=f"'{name}'",
             )
     settings = _settings()
@@ -198,6 +212,7 @@ def token(
             app_code=app_code.value,
             permissions=perms,
             ttl_seconds=ttl,
+            audience=settings.api.jwt_audience,
         )
     )
 
@@ -277,9 +292,8 @@ def serve(
     """Run the API, the loops and (embedded default) the sample providers (help: SERVE_HELP)."""
     import signal
 
-    import uvicorn
-
     from export_center.embedded import GracefulServer, build_app
+    from export_center.http_server import server_config
     from export_center.logs import configure_logging
     from export_center.registry import RegistryError
 
@@ -300,10 +314,10 @@ def serve(
         raise typer.Exit(2) from None
     configure_logging()
     app = build_app(settings, self_url=self_url)
-    # log_config=None: uvicorn's lines go through the same JSON handler as ours.
-    server = GracefulServer(
-        uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=30)
-    )
+    # uvicorn with a request-receipt deadline and a connection limit (settings
+    # api.request_timeout_seconds, api.max_connections); its log lines go through our
+    # JSON handler.
+    server = GracefulServer(server_config(app, host=host, port=port, api=settings.api))
 
     def reload_on_sighup(*_: object) -> None:
         import logging

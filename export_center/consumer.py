@@ -12,6 +12,12 @@ claim it runs :class:`~export_center.pipeline.ExportRun` under a
 A command whose body does not parse or whose ``schemaVersion`` is unsupported is
 released, not acknowledged, so the broker redelivers it and finally dead-letters it:
 the only legal source of dead letters.
+
+The claim rides out a database blip: it is tried again with back-off for up to
+:data:`CLAIM_RETRY_SECONDS` (a claim whose commit succeeded but whose answer was lost is
+recognised by its lease owner, which is new for every command). When the database stays
+away longer, the command is acknowledged unexecuted and the reconciler sends it again
+once the task is found waiting.
 """
 
 from __future__ import annotations
@@ -19,25 +25,40 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from export_center import repository
 from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
+from export_center.errors import DatabaseUnavailable
 from export_center.logs import log_context
 from export_center.loops import ReceiveFailures
+from export_center.outages import is_database_blip, retry_transaction
 from export_center.pipeline import ExportRun, RunContext
+from export_center.repository import Task
 from export_center.states import TaskStatus
 from export_center.storage import file_extension, new_object_key
 from export_center.transport.base import Delivery, Transport
 
-__all__ = ["ClaimBranch", "Command", "Consumer", "InvalidCommand", "parse_command"]
+__all__ = [
+    "CLAIM_RETRY_SECONDS",
+    "ClaimBranch",
+    "Command",
+    "Consumer",
+    "InvalidCommand",
+    "parse_command",
+]
 
 log = logging.getLogger(__name__)
+
+CLAIM_RETRY_SECONDS = 30.0
+"""How long a claim is tried again through a database blip before the command is left
+to the reconciler."""
 
 
 class ClaimBranch(StrEnum):
@@ -216,24 +237,24 @@ class Consumer:
         # The lease owner names this attempt, not just this process: a restarted process
         # with the same instance id can never renew or commit an old attempt (CASES E24).
         owner = f"{self.owner}/{secrets.token_hex(4)}"
-        object_key: str | None = None
-        with self.engine.begin() as conn:
-            task = repository.read_task_by_no(conn, command.task_no)
-            if task is not None:
-                object_key = new_object_key(
-                    task["task_no"], file_extension(task["format"]), tenant=task["tenant_id"]
-                )
-            claimed = task is not None and repository.claim_task(
-                conn,
-                task["id"],
-                command.dispatch_version,
-                owner,
-                lease_seconds=self.context.settings.task.lease_seconds,
-                max_duration_seconds=self.context.settings.task.max_duration_minutes * 60,
-                object_key=object_key,
+        claimed_at = time.monotonic()
+        try:
+            task, object_key, claimed = self._claim(command, owner)
+        except DatabaseUnavailable as exc:
+            log.warning(
+                "command left for the reconciler: %s",
+                exc,
+                extra={"taskId": command.task_no, "dispatchVersion": command.dispatch_version},
             )
+            self.handled.append((command.task_no, ClaimBranch.ERROR))
+            return ClaimBranch.ERROR
         if not claimed:
-            branch = classify_unclaimed(self.engine, command)
+            try:
+                branch = classify_unclaimed(self.engine, command)
+            except Exception as exc:
+                if not is_database_blip(exc):
+                    raise
+                branch = ClaimBranch.ERROR
             log.info(
                 "command acknowledged without execution: %s",
                 branch,
@@ -250,7 +271,55 @@ class Consumer:
         if on_claimed is not None:
             on_claimed()
         self.run_factory(
-            self.engine, self.context, task, command.dispatch_version, owner, object_key=object_key
+            self.engine,
+            self.context,
+            task,
+            command.dispatch_version,
+            owner,
+            object_key=object_key,
+            claimed_at=claimed_at,
         ).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))
         return ClaimBranch.EXECUTED
+
+    def _claim(self, command: Command, owner: str) -> tuple[Task | None, str | None, bool]:
+        """Claim the command's attempt for ``owner``, tried again through blips.
+
+        Returns:
+            ``(task as read, the attempt's object key, claimed)``.
+
+        Raises:
+            DatabaseUnavailable: the database did not answer for CLAIM_RETRY_SECONDS.
+        """
+        settings = self.context.settings.task
+
+        def work(conn: Connection) -> tuple[Task | None, str | None, bool]:
+            task = repository.read_task_by_no(conn, command.task_no)
+            if task is None:
+                return None, None, False
+            if (
+                task.status == TaskStatus.RUNNING
+                and task.lease_owner == owner
+                and task.dispatch_version == command.dispatch_version
+            ):
+                return task, task.object_key, True  # an earlier try committed the claim
+            key = new_object_key(task.task_no, file_extension(task.format), tenant=task.tenant_id)
+            claimed = repository.claim_task(
+                conn,
+                task.id,
+                command.dispatch_version,
+                owner,
+                lease_seconds=settings.lease_seconds,
+                max_duration_seconds=settings.max_duration_minutes * 60,
+                object_key=key,
+            )
+            return task, key, claimed
+
+        deadline = time.monotonic() + CLAIM_RETRY_SECONDS
+        return retry_transaction(
+            self.engine,
+            work,
+            what=f"claim {command.task_no}",
+            seconds_left=lambda: deadline - time.monotonic(),
+            stop=self._stop,
+        )

@@ -28,6 +28,7 @@ from sqlalchemy import Engine
 
 from export_center import commands, metrics, repository
 from export_center.loops import ReceiveFailures
+from export_center.outages import is_database_blip, outage_log
 from export_center.transport.base import Delivery
 
 __all__ = ["DlqHandler", "DlqReceiver"]
@@ -136,13 +137,17 @@ class DlqHandler:
         """Handle and settle one delivery: acknowledged unless the database failed."""
         try:
             outcome = self.handle(delivery.message_id, delivery.properties)
-        except Exception:
-            log.exception(
-                "dead letter not handled; left for redelivery",
-                extra={"messageId": delivery.message_id},
-            )
+        except Exception as exc:
+            if is_database_blip(exc):  # one line per outage, not one traceback per letter
+                outage_log(self.engine).failed(exc, "quarantine a dead letter")
+            else:
+                log.exception(
+                    "dead letter not handled; left for redelivery",
+                    extra={"messageId": delivery.message_id},
+                )
             delivery.release()
             return "error"
+        outage_log(self.engine).worked()
         delivery.ack()
         self.outcomes.append((delivery.message_id, outcome, delivery.properties.get("taskId")))
         return outcome

@@ -1,8 +1,9 @@
 """The embedded default: API, loops and sample providers on loopback.
 
 ``serve`` and ``demo`` use :func:`build_app` and :class:`ServerThread`. The sample
-providers get their own read-only engine on the configured database and are called over
-HTTP, exactly as a separate service would be (DESIGN.md "Two ways to run, one code
+providers (mounted when ``mount_sample_providers`` is on: by default for the embedded
+default only) get their own read-only engine on the configured database and are called
+over HTTP, exactly as a separate service would be (DESIGN.md "Two ways to run, one code
 path"). With ``sample_providers_process`` (the default) the worker loops call them in a
 child process (:mod:`export_center.sample_process`), so an export uses a second core;
 the API mounts them as well, for workers that reach it by its public URL.
@@ -15,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import uvicorn
@@ -22,9 +24,10 @@ from fastapi import FastAPI
 
 from export_center.api.app import create_app
 from export_center.db import make_engine
+from export_center.http_server import server_config
 from export_center.runtime import Runtime
 from export_center.sample_process import SampleProviderProcess
-from export_center.settings import Settings, load_or_create_secret
+from export_center.settings import ApiSettings, Settings, load_or_create_secret
 
 __all__ = ["request_orders_export", "ServerThread", "build_app", "free_port", "mount_samples"]
 
@@ -105,25 +108,20 @@ class GracefulServer(uvicorn.Server):
 
 
 class ServerThread:
-    """Runs uvicorn in a background thread (demo and tests).
+    """Runs uvicorn in a background thread (demo and tests), configured as ``serve``.
 
     Args:
         app: the ASGI app.
         host: bind address.
         port: bind port.
+        api: the API settings whose server limits apply (request-receipt deadline,
+            connection limit); default: the defaults.
     """
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(self, app: Any, host: str, port: int, *, api: ApiSettings | None = None) -> None:
         self.url = f"http://{host}:{port}"
         self.server = GracefulServer(
-            uvicorn.Config(
-                app,
-                host=host,
-                port=port,
-                log_config=None,
-                lifespan="on",
-                timeout_graceful_shutdown=30,
-            )
+            server_config(app, host=host, port=port, api=api or ApiSettings())
         )
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 

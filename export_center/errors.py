@@ -25,11 +25,18 @@
     │       ├── PageTooLarge        the page was too large (413, over 4 MB, no memory to
     │       │                       decode it): the caller asks again with fewer rows
     │       ├── StorageError        the file could not be written or moved
+    │       │   └── StorageFull     no space left on the file storage (longer backoff)
     │       └── DeadlinePassed      execution_deadline_at reached
     ├── LeaseLost                   the attempt lost its lease: stop, delete the file, write nothing
     ├── FetchAborted                the attempt stopped waiting for a fetch (raised in the
     │                               abandoned fetch thread; its result is never used)
-    └── WorkerStopping              graceful shutdown: hand the attempt back, no retry used
+    ├── WorkerStopping              graceful shutdown: hand the attempt back, no retry used
+    ├── WorkerInterrupted           the worker could not go on for a reason outside the
+    │                               export (the database did not answer while the lease
+    │                               lasted, the process was paused): hand the attempt back
+    │                               as soon as the database answers, no retry used
+    ├── DatabaseUnavailable         the database did not answer for a caller's whole budget
+    └── ExportCancelled             the user asked to cancel: stop, delete the file, CANCELLED
 
 Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
 :data:`RETRY_CANNOT_HELP` names the codes a retry of the same export meets again.
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
+    "DatabaseUnavailable",
     "DeadlinePassed",
     "ExportCancelled",
     "ExportCenterError",
@@ -60,10 +68,12 @@ __all__ = [
     "RowLimitExceeded",
     "SchemaChanged",
     "StorageError",
+    "StorageFull",
     "TooManyActiveTasks",
     "TransientExportError",
     "Unauthorized",
     "ValidationFailed",
+    "WorkerInterrupted",
     "WorkerStopping",
 ]
 
@@ -279,6 +289,15 @@ class StorageError(TransientExportError):
     code = "STORAGE_ERROR"
 
 
+class StorageFull(StorageError):
+    """The file storage has no space left (``ENOSPC``, ``EDQUOT``).
+
+    Still ``STORAGE_ERROR`` (what operators look for), but its automatic retry waits at
+    least ``task.storage_full_backoff_seconds``: a retry a few seconds later would meet
+    the same full disk.
+    """
+
+
 class DeadlinePassed(TransientExportError):
     """The attempt ran past ``execution_deadline_at``."""
 
@@ -299,6 +318,37 @@ class FetchAborted(ExportCenterError):
 
 class WorkerStopping(ExportCenterError):
     """The process is shutting down: the attempt is handed back without using a retry."""
+
+
+class WorkerInterrupted(ExportCenterError):
+    """The worker cannot go on for a reason outside the export; the message says which.
+
+    The database did not answer for as long as the attempt's lease lasted, or the process
+    did not run (SIGSTOP, a paused VM, heavy swapping) until its lease may have run out.
+    The attempt stops writing at once and hands its task back (PENDING, a new dispatch
+    version, the attempt not counted) the moment the database answers; when another
+    worker took the task meanwhile, that write touches nothing.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class DatabaseUnavailable(ExportCenterError):
+    """The database did not answer for the whole budget of a caller (every try a blip).
+
+    Attributes:
+        what: what the caller tried to do ("renew the lease").
+        seconds: how long it tried, seconds.
+        cause: the last error, one line.
+    """
+
+    def __init__(self, what: str, seconds: float, cause: str) -> None:
+        super().__init__(f"the database did not answer for {seconds:.0f} s ({what}): {cause}")
+        self.what = what
+        self.seconds = seconds
+        self.cause = cause
 
 
 class ExportCancelled(ExportCenterError):

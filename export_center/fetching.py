@@ -10,7 +10,10 @@ timeout at worst, and its answer is never used, so a fetch in flight never holds
 cancel past the watchdog's poll plus half a second.
 
 :class:`CursorLog` refuses a provider that pages in a loop: a ``nextCursor`` that
-repeats any earlier cursor of the attempt is a contract error at once.
+repeats any earlier cursor of the stream is a contract error at once, and so are
+:data:`EMPTY_PAGES_IN_A_ROW` (100) pages in a row without rows that all say
+``hasMore`` (each with a new cursor, such a provider was called 14,000 to 26,000 times a
+minute until the attempt's deadline).
 
 :class:`PageSizer` holds the page size (``limit``) of one fetch stream: it halves it
 when a page is too large (413, over 4 MB, out of memory) and asks for the same cursor
@@ -39,6 +42,7 @@ from export_center.provider_client import Batch, too_slow
 __all__ = [
     "AWAIT_GRACE_SECONDS",
     "AWAIT_SLICE_SECONDS",
+    "EMPTY_PAGES_IN_A_ROW",
     "PAGE_FLOOR_ROWS",
     "PAGE_GROW_AFTER",
     "BatchFetcher",
@@ -60,6 +64,13 @@ PAGE_FLOOR_ROWS = 200
 that is smaller)."""
 PAGE_GROW_AFTER = 4
 """Pages that fit in a row after which :class:`PageSizer` doubles a reduced size."""
+
+EMPTY_PAGES_IN_A_ROW = 100
+"""Pages in a row with no rows and ``hasMore: true`` that end a stream as a contract
+error. A provider may answer an empty page before the end (one that filters rows after
+reading them, or stops a slow scan at a time budget), so the bound leaves room for
+long stretches without rows; a provider that never ends costs 100 calls, not 30 minutes
+of them."""
 
 #: ``fetch(cursor, snapshot_token, abort, time_limit_seconds) -> Batch``.
 FetchFunction = Callable[[str | None, str | None, threading.Event, float], Batch]
@@ -86,22 +97,37 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 class CursorLog:
-    """The cursors one attempt has sent, to refuse a provider that pages in a loop.
+    """The cursors one fetch stream has sent, to refuse a provider that never ends.
 
-    A cursor that repeats any earlier cursor of the attempt (A -> B -> A) would send the
-    same rows again until the row cap. Only a 16-byte BLAKE2b digest per cursor is kept
-    (about 100 bytes with its dict entry, whatever the cursor's length).
+    One log per stream (an attempt's single stream, or one shard), kept for its life:
+
+    * a cursor that repeats any earlier cursor of the stream (A -> B -> A) would send
+      the same rows again until the row cap. Only a 16-byte BLAKE2b digest per cursor
+      is kept (about 100 bytes with its dict entry, whatever the cursor's length);
+    * :data:`EMPTY_PAGES_IN_A_ROW` pages in a row without rows, each saying
+      ``hasMore`` with a new cursor, would page until the attempt's deadline. A page
+      with rows starts the count again.
+
+    Both are permanent: the next attempt meets the same provider.
     """
 
     def __init__(self) -> None:
         self._seen: dict[bytes, int] = {}
+        self._empty = 0  # pages without rows in a row, up to the last one added
 
-    def add(self, cursor: str | None, batch_no: int) -> None:
+    def add(self, cursor: str | None, batch_no: int, rows: int) -> None:
         """Record the ``nextCursor`` of batch ``batch_no`` (which said ``hasMore``).
 
+        Args:
+            cursor: the batch's ``nextCursor``.
+            batch_no: the batch's number in the stream (1-based).
+            rows: the rows the batch carried.
+
         Raises:
-            ProviderContractError: the cursor is missing or empty, or it repeats the
-                cursor of an earlier batch (the message names both, cursor shortened).
+            ProviderContractError: the cursor is missing or empty; it repeats the cursor
+                of an earlier batch (the message names both, cursor shortened); or this
+                is the :data:`EMPTY_PAGES_IN_A_ROW`-th page in a row without rows
+                (the message names the last cursor).
         """
         if not cursor:
             raise ProviderContractError(f"batch {batch_no} says hasMore but has no nextCursor")
@@ -111,6 +137,12 @@ class CursorLog:
             raise ProviderContractError(
                 f"nextCursor {_short(cursor)} of batch {batch_no} repeats the cursor "
                 f"already sent for batch {first} (the provider pages in a loop)"
+            )
+        self._empty = 0 if rows else self._empty + 1
+        if self._empty >= EMPTY_PAGES_IN_A_ROW:
+            raise ProviderContractError(
+                f"{self._empty} empty pages in a row said hasMore "
+                f"(last nextCursor {_short(cursor)})"
             )
         self._seen[digest] = batch_no + 1
 

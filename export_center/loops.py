@@ -4,6 +4,12 @@ Each background component exposes ``run_once() -> int`` (work done in one bounde
 pass). :class:`LoopRunner` calls it every ``loop_seconds`` on APScheduler's background
 scheduler (named in the design card), never overlapping itself, and stops cleanly.
 Tests call ``run_once()`` directly.
+
+A pass that fails on a database blip (:func:`export_center.outages.is_database_blip`)
+is not logged with a traceback: the loop logs the outage once when it starts and once
+when it ends (:class:`~export_center.outages.OutageLog`), and skips its passes with a
+back-off meanwhile (1 s doubling up to 30 s), so a database restart costs two log lines
+per loop instead of one traceback every half second.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-__all__ = ["LoopRunner", "PassLoop", "ReceiveFailures"]
+from export_center.outages import Backoff, OutageLog, is_database_blip
+
+__all__ = ["GuardedPass", "LoopRunner", "PassLoop", "ReceiveFailures"]
 
 log = logging.getLogger(__name__)
 # "skipped: maximum number of running instances reached" is the point of max_instances=1.
@@ -41,7 +49,7 @@ class LoopRunner:
     def add(self, name: str, loop: PassLoop, every_seconds: float) -> None:
         """Run ``loop.run_once`` every ``every_seconds`` (the first pass after one period)."""
         self._scheduler.add_job(
-            _guarded(name, loop.run_once), "interval", seconds=every_seconds, id=name
+            GuardedPass(name, loop.run_once), "interval", seconds=every_seconds, id=name
         )
 
     def run_soon(self, name: str) -> None:
@@ -69,14 +77,43 @@ class LoopRunner:
             self._scheduler.shutdown(wait=True)
 
 
-def _guarded(name: str, fn: Callable[[], int]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            fn()
-        except Exception:  # a failed pass is logged; the next one runs on schedule
-            log.exception("loop %s: pass failed", name)
+class GuardedPass:
+    """One loop's pass as the scheduler calls it: errors logged, database outages
+    ridden out quietly.
 
-    return run
+    A pass that raises a database blip records it in the loop's :class:`OutageLog`
+    (one WARNING when the outage starts, one INFO when a pass works again) and makes the
+    next passes wait: 1 s after the first failure, doubling up to 30 s. Any other error
+    is logged with its traceback and the next pass runs on schedule.
+
+    Args:
+        name: the loop's name ("publisher").
+        fn: the pass (``run_once``).
+    """
+
+    def __init__(self, name: str, fn: Callable[[], int]) -> None:
+        self.name = name
+        self.fn = fn
+        self.outage = OutageLog(f"loop {name}: the database", log)
+        self._backoff = Backoff(1.0, 30.0)
+        self._next = 0.0
+
+    def __call__(self) -> None:
+        """Run the pass unless a database outage makes it wait."""
+        if time.monotonic() < self._next:
+            return
+        try:
+            self.fn()
+        except Exception as exc:
+            if not is_database_blip(exc):  # logged; the next pass runs on schedule
+                log.exception("loop %s: pass failed", self.name)
+                return
+            self.outage.failed(exc, f"a {self.name} pass")
+            self._next = time.monotonic() + self._backoff.next()
+            return
+        if self.outage.down:
+            self._backoff = Backoff(1.0, 30.0)
+        self.outage.worked()
 
 
 class ReceiveFailures:

@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from export_center.auth import APP_CODE_MAX_LENGTH, TENANT_ID_MAX_LENGTH, USER_ID_MAX_LENGTH
 from export_center.db import ExactString
 
 __all__ = [
@@ -76,9 +77,10 @@ class ExportTask(Base):
     parameters_json: Mapped[str] = mapped_column(Text, nullable=False)
     parameters_hash: Mapped[str] = mapped_column(ExactString(64), nullable=False)
     request_id: Mapped[str | None] = mapped_column(ExactString(128))
-    tenant_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
-    app_code: Mapped[str] = mapped_column(ExactString(32), nullable=False)
-    requested_by: Mapped[str] = mapped_column(ExactString(128), nullable=False)
+    # The identity columns: their widths are the token's claim limits (auth.py).
+    tenant_id: Mapped[str] = mapped_column(ExactString(TENANT_ID_MAX_LENGTH), nullable=False)
+    app_code: Mapped[str] = mapped_column(ExactString(APP_CODE_MAX_LENGTH), nullable=False)
+    requested_by: Mapped[str] = mapped_column(ExactString(USER_ID_MAX_LENGTH), nullable=False)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     phase: Mapped[str] = mapped_column(String(16), nullable=False)
     processed_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
@@ -88,6 +90,7 @@ class ExportTask(Base):
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     attempt_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=3)
+    lease_recoveries: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
     next_retry_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
     lease_owner: Mapped[str | None] = mapped_column(ExactString(128))
     lease_until: Mapped[datetime | None] = mapped_column(Ts)
@@ -174,8 +177,8 @@ class ExportRequestKey(Base):
     __tablename__ = "export_request_key"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(ExactString(64), nullable=False)
-    requested_by: Mapped[str] = mapped_column(ExactString(128), nullable=False)
+    tenant_id: Mapped[str] = mapped_column(ExactString(TENANT_ID_MAX_LENGTH), nullable=False)
+    requested_by: Mapped[str] = mapped_column(ExactString(USER_ID_MAX_LENGTH), nullable=False)
     request_key: Mapped[str] = mapped_column(ExactString(128), nullable=False)
     task_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
@@ -198,7 +201,7 @@ class ExportAudit(Base):
     actor: Mapped[str] = mapped_column(ExactString(160), nullable=False)
     action: Mapped[str] = mapped_column(String(32), nullable=False)
     outcome: Mapped[str] = mapped_column(String(32), nullable=False)
-    tenant_id: Mapped[str | None] = mapped_column(ExactString(64))
+    tenant_id: Mapped[str | None] = mapped_column(ExactString(TENANT_ID_MAX_LENGTH))
     task_id: Mapped[int | None] = mapped_column(BigInteger)
     task_no: Mapped[str | None] = mapped_column(ExactString(32))
     event_id: Mapped[str | None] = mapped_column(ExactString(64))

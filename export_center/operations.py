@@ -219,7 +219,7 @@ def cancel_task(ctx: ServiceContext, task: Task, *, actor: str, reason: str | No
         Conflict: ``NOT_CANCELLABLE`` (it already ended).
     """
     with ctx.engine.begin() as conn:
-        outcome = repository.request_cancel(conn, task.id)
+        outcome = repository.request_cancel(conn, task.id, actor=actor)
         fresh = repository.read_task(conn, task.id)
         if outcome is not None:
             repository.record_audit(

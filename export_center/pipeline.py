@@ -10,7 +10,16 @@ most once per ``task.progress_every_seconds``.
 Every failure path deletes the partial file and ends the attempt: permanent errors ->
 FAILED, transient errors -> PENDING with ``dispatch_version + 1`` and backoff (or FAILED
 when attempts are used), cancel -> CANCELLED, shutdown -> handed back (PENDING, the
-attempt not counted), lost lease -> nothing written.
+attempt not counted), lost lease -> nothing written. An interruption outside the export
+(the database did not answer while the lease lasted, a database error anywhere in the
+attempt, the process paused past its lease or past a batch's time limit) is not the
+export's fault: the task is handed back, the attempt not counted, the moment the
+database answers (:class:`~export_center.attempt_writes.AttemptWrites`).
+
+Every database write of the attempt goes through :class:`AttemptWrites`, which tries it
+again through a database blip; the file is written through a stream that checks the
+lease (:meth:`Watchdog.check`) before every write, so nothing reaches storage once the
+lease may have been lost.
 """
 
 from __future__ import annotations
@@ -19,131 +28,46 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, BinaryIO
 
 import orjson
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
+from export_center.attempt_writes import AttemptWrites
 from export_center.batches import BatchConverter, InexactNumber, InvalidRow, MissingColumns
-from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     RETRY_CANNOT_HELP,
-    DeadlinePassed,
+    DatabaseUnavailable,
     ExportCancelled,
     ExportFailure,
     LeaseLost,
     PermanentExportError,
     ProviderContractError,
-    RowLimitExceeded,
-    SchemaChanged,
-    StorageError,
+    ProviderTooSlow,
+    StorageFull,
     TransientExportError,
+    WorkerInterrupted,
     WorkerStopping,
 )
-from export_center.fetching import BatchFetcher, InFlight, PageSizer
+from export_center.fetching import PageSizer
 from export_center.filenames import content_disposition, download_file_name
-from export_center.provider_client import Batch, ProviderClient, ProviderRequest
-from export_center.registry import ExportType, Registry
+from export_center.outages import is_database_blip
+from export_center.provider_client import Batch, ProviderRequest
+from export_center.registry import ExportType
 from export_center.repository import AttemptEnd
-from export_center.settings import Settings
+from export_center.run_context import CONTENT_TYPES, AttemptOutcome, RunContext, change_warning
 from export_center.sharded import ShardedProducer
+from export_center.single import SingleStreamProducer
 from export_center.states import Phase
-from export_center.storage import Storage, file_extension, new_object_key
+from export_center.storage import file_extension, new_object_key
+from export_center.stream_guard import GuardedStream, storage_error
 from export_center.watchdog import Watchdog
-from export_center.writers import ExportWriter, WriterStats, open_writer
+from export_center.writers import ExportWriter, WriterStats
 
-__all__ = ["AttemptOutcome", "ExportRun", "RunContext"]
+__all__ = ["CONTENT_TYPES", "AttemptOutcome", "ExportRun", "RunContext"]
 
 log = logging.getLogger(__name__)
-
-
-class AttemptOutcome(StrEnum):
-    """How one attempt ended (a metric label and a log field)."""
-
-    SUCCEEDED = "succeeded"
-    RETRY = "retry"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    RELEASED = "released"
-    LEASE_LOST = "lease_lost"
-
-
-CONTENT_TYPES = {
-    "csv": "text/csv; charset=utf-8",
-    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-}
-
-
-@dataclass(slots=True)
-class RunContext:
-    """What every attempt needs; built once per process.
-
-    Attributes:
-        settings: process settings.
-        registry: export types (provider address, batch size, max rows read now).
-        storage: where files go.
-        provider: HTTP client for providers.
-        topic: command topic for retry outbox rows.
-        self_url: the API's own base URL (for ``provider_url: self``).
-        stopping: set when the process shuts down (attempts hand their task back).
-    """
-
-    settings: Settings
-    registry: Registry
-    storage: Storage
-    provider: ProviderClient
-    topic: str
-    self_url: str | None = None
-    stopping: threading.Event = field(default_factory=threading.Event)
-
-
-def _warning(stats: Any, notes: Sequence[str] = ()) -> str | None:
-    """A sentence on what the writer had to change, or None (CASES E08, E10, E15).
-
-    Replaced characters are named by kind, e.g. "3 control character(s),
-    1 non-character(s) (U+FFFE/U+FFFF) and 2 lone surrogate(s) replaced with U+FFFD";
-    kinds with a zero count are left out. Stats without the split (only
-    ``replaced_chars``) give "N character(s) replaced with U+FFFD".
-
-    Args:
-        stats: the writer's ``WriterStats``.
-        notes: further parts (the undeclared keys the rows carried).
-
-    Returns:
-        The parts joined with "; ", or None when nothing was changed.
-    """
-    parts = []
-    if stats.truncated_cells:
-        parts.append(f"{stats.truncated_cells:,} cell(s) cut to Excel's 32,767-character limit")
-    if stats.replaced_chars:
-        kinds = [
-            (getattr(stats, "replaced_control_chars", 0), "control character(s)"),
-            (getattr(stats, "replaced_noncharacters", 0), "non-character(s) (U+FFFE/U+FFFF)"),
-            (getattr(stats, "replaced_surrogates", 0), "lone surrogate(s)"),
-        ]
-        named = [f"{count:,} {kind}" for count, kind in kinds if count]
-        if not named:
-            named = [f"{stats.replaced_chars:,} character(s)"]
-        listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
-        parts.append(f"{listed} replaced with U+FFFD")
-    if getattr(stats, "invalid_numbers", 0):
-        parts.append(f"{stats.invalid_numbers:,} NaN/Infinity value(s) written as empty cells")
-    if stats.sheets > 1:
-        parts.append(f"rows split over {stats.sheets} sheets (1,048,575 rows per sheet)")
-    parts.extend(notes)
-    return "; ".join(parts) or None
-
-
-@dataclass(slots=True)
-class _Stream:
-    """What the first batch fixes for the whole attempt."""
-
-    columns_hash: str | None
-    snapshot: str | None
-    converter: BatchConverter
 
 
 class ExportRun:
@@ -157,6 +81,8 @@ class ExportRun:
         owner: the lease owner that claimed it.
         object_key: the key recorded at claim for this attempt's file (a new one when
             None).
+        claimed_at: ``time.monotonic()`` just before the claim was sent (the start of
+            the lease by this process's clock; default: now).
     """
 
     def __init__(
@@ -168,6 +94,7 @@ class ExportRun:
         owner: str,
         *,
         object_key: str | None = None,
+        claimed_at: float | None = None,
     ) -> None:
         self.engine = engine
         self.ctx = context
@@ -197,6 +124,18 @@ class ExportRun:
             lease_seconds=settings.lease_seconds,
             heartbeat_seconds=settings.heartbeat_seconds,
             stopping=context.stopping,
+            claimed_at=claimed_at,
+            name=task["task_no"],
+        )
+        self.writes = AttemptWrites(
+            engine,
+            task=task,  # type: ignore[arg-type]
+            version=version,
+            owner=owner,
+            watchdog=self.watchdog,
+            settings=settings,
+            topic=context.topic,
+            stopping=context.stopping,
         )
 
     # ------------------------------------------------------------------ driver
@@ -212,35 +151,85 @@ class ExportRun:
         started = time.perf_counter()
         self.watchdog.start()
         try:
-            stored = self._produce()
-            outcome = self._commit(stored, started)
-        except ExportCancelled:
-            self._discard()
-            outcome = self._settle_cancel()
-        except WorkerStopping:
-            self._discard()
-            outcome = self._release()
-        except LeaseLost as exc:
-            self._discard()
-            log.warning("attempt stopped without writing: %s", exc, extra=self._log())
-            outcome = AttemptOutcome.LEASE_LOST
-        except ExportFailure as exc:
-            self._discard()
-            # During a shutdown the provider may vanish first (the embedded default
-            # serves it): that is the shutdown, not the export's fault.
-            outcome = self._release() if self.ctx.stopping.is_set() else self._settle_failure(exc)
-        except Exception as exc:  # a bug or an unexpected library error: retry like transient
-            log.exception("attempt crashed", extra=self._log())
-            self._discard()
-            outcome = self._settle_failure(
-                TransientExportError(
-                    f"internal error: {type(exc).__name__}: {exc}", code="INTERNAL_ERROR"
-                )
+            outcome = self._settle(started)
+        except DatabaseUnavailable as exc:
+            # Even the settle write got no answer for SETTLE_SECONDS: the task stays
+            # RUNNING until its lease runs out, then the reconciler recovers it.
+            log.error(
+                "attempt could not be settled, the database did not answer: %s",
+                exc,
+                extra=self._log(),
             )
+            outcome = AttemptOutcome.LEASE_LOST
         finally:
             self.watchdog.stop()
         metrics.TASKS_COMPLETED.labels(self.task["export_type"], outcome).inc()
         return outcome
+
+    def _settle(self, started: float) -> AttemptOutcome:
+        """Produce and commit the file, or end the attempt by what stopped it.
+
+        Raises:
+            DatabaseUnavailable: a settle write got no answer (see :meth:`run`).
+        """
+        try:
+            stored = self._produce()
+            return self._commit(stored, started)
+        except ExportCancelled:
+            self._discard()
+            return self._settle_cancel()
+        except WorkerStopping:
+            self._discard()
+            return self._release()
+        except WorkerInterrupted as exc:
+            self._discard()
+            return self._hand_back(exc.message)
+        except LeaseLost as exc:
+            self._discard()
+            log.warning("attempt stopped without writing: %s", exc, extra=self._log())
+            return AttemptOutcome.LEASE_LOST
+        except ExportFailure as exc:
+            self._discard()
+            # During a shutdown the provider may vanish first (the embedded default
+            # serves it): that is the shutdown, not the export's fault.
+            if self.ctx.stopping.is_set():
+                return self._release()
+            paused = self._paused_during(exc)
+            if paused:
+                return self._hand_back(paused)
+            return self._settle_failure(exc)
+        except Exception as exc:
+            self._discard()
+            if is_database_blip(exc) or isinstance(exc, DatabaseUnavailable):
+                # The database, not the export: hand back once it answers.
+                return self._hand_back(f"a database error stopped the attempt: {_line(exc)}")
+            # A bug or an unexpected library error: retried like a transient failure.
+            log.exception("attempt crashed", extra=self._log())
+            return self._settle_failure(
+                TransientExportError(
+                    f"internal error: {type(exc).__name__}: {exc}", code="INTERNAL_ERROR"
+                )
+            )
+
+    def _paused_during(self, exc: ExportFailure) -> str | None:
+        """The sentence of a process pause that made a batch run past its time limit,
+        or None when ``exc`` is not such a failure (the provider is not blamed for the
+        worker's own pause)."""
+        if not isinstance(exc, ProviderTooSlow):
+            return None
+        etype = self.ctx.registry.get(self.task["export_type"])
+        limit = float(
+            (etype.batch_timeout_seconds if etype is not None else None)
+            or self.ctx.settings.provider.batch_timeout_seconds
+        )
+        paused = self.watchdog.paused_within(limit + self.watchdog.cancel_poll_seconds)
+        if paused < limit / 2:
+            return None
+        return (
+            f"this worker did not run for {paused:.0f} s (the process was stopped, its "
+            f"machine paused or starved), so a batch passed its {limit:g} s time limit; "
+            "the provider is not at fault"
+        )
 
     def _produce(self) -> repository.StoredFile:
         """Fetch every batch, write the file and store it; the steps below in order."""
@@ -248,45 +237,26 @@ class ExportRun:
         if etype.shards is not None:
             self.sharded = ShardedProducer(self, etype)
             return self.sharded.produce()
-        request = self._provider_request(etype)
-        pages = PageSizer(request.limit)  # halved for a page too large, then grown back
-        time_limit = float(
-            etype.batch_timeout_seconds or self.ctx.settings.provider.batch_timeout_seconds
-        )
-        fetcher = BatchFetcher(
-            lambda cursor, snapshot, abort, limit: self._fetch(
-                request, cursor, snapshot, abort, limit, pages
-            ),
-            self.watchdog.check,
-            time_limit,
-            f"fetch-{self.task_id}",
-        )
-        stream = self.ctx.storage.open_write(
-            self.object_key,
-            content_type=CONTENT_TYPES[self.ext],
-            content_disposition=content_disposition(self.file_name),
-        )
-        writer: ExportWriter | None = None
+        return SingleStreamProducer(self, etype).produce()
+
+    def open_file(self) -> BinaryIO:
+        """Open the attempt's file for writing: the storage's stream behind a lease check
+        before every write (:class:`GuardedStream`), storage errors made
+        ``STORAGE_ERROR`` (``STORAGE_FULL`` semantics when the disk is full).
+
+        Raises:
+            StorageError: the storage cannot open it.
+        """
+        self.watchdog.check()
         try:
-            self.batch_no = 1
-            batch = fetcher.wait(fetcher.submit(None, None))
-            writer, fixed = self._open_writer(stream, batch)
-            while True:
-                following = self._prefetch(fetcher, batch, fixed)
-                self._write_batch(writer, fixed.converter, batch, etype.max_rows)
-                if following is None:
-                    break
-                batch = self._next_batch(fetcher, following, batch)
-            stats, size = self._finish(writer, stream)
-        except BaseException:
-            fetcher.abandon()  # the fetch thread stops at its next chunk; nobody waits
-            if writer is not None:
-                writer.abort()
-            if not stream.closed:
-                stream.close()
-            raise
-        fetcher.close()
-        return self._stored(stats, size, fixed.converter)
+            raw = self.ctx.storage.open_write(
+                self.object_key,
+                content_type=CONTENT_TYPES[self.ext],
+                content_disposition=content_disposition(self.file_name),
+            )
+        except OSError as exc:
+            raise storage_error(exc, "cannot open the file") from exc
+        return GuardedStream(raw, self.watchdog.check, "cannot write the file")  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ steps
 
@@ -348,61 +318,6 @@ class ExportRun:
             )
         )
 
-    def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[ExportWriter, _Stream]:
-        """Open the file writer with the first batch's columns; fix its schema hash and
-        snapshot token for the attempt.
-
-        Raises:
-            ProviderContractError: the first batch declares no columns.
-        """
-        if first.columns is None:
-            raise ProviderContractError("the first batch has no columns")
-        self.total = first.total_rows
-        writer = open_writer(
-            self.ext,
-            stream,
-            first.columns,
-            time_zone=self.task["time_zone"],
-            max_bytes=self.ctx.settings.file_size_cap_bytes,
-        )
-        return writer, _Stream(
-            first.schema_hash, first.snapshot_token, BatchConverter(first.columns)
-        )
-
-    def _prefetch(self, fetcher: BatchFetcher, batch: Batch, fixed: _Stream) -> InFlight | None:
-        """Check the batch against the attempt, and start fetching the next one.
-
-        Raises:
-            SchemaChanged: the batch's ``schemaHash`` differs from the first batch's.
-            ProviderContractError: ``hasMore`` without a new cursor.
-        """
-        self.watchdog.check()
-        if batch.schema_hash != fixed.columns_hash:
-            raise SchemaChanged(
-                f"schemaHash changed from {fixed.columns_hash} to {batch.schema_hash}"
-            )
-        if not batch.has_more:
-            return None
-        fetcher.cursors.add(batch.next_cursor, self.batch_no)
-        return fetcher.submit(batch.next_cursor, fixed.snapshot)
-
-    def _write_batch(
-        self, writer: ExportWriter, converter: BatchConverter, batch: Batch, max_rows: int
-    ) -> None:
-        """Convert and write one batch, and write progress.
-
-        Raises:
-            RowLimitExceeded: the export passes the type's ``max_rows``.
-            PermanentExportError: a row does not fit its columns (see :meth:`_convert`).
-            StorageError: the file cannot be written.
-        """
-        self.phase = Phase.RENDER
-        if self.processed + len(batch.rows) > max_rows:
-            raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-        self._write_typed(writer, self._convert(batch, converter))
-        self.processed += len(batch.rows)
-        self._progress()
-
     def _write_typed(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
         """Write one batch of typed columns (the file's writer, or a shard's part writer).
 
@@ -412,25 +327,7 @@ class ExportRun:
         try:
             writer.write_columns(typed)
         except OSError as exc:
-            raise StorageError(f"cannot write the file: {exc}") from exc
-
-    def _next_batch(self, fetcher: BatchFetcher, flight: InFlight, previous: Batch) -> Batch:
-        """Wait for the batch that follows ``previous``."""
-        self.phase = Phase.FETCH
-        self.cursor = previous.next_cursor
-        self.batch_no += 1
-        return fetcher.wait(flight)
-
-    def _finish(self, writer: ExportWriter, stream: BinaryIO) -> tuple[WriterStats, int]:
-        """Close the file and make it visible under its key.
-
-        Returns:
-            ``(writer stats, size in bytes)``.
-        """
-        self.phase = Phase.STORE
-        self._progress(force=True)
-        stats = writer.close()
-        return stats, self._store(stream)
+            raise storage_error(exc, "cannot write the file") from exc
 
     def _store(self, stream: BinaryIO) -> int:
         """Close the written file's stream and commit it under the attempt's key (both
@@ -441,11 +338,15 @@ class ExportRun:
 
         Raises:
             StorageError: the store cannot commit it.
-            ExportCancelled, LeaseLost, ...: from the watchdog, checked before the commit.
+            ExportCancelled, LeaseLost, ...: from the watchdog, checked before the close
+                (the last bytes) and again right before the commit.
         """
-        stream.close()
-        self.watchdog.check()
-        return self.ctx.storage.commit(self.object_key)
+        try:
+            stream.close()
+            self.watchdog.check()
+            return self.ctx.storage.commit(self.object_key)
+        except OSError as exc:
+            raise storage_error(exc, "cannot store the file") from exc
 
     @property
     def content_type(self) -> str:
@@ -462,7 +363,7 @@ class ExportRun:
         self, stats: WriterStats, size: int, notes: Sequence[str]
     ) -> repository.StoredFile:
         """:meth:`_stored` with the converter's notes given as a list."""
-        warning = _warning(stats, notes)
+        warning = change_warning(stats, notes)
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
         metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
@@ -513,20 +414,9 @@ class ExportRun:
         if not force and now - self._last_progress < self.ctx.settings.task.progress_every_seconds:
             return
         self._last_progress = now
-        with self.engine.begin() as conn:
-            ok = repository.update_progress(
-                conn,
-                self.task_id,
-                self.version,
-                self.owner,
-                processed=self.processed,
-                total=self.total,
-                phase=self.phase,
-                shards=shards,
-            )
-        if not ok:
-            self.watchdog.abort("lease")
-            self.watchdog.check()
+        self.writes.progress(
+            processed=self.processed, total=self.total, phase=self.phase, shards=shards
+        )
 
     # ------------------------------------------------------------------ settle
 
@@ -536,22 +426,16 @@ class ExportRun:
         Raises:
             DeadlinePassed: the deadline passed before the commit (transient).
             LeaseLost: the commit touched no row otherwise.
+            DatabaseUnavailable: the database did not answer (the file is deleted; the
+                task is recovered by the reconciler).
         """
-        with self.engine.begin() as conn:
-            ok = repository.commit_success(
-                conn,
-                self.task_id,
-                self.version,
-                self.owner,
-                stored,
-                retention_seconds=self.ctx.settings.task.retention_days * 86400,
+        try:
+            self.writes.commit(
+                stored, retention_seconds=self.ctx.settings.task.retention_days * 86400
             )
-        if not ok:
-            with self.engine.connect() as conn:
-                late = repository.deadline_passed(conn, self.task_id)
-            if late:
-                raise DeadlinePassed("execution ran past its deadline before commit")
-            raise LeaseLost("commit touched no row: the attempt lost its lease")
+        except DatabaseUnavailable:
+            self._discard()
+            raise
         if self.sharded is not None:
             self.sharded.cleanup()
         metrics.TASK_DURATION.labels(self.task["export_type"], self.ext).observe(
@@ -565,6 +449,12 @@ class ExportRun:
         )
         return AttemptOutcome.SUCCEEDED
 
+    @staticmethod
+    def abandon_file(stream: BinaryIO) -> None:
+        """Close a failed attempt's stream without the lease check (its object is
+        deleted next); errors are ignored, the delete cleans up."""
+        abandon_file(stream)
+
     def _discard(self) -> None:
         """Delete the attempt's partial or uncommitted file (every failure path)."""
         try:
@@ -573,16 +463,25 @@ class ExportRun:
             log.warning("could not delete the partial file", extra=self._log(), exc_info=True)
 
     def _release(self) -> AttemptOutcome:
-        with self.engine.begin() as conn:
-            ok = repository.release_for_shutdown(
-                conn, self.task_id, self.version, self.owner, topic=self.ctx.topic, tag=COMMAND_TAG
-            )
+        ok = self.writes.release()
         log.info("shutting down: attempt handed back for another worker", extra=self._log())
         return AttemptOutcome.RELEASED if ok else AttemptOutcome.LEASE_LOST
 
+    def _hand_back(self, reason: str) -> AttemptOutcome:
+        """Hand the task back after an interruption outside the export (not counted),
+        written the moment the database answers; ``reason`` goes to the log and the
+        audit trail."""
+        log.warning("attempt interrupted: %s; handing the task back", reason, extra=self._log())
+        if self.writes.hand_back(reason):
+            log.info("attempt handed back: the task is queued again", extra=self._log())
+            return AttemptOutcome.RELEASED
+        log.warning(
+            "the task was no longer this attempt's (another worker has it)", extra=self._log()
+        )
+        return AttemptOutcome.LEASE_LOST
+
     def _settle_cancel(self) -> AttemptOutcome:
-        with self.engine.begin() as conn:
-            ok = repository.finish_cancelled(conn, self.task_id, self.version, self.owner)
+        ok = self.writes.cancel()
         if ok and self.sharded is not None:
             self.sharded.cleanup()
         log.info(
@@ -595,24 +494,21 @@ class ExportRun:
         cursor = f" (cursor {self.cursor[:40]})" if self.cursor else ""
         where = self.location or f"batch {max(self.batch_no, 1)}{cursor}"
         message = f"{self.phase.value}: {where}: {exc.message}"
-        with self.engine.begin() as conn:
-            outcome = repository.record_failure(
-                conn,
-                self.task_id,
-                self.version,
-                self.owner,
-                code=exc.code,
-                message=message,
-                retry=not exc.permanent,
-                backoff_seconds=self.ctx.settings.task.retry_backoff_seconds,
-                jitter=self.ctx.settings.task.retry_jitter,
-                topic=self.ctx.topic,
-                tag=COMMAND_TAG,
+        outcome = self.writes.record_failure(
+            code=exc.code,
+            message=message,
+            retry=not exc.permanent,
+            storage_full=isinstance(exc, StorageFull),
+        )
+        if outcome is None:
+            log.warning(
+                "attempt ended (%s) after it had lost its lease; nothing written",
+                message,
+                extra=self._log(),
             )
+            return AttemptOutcome.LEASE_LOST
         level = logging.WARNING if outcome is AttemptEnd.RETRY else logging.ERROR
         log.log(level, "attempt failed (%s): %s", outcome, message, extra=self._log())
-        if outcome is None:
-            return AttemptOutcome.LEASE_LOST
         if self.sharded is not None and exc.code in RETRY_CANNOT_HELP:
             # A retry meets the same limit again: the parts could never be reused.
             self.sharded.cleanup(forget_counts=True)
@@ -626,3 +522,22 @@ class ExportRun:
             "tenantId": self.task["tenant_id"],
             "traceId": self.task["trace_id"],
         }
+
+
+def _line(exc: BaseException) -> str:
+    """The first line of an error's text (at most 300 characters)."""
+    text = str(getattr(exc, "orig", None) or exc) or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def abandon_file(stream: BinaryIO) -> None:
+    """Close a failed attempt's stream without the lease check (its object is deleted
+    next); errors are ignored, the delete cleans up."""
+    try:
+        abandon = getattr(stream, "abandon", None)
+        if abandon is not None:
+            abandon()
+        elif not stream.closed:
+            stream.close()
+    except Exception:  # noqa: BLE001 - the object is deleted by the failure path
+        log.debug("closing a failed stream raised", exc_info=True)

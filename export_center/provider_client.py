@@ -1,10 +1,12 @@
 """Client side of the provider contract (DESIGN.md "Provider contract").
 
-``POST {base}/internal/exports/v1/{TYPE}/batches`` with ``X-Internal-Service-Token``
-and ``{taskId, tenantId, appCode, requestedBy, dispatchVersion, parameters, cursor,
-snapshotToken, limit}``. Every answer is checked while it is read: body at most 4 MB
-(counted while streaming), at most ``limit`` rows, at most 100 columns. ``limit`` is the
-type's batch size unless the caller passes a smaller one (``fetch(limit=...)``, see
+``POST {base}/internal/exports/v1/{TYPE}/batches`` with ``X-Internal-Service-Token``,
+``Accept-Encoding: gzip, deflate`` and ``{taskId, tenantId, appCode, requestedBy,
+dispatchVersion, parameters, cursor, snapshotToken, limit}``. Every answer is checked
+while it is read: body at most 4 MB as sent and at most 4 MB inflated (counted while
+streaming, :mod:`export_center.provider_body`), at most ``limit`` rows, at most 100
+columns (:mod:`export_center.provider_batch`). ``limit`` is the type's batch size unless
+the caller passes a smaller one (``fetch(limit=...)``, see
 :class:`export_center.fetching.PageSizer`).
 
 Answers, by class (:meth:`ProviderClient.fetch`):
@@ -13,9 +15,13 @@ Answers, by class (:meth:`ProviderClient.fetch`):
 answer                                      what happens
 ==========================================  ============================================
 2xx                                         parsed and checked (:class:`Batch`)
-2xx over 4 MB, or a MemoryError while       :class:`PageTooLarge` at once (transient,
-decoding it; 413                            ``PAGE_TOO_LARGE``), the same size is not
+2xx over 4 MB as sent or once inflated,     :class:`PageTooLarge` at once (transient,
+or a MemoryError while decoding it; 413     ``PAGE_TOO_LARGE``), the same size is not
                                             asked again: the caller halves ``limit``
+2xx with a ``Content-Encoding`` other than  permanent, ``PROVIDER_CONTRACT``: "the
+gzip or deflate, or more than one           answer's Content-Encoding 'br' is not one
+(``gzip, gzip``); corrupt compressed data   the request accepts (Accept-Encoding: gzip,
+                                            deflate)"; the body is not read
 3xx                                         permanent, ``PROVIDER_REDIRECTED``: "provider
                                             redirected (308) to <Location>"; never
                                             followed (it could leave the allow-listed host)
@@ -29,7 +35,7 @@ timeouts, connection errors                 ``attempts`` tries in all, pauses of
                                             as a new attempt)
 503 or 504 with ``{"code": "DB_TIMEOUT"}``  the provider's database timed out: the same
                                             request is tried again after each pause of
-                                            ``db_timeout_pauses`` (1 s, 4 s, 16 s; at
+                                            ``db_timeout_pauses`` (1, 4, 16, 30 s; at
                                             least the ``Retry-After``), counted apart
                                             from the tries above; then
                                             :class:`ProviderUnavailable` naming
@@ -37,6 +43,10 @@ timeouts, connection errors                 ``attempts`` tries in all, pauses of
 410                                         permanent, ``SNAPSHOT_EXPIRED``
 other 4xx, 501, 505, 1xx                    permanent, ``PROVIDER_REJECTED``
 ==========================================  ============================================
+
+The body of an answer that is not a 2xx is read for its ``{code, message}`` only: its
+first 64 KB, inflated against the same 64 KB; one in an encoding that is not read, or
+with corrupt compressed data, counts as an answer without a body (its status decides).
 
 A batch has a total time limit (``time_limit``: first byte sent to last byte read,
 retries and pauses included) and an abort event; both are checked between received
@@ -46,48 +56,54 @@ shutdown) makes the fetch end at the next chunk. A read that is blocked waiting 
 byte ends at the read timeout at worst (each request's timeouts are also cut to the
 time left); the caller does not wait for it (see ``pipeline.ExportRun._await``).
 
-Exact numbers: orjson decodes a JSON number with a fraction or an exponent as a
-``float``, and an integer outside [-2**63, 2**64) as a ``float`` too, which rounds. The
-batch therefore keeps its raw body (:attr:`Batch.raw`) until it is converted; when the
-converter finds a float in a value cell, :meth:`Batch.exact_rows` decodes the body again
-with ``json.loads(parse_float=Decimal)`` (integers stay ``int``, exact at any size).
-
-Row format: an answer with ``rowFormat: "array"`` carries each row as a JSON array in
-the order of the declared columns (:attr:`Batch.arrays`): half the bytes of objects and
-no key to read per value, as the Trino and BigQuery wire formats do. Objects stay the
-default.
+The answer's body and :class:`Batch` (exact numbers, row formats) are described in
+:mod:`export_center.provider_batch`; this module keeps its names importable.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import httpx
 import orjson
 
 from export_center import metrics
-from export_center.columns import Column, ColumnType
 from export_center.errors import (
     FetchAborted,
     PageTooLarge,
     ProviderContractError,
-    ProviderRejected,
     ProviderTooSlow,
     ProviderUnavailable,
 )
 from export_center.ids import new_span_id, traceparent
+from export_center.provider_batch import (
+    MAX_COLUMNS,
+    ROW_FORMATS,
+    Batch,
+    NonFiniteNumber,
+    parse_batch,
+)
+from export_center.provider_body import ACCEPT_ENCODING, Body, content_coding, read_body
+from export_center.provider_status import (
+    DB_TIMEOUT_CODE,
+    DB_TIMEOUT_STATUSES,
+    PERMANENT_5XX,
+    TRANSIENT_STATUSES,
+    Answer,
+    is_db_timeout,
+    raise_if_permanent,
+    raise_if_too_large,
+    retries_text,
+    retry_after_seconds,
+)
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "DB_TIMEOUT_CODE",
     "DB_TIMEOUT_STATUSES",
     "MAX_BODY_BYTES",
@@ -99,28 +115,16 @@ __all__ = [
     "NonFiniteNumber",
     "ProviderClient",
     "ProviderRequest",
+    "retry_after_seconds",
+    "too_slow",
 ]
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
-MAX_COLUMNS = 100
-MAX_TOKEN_CHARS = 512
-ROW_FORMATS = frozenset({"object", "array"})
-"""Values of an answer's ``rowFormat``: rows as JSON objects keyed by column key (the
-default), or as JSON arrays of one value per column in the order of ``columns``."""
+"""Most bytes of a 2xx answer, as sent and once inflated (a page too large above)."""
 MAX_ERROR_BODY_BYTES = 64 * 1024
 """Bytes of a non-2xx answer read for its ``{code, message}`` (the rest is not read)."""
-
-TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-"""Statuses retried within a batch; every other 5xx except :data:`PERMANENT_5XX` too."""
-PERMANENT_5XX = frozenset({501, 505})
-"""5xx answers that trying again cannot change (not implemented, HTTP version)."""
-DB_TIMEOUT_CODE = "DB_TIMEOUT"
-"""The error body ``code`` of a provider whose database timed out on this page."""
-DB_TIMEOUT_STATUSES = frozenset({503, 504})
-"""The statuses that carry :data:`DB_TIMEOUT_CODE` (any other status with it is an
-ordinary answer of its class)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,107 +143,6 @@ class ProviderRequest:
     trace_id: str
     time_zone: str = "UTC"
     shard: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One checked provider answer.
-
-    Attributes:
-        columns: the declared columns (first batch; None when omitted later).
-        rows: raw row mappings as decoded by orjson (decimals as strings; a JSON number
-            with a fraction or exponent, or an integer beyond 64 bits, is a ``float``
-            here, see :meth:`exact_rows`).
-        next_cursor: cursor for the next request (None at the end).
-        has_more: whether another batch follows.
-        total_rows: the provider's estimate, or None.
-        snapshot_token: token to send back with every later batch.
-        schema_hash: hash of the column schema.
-        raw: the answer's body (at most 4 MB) when ``rows`` came from orjson, so that
-            :meth:`exact_rows` can decode it again; None when ``rows`` are exact already.
-        arrays: the answer said ``rowFormat: "array"``: each row is a JSON array of one
-            value per column, in the order of the declared columns (False: objects
-            keyed by column key, the default when ``rowFormat`` is absent).
-    """
-
-    columns: list[Column] | None
-    rows: list[Any]
-    next_cursor: str | None
-    has_more: bool
-    total_rows: int | None
-    snapshot_token: str | None
-    schema_hash: str | None
-    raw: bytes | None = None
-    arrays: bool = False
-
-    def exact_rows(self) -> list[Any]:
-        """The rows decoded again so that every JSON number is exact.
-
-        Numbers with a fraction or an exponent become ``decimal.Decimal`` with the
-        digits the provider sent (``0E-8``, ``-0.10``), integers stay ``int`` at any
-        size, and bare ``NaN``/``Infinity`` become :class:`NonFiniteNumber`. Costs a
-        stdlib ``json.loads`` of the body (about ten times orjson), so the pipeline calls
-        it only for a batch whose values hold a float.
-
-        Returns:
-            The rows, the same number as :attr:`rows`, in the same order.
-
-        Raises:
-            ProviderContractError: the body no longer gives the same rows (not expected:
-                both decoders read the same bytes).
-        """
-        if self.raw is None:
-            return self.rows
-        rows = _rows_of(_unwrap(_exact_loads(self.raw, None)))
-        if len(rows) != len(self.rows):  # pragma: no cover - same bytes, same array
-            raise ProviderContractError("the exact decoding of the answer found other rows")
-        return rows
-
-
-class NonFiniteNumber(str):
-    """A bare ``NaN``/``Infinity`` literal from a provider; the converters reject it with
-    the row and column named (CASES E15)."""
-
-
-def _parse_columns(raw: Any) -> list[Column]:
-    if not isinstance(raw, list) or not raw:
-        raise ProviderContractError("columns must be a non-empty list")
-    if len(raw) > MAX_COLUMNS:
-        raise ProviderContractError(f"{len(raw)} columns, at most {MAX_COLUMNS} allowed")
-    columns = []
-    seen = set()
-    for item in raw:
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise ProviderContractError("each column needs a string key")
-        try:
-            ctype = ColumnType(str(item.get("type", "STRING")).upper())
-        except ValueError:
-            raise ProviderContractError(
-                f"column {item['key']!r} has unknown type {item.get('type')!r}"
-            ) from None
-        if item["key"] in seen:
-            raise ProviderContractError(f"column {item['key']!r} declared twice")
-        seen.add(item["key"])
-        width = item.get("width")
-        columns.append(
-            Column(
-                key=item["key"],
-                title=str(item.get("title") or item["key"]),
-                type=ctype,
-                width=int(width) if isinstance(width, int) and width > 0 else None,
-            )
-        )
-    return columns
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """One HTTP answer: status, the headers the client acts on, and the body read."""
-
-    status: int
-    body: bytes
-    location: str | None
-    retry_after: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +234,7 @@ class ProviderClient:
         attempts: int = 3,
         retry_pause: float = 0.5,
         max_retry_after: float = 30.0,
-        db_timeout_pauses: Sequence[float] = (1.0, 4.0, 16.0),
+        db_timeout_pauses: Sequence[float] = (1.0, 4.0, 16.0, 30.0),
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.token = token
@@ -344,7 +247,9 @@ class ProviderClient:
         self._client = httpx.Client(
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             transport=transport,
-            headers={"content-type": "application/json"},
+            # Only encodings read within the cap (not httpx's default, which adds br
+            # and zstd when their packages are installed).
+            headers={"content-type": "application/json", "accept-encoding": ACCEPT_ENCODING},
             follow_redirects=False,
         )
 
@@ -429,8 +334,6 @@ class ProviderClient:
             except httpx.TimeoutException:
                 last = "timed out"
                 metrics.PROVIDER_FAILURES.labels(kind, "timeout").inc()
-            except httpx.DecodingError as exc:
-                raise ProviderContractError(f"the answer cannot be decoded ({exc})") from None
             except httpx.TransportError as exc:
                 last = f"connection failed ({type(exc).__name__})"
                 metrics.PROVIDER_FAILURES.labels(kind, "connection").inc()
@@ -438,9 +341,9 @@ class ProviderClient:
                 metrics.PROVIDER_SECONDS.labels(kind).observe(time.perf_counter() - started)
                 if 200 <= answer.status < 300:
                     return self._decode(answer.body, size)
-                _raise_if_too_large(answer, kind, size)
-                _raise_if_permanent(answer, kind)
-                db_timeout = _is_db_timeout(answer)
+                raise_if_too_large(answer, kind, size)
+                raise_if_permanent(answer, kind)
+                db_timeout = is_db_timeout(answer)
                 last = f"answered {answer.status}" + (f" {DB_TIMEOUT_CODE}" if db_timeout else "")
                 reason = "db_timeout" if db_timeout else str(answer.status)[0] + "xx"
                 metrics.PROVIDER_FAILURES.labels(kind, reason).inc()
@@ -454,9 +357,8 @@ class ProviderClient:
             if db_timeout:  # its own schedule, apart from the other transient failures
                 db_timeouts += 1
                 if db_timeouts > len(self.db_timeout_pauses):
-                    raise ProviderUnavailable(
-                        f"provider {last} on {calls} attempts ({_retries(self.db_timeout_pauses)})"
-                    )
+                    retries = retries_text(self.db_timeout_pauses)
+                    raise ProviderUnavailable(f"provider {last} on {calls} attempts ({retries})")
                 limits.pause(max(self.db_timeout_pauses[db_timeouts - 1], asked), last)
                 continue
             failures += 1
@@ -465,7 +367,7 @@ class ProviderClient:
             limits.pause(max(pause, asked), last)
             pause *= 2
 
-    def _retry_after(self, answer: _Answer) -> float:
+    def _retry_after(self, answer: Answer) -> float:
         """Seconds the provider asked to wait (0 when it did not ask).
 
         Raises:
@@ -484,11 +386,14 @@ class ProviderClient:
 
     def _post(
         self, url: str, body: bytes, headers: dict[str, str], *, limits: _Limits, limit: int
-    ) -> _Answer:
+    ) -> Answer:
         """One request; the body is read in chunks with the limits checked between them.
 
         Raises:
-            PageTooLarge: a 2xx body over 4 MB (declared or counted) for ``limit`` rows.
+            PageTooLarge: a 2xx body over 4 MB (declared, counted as sent, or counted
+                once inflated) for ``limit`` rows.
+            ProviderContractError: a 2xx in an encoding that is not read, or with
+                corrupt compressed data (:mod:`export_center.provider_body`).
             FetchAborted, ProviderTooSlow: from ``limits``.
             httpx.TimeoutException, httpx.TransportError: as httpx raises them.
         """
@@ -504,7 +409,7 @@ class ProviderClient:
             location = response.headers.get("location")
             retry_after = response.headers.get("retry-after")
             if 300 <= status < 400:  # never read: only the Location matters
-                return _Answer(status, b"", location, retry_after)
+                return Answer(status, b"", location, retry_after)
             ok = 200 <= status < 300
             declared = response.headers.get("content-length")
             if ok and declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -513,19 +418,11 @@ class ProviderClient:
                     limit=limit,
                     cause="body",
                 )
-            cap = MAX_BODY_BYTES if ok else MAX_ERROR_BODY_BYTES
-            chunks = []
-            size = 0
-            for chunk in response.iter_bytes():
-                limits.check()
-                size += len(chunk)
-                if size > cap:
-                    if ok:
-                        raise PageTooLarge("answer larger than 4 MB", limit=limit, cause="body")
-                    break  # an error answer: its start is enough for the detail
-                chunks.append(chunk)
-            limits.check()
-            return _Answer(status, b"".join(chunks), location, retry_after)
+            read = _read_answer(response, ok, limits)
+            if ok and not read.complete:
+                inflated = f" once inflated ({read.coding})" if read.coding else ""
+                raise PageTooLarge(f"answer larger than 4 MB{inflated}", limit=limit, cause="body")
+            return Answer(status, read.data, location, retry_after)
 
     def _decode(self, raw: bytes, limit: int) -> Batch:
         """:meth:`_parse`, with a MemoryError reported as a page too large.
@@ -544,190 +441,27 @@ class ProviderClient:
             ) from None
 
     def _parse(self, raw: bytes, limit: int) -> Batch:
-        exact = False
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            data = _exact_loads(raw, exc)
-            exact = True
-        data = _unwrap(data)
-        rows = _rows_of(data)
-        if len(rows) > limit:
-            raise ProviderContractError(f"{len(rows)} rows in a batch of limit {limit}")
-        columns = _parse_columns(data["columns"]) if data.get("columns") is not None else None
-        token = data.get("snapshotToken")
-        if token is not None and (not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS):
-            raise ProviderContractError("snapshotToken must be a string of at most 512 characters")
-        cursor = data.get("nextCursor")
-        if cursor is not None and not isinstance(cursor, str):
-            if type(cursor) is not int:  # a float cursor would be rounded, a list mangled
-                raise ProviderContractError(
-                    f"nextCursor must be a string, got {type(cursor).__name__}"
-                )
-            cursor = str(cursor)
-        total = data.get("totalRows")
-        if type(total) is not int:
-            total = None
-        row_format = data.get("rowFormat")
-        if row_format is None:  # absent or null: objects
-            row_format = "object"
-        if not isinstance(row_format, str) or row_format not in ROW_FORMATS:
-            raise ProviderContractError(
-                f'rowFormat must be "object" or "array", got {_printable(repr(row_format), 60)}'
-            )
-        return Batch(
-            columns=columns,
-            rows=rows,
-            next_cursor=cursor,
-            has_more=bool(data.get("hasMore")),
-            total_rows=total,
-            snapshot_token=token,
-            schema_hash=data.get("schemaHash"),
-            raw=None if exact else raw,
-            arrays=row_format == "array",
-        )
+        """:func:`export_center.provider_batch.parse_batch` (the contract checks)."""
+        return parse_batch(raw, limit)
 
 
-def _raise_if_too_large(answer: _Answer, kind: str, limit: int) -> None:
-    """Raise for a 413: the provider refuses a page of ``limit`` rows.
+def _read_answer(response: httpx.Response, ok: bool, limits: _Limits) -> Body:
+    """The body of ``response``, as sent and inflated, within its cap.
+
+    A 2xx is read up to :data:`MAX_BODY_BYTES`; another answer up to
+    :data:`MAX_ERROR_BODY_BYTES`, keeping its start, and as empty when its encoding is
+    not read or its compressed data is corrupt (its status decides, not its body).
 
     Raises:
-        PageTooLarge: the answer is a 413 (cause ``"413"``).
+        ProviderContractError: a 2xx in an encoding that is not read (before reading
+            it), or with corrupt compressed data.
+        FetchAborted, ProviderTooSlow: from ``limits``.
     """
-    if answer.status == 413:
-        metrics.PROVIDER_FAILURES.labels(kind, "4xx").inc()
-        raise PageTooLarge(
-            "provider answered 413 Payload Too Large",
-            limit=limit,
-            cause="413",
-            detail=_error_detail(answer.body),
-        )
-
-
-def _is_db_timeout(answer: _Answer) -> bool:
-    """Whether the answer is a 503/504 whose error body's ``code`` is ``DB_TIMEOUT``."""
-    if answer.status not in DB_TIMEOUT_STATUSES:
-        return False
+    cap = MAX_BODY_BYTES if ok else MAX_ERROR_BODY_BYTES
     try:
-        data = orjson.loads(answer.body)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(data, Mapping) and data.get("code") == DB_TIMEOUT_CODE
-
-
-def _retries(pauses: Sequence[float]) -> str:
-    """``"3 retries, after 1, 4, 16 s"`` (``"no retries"`` without pauses)."""
-    if not pauses:
-        return "no retries"
-    return f"{len(pauses)} retries, after " + ", ".join(f"{p:g}" for p in pauses) + " s"
-
-
-def _raise_if_permanent(answer: _Answer, kind: str) -> None:
-    """Raise for an answer that trying again cannot change (module docstring table).
-
-    Raises:
-        ProviderRejected: 3xx, 410, 4xx other than 408/429, 501, 505, 1xx.
-    """
-    status = answer.status
-    if 300 <= status < 400:
-        metrics.PROVIDER_FAILURES.labels(kind, "3xx").inc()
-        where = f"to {_printable(answer.location)}" if answer.location else "without a Location"
-        raise ProviderRejected(
-            f"provider redirected ({status}) {where}", code="PROVIDER_REDIRECTED"
-        )
-    if status in TRANSIENT_STATUSES or (500 <= status < 600 and status not in PERMANENT_5XX):
-        return
-    metrics.PROVIDER_FAILURES.labels(kind, str(status)[0] + "xx").inc()
-    detail = _error_detail(answer.body)
-    if status == 410:
-        raise ProviderRejected(
-            f"provider answered 410: snapshot expired{detail}", code="SNAPSHOT_EXPIRED"
-        )
-    raise ProviderRejected(f"provider answered {status}{detail}")
-
-
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait.
-
-    Args:
-        value: the header: delay-seconds (``"120"``) or an HTTP-date
-            (``"Wed, 21 Oct 2015 07:28:00 GMT"``); None when absent.
-        now: the current UTC time (tests); default: the instance clock.
-
-    Returns:
-        Seconds (0 for a date in the past), or None when absent or not understood (an
-        unreadable header is ignored: the usual pause applies).
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return float(int(text[:12]))  # at most 10**12 s: only compared with the bound
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _printable(text: str | None, limit: int = 200) -> str:
-    """``text`` cut to ``limit`` characters, control characters replaced by ``?``."""
-    value = "".join(c if c.isprintable() else "?" for c in (text or "")[:limit])
-    return value + ("..." if text and len(text) > limit else "")
-
-
-def _unwrap(data: Any) -> Mapping[str, Any]:
-    """The answer object (a ``{code, message, data}`` envelope around it is tolerated).
-
-    Raises:
-        ProviderContractError: the answer is not a JSON object.
-    """
-    if isinstance(data, Mapping) and "data" in data and "rows" not in data:
-        data = data["data"]
-    if not isinstance(data, Mapping):
-        raise ProviderContractError("answer must be a JSON object")
-    return data
-
-
-def _rows_of(data: Mapping[str, Any]) -> list[Any]:
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise ProviderContractError("rows must be a list")
-    return rows
-
-
-def _exact_loads(raw: bytes, error: Exception | None) -> Any:
-    """Decode ``raw`` with every number exact (``Decimal`` for fractions and exponents,
-    ``int`` for integers, :class:`NonFiniteNumber` for bare NaN/Infinity).
-
-    Also the decoder of the answers orjson refuses (bare NaN/Infinity, ``1e400``), so
-    that the value checks can name the row and column.
-
-    Args:
-        raw: the body.
-        error: orjson's error, for the message when this decoder fails too.
-
-    Raises:
-        ProviderContractError: the body is not JSON.
-    """
-    try:
-        return json.loads(raw, parse_float=Decimal, parse_constant=NonFiniteNumber)
-    except (ValueError, RecursionError):
-        raise ProviderContractError(f"answer is not JSON ({error})") from None
-
-
-def _error_detail(raw: bytes) -> str:
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return ""
-    if isinstance(data, Mapping):
-        code = data.get("code")
-        message = data.get("message")
-        parts = [str(p) for p in (code, message) if p]
-        if parts:
-            return " (" + _printable(": ".join(parts), 300) + ")"
-    return ""
+        coding = content_coding(response.headers.get("content-encoding"))
+        return read_body(response.iter_raw(), coding, cap, limits.check, keep_start=not ok)
+    except ProviderContractError:
+        if ok:
+            raise
+        return Body(b"", True, None)

@@ -8,7 +8,9 @@
    QUARANTINED rows are never touched, and ``max_attempts`` does not limit this: a
    re-sent command is not a new attempt.
 2. **lease_recover**: a RUNNING task whose lease ran out gets ``dispatch_version + 1``
-   and PENDING with a new outbox row, or FAILED when its attempts are used; the dead
+   and PENDING with a new outbox row (the attempt not counted: a lost worker is not the
+   export's fault), or FAILED when its lease recoveries (``task.max_lease_recoveries``,
+   counted apart from the attempts) are used; the dead
    attempt's partial file (its key is recorded at claim) is deleted at once
    (**partial_delete**), the orphan scan staying the net; the recovery is written to the
    audit trail in the same transaction.
@@ -24,9 +26,17 @@
    than the audit retention are deleted in batches; **part_clean**: shard parts
    (``parts/{task}/...``) of a task that ended (SUCCEEDED, CANCELLED, EXPIRED, or
    gone) are deleted with its checkpoints, and those of a FAILED task once older than
-   ``failed_parts_retention_days`` (until then a manual retry resumes from them).
+   ``failed_parts_retention_days`` (until then a manual retry resumes from them);
+   **part_yield**: while the file storage has less free space than
+   ``storage.low_space_mb``, the parts kept for FAILED tasks are deleted at once,
+   oldest first, until there is room again (a later retry of such a task starts from
+   zero): free space for new exports comes before a resume that may never be asked for.
 
 Database times use the database clock; file ages use the storage's modification time.
+
+A database blip (:func:`export_center.outages.is_database_blip`) ends the pass at once
+instead of failing each step with its own traceback; the loop runner backs off and logs
+the outage once (:mod:`export_center.loops`).
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from sqlalchemy import Engine
 
 from export_center import metrics, repository
 from export_center.commands import COMMAND_TAG
+from export_center.outages import is_database_blip
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
 from export_center.storage import PART_PREFIX, Storage, task_no_of_key, task_no_of_part
@@ -57,15 +68,28 @@ class Reconciler:
         storage: file storage (expiry and orphans).
         settings: reconciler settings (grace, stale window, orphan age, batch size).
         topic: command topic for new outbox rows.
+        max_lease_recoveries: lease recoveries a task may have before it fails
+            ``WORKER_LOST`` (``task.max_lease_recoveries``).
+        low_space_bytes: below this much free space on the storage the parts kept for
+            FAILED tasks yield (``storage.low_space_mb``); 0: never.
     """
 
     def __init__(
-        self, engine: Engine, storage: Storage, settings: ReconcilerSettings, *, topic: str
+        self,
+        engine: Engine,
+        storage: Storage,
+        settings: ReconcilerSettings,
+        *,
+        topic: str,
+        max_lease_recoveries: int = 3,
+        low_space_bytes: int = 0,
     ) -> None:
         self.engine = engine
         self.storage = storage
         self.settings = settings
         self.topic = topic
+        self.max_lease_recoveries = max_lease_recoveries
+        self.low_space_bytes = low_space_bytes
         self.last: Counter[str] = Counter()
 
     def run_once(self) -> int:
@@ -77,18 +101,25 @@ class Reconciler:
             self._release_outbox,
             self._expire_files,
             self._clean_orphans,
+            self._yield_space,
             self._clean_parts,
             self._purge_outbox,
             self._purge_audit,
         ):
             try:
                 actions.update(step())
-            except Exception:  # one failing step must not stop the others
+            except Exception as exc:  # one failing step must not stop the others
+                if is_database_blip(exc):
+                    self._count(actions)
+                    raise  # the database is away: every further step would fail too
                 log.exception("reconciler step %s failed", step.__name__)
+        self._count(actions)
+        return sum(actions.values())
+
+    def _count(self, actions: Counter[str]) -> None:
         for action, count in actions.items():
             metrics.RECONCILER_ACTIONS.labels(action).inc(count)
         self.last = actions
-        return sum(actions.values())
 
     def _redispatch(self) -> Counter[str]:
         done: Counter[str] = Counter()
@@ -122,7 +153,11 @@ class Reconciler:
         for task in tasks:
             with self.engine.begin() as conn:
                 outcome = repository.recover_expired_lease(
-                    conn, task, topic=self.topic, tag=COMMAND_TAG
+                    conn,
+                    task,
+                    topic=self.topic,
+                    tag=COMMAND_TAG,
+                    max_recoveries=self.max_lease_recoveries,
                 )
                 if outcome:
                     repository.record_audit(
@@ -264,6 +299,56 @@ class Reconciler:
             done["part_clean"] += count
             log.info(
                 "deleted %d shard part segment(s) of %s (task %s)", count, task_no, status or "gone"
+            )
+        return done
+
+    def _yield_space(self) -> Counter[str]:
+        """Delete the parts kept for FAILED tasks, oldest first, while the storage has
+        less free space than ``low_space_bytes``."""
+        space = self.storage.space() if self.low_space_bytes else None
+        if space is None or space.free_bytes >= self.low_space_bytes:
+            return Counter()
+        kept: dict[str, tuple[datetime, int]] = {}
+        for obj in self.storage.list(PART_PREFIX):
+            task_no = task_no_of_part(obj.key)
+            if task_no is None:
+                continue
+            newest, size = kept.get(task_no, (obj.modified_at, 0))
+            kept[task_no] = (max(newest, obj.modified_at), size + obj.size)
+        if not kept:
+            return Counter()
+        with self.engine.connect() as conn:
+            states = repository.task_file_states(conn, sorted(kept))
+            ids = repository.task_ids_by_no(conn, sorted(kept))
+        failed = sorted(
+            (newest, task_no, size)
+            for task_no, (newest, size) in kept.items()
+            if states.get(task_no, (None, None))[0] == TaskStatus.FAILED
+        )
+        done: Counter[str] = Counter()
+        free = space.free_bytes
+        for _newest, task_no, size in failed:
+            if free >= self.low_space_bytes:
+                break
+            try:
+                count = self.storage.delete_parts(task_no)
+                if task_no in ids:
+                    with self.engine.begin() as conn:
+                        repository.delete_shards(conn, ids[task_no], forget_counts=True)
+            except Exception as exc:
+                if is_database_blip(exc):
+                    raise
+                log.warning("could not delete the parts of %s", task_no, exc_info=True)
+                continue
+            free += size
+            done["part_yield"] += count
+            log.warning(
+                "low space on the file storage (%.0f MB free, below %.0f MB): deleted the "
+                "%.1f MB of parts kept for failed task %s; a retry of it starts from zero",
+                space.free_bytes / 2**20,
+                self.low_space_bytes / 2**20,
+                size / 2**20,
+                task_no,
             )
         return done
 

@@ -154,7 +154,12 @@ class Runtime:
             threads=settings.consumer.concurrency,
         )
         self.reconciler = Reconciler(
-            self.engine, self.storage, settings.reconciler, topic=settings.command_topic
+            self.engine,
+            self.storage,
+            settings.reconciler,
+            topic=settings.command_topic,
+            max_lease_recoveries=settings.task.max_lease_recoveries,
+            low_space_bytes=int(settings.storage.low_space_mb * 2**20),
         )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None

@@ -374,7 +374,10 @@ def main() -> None:
     import uvicorn
     from fastapi import FastAPI
 
+    from export_center.api.guards import guard_stack
     from export_center.db import make_engine
+    from export_center.hosts import HostPatterns
+    from export_center.http_server import bounded_protocol
     from export_center.logs import configure_logging
     from providers.catalog import sample_router
 
@@ -400,7 +403,18 @@ def main() -> None:
 
     sock = _listen(int(config.get("port") or 0))
     threading.Thread(target=_exit_at_end_of_input, name="stdin-watch", daemon=True).start()
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    # The same boundary as the API's: loopback names only, no other site's page, and
+    # the request-receipt deadline of serve.
+    server = uvicorn.Server(
+        uvicorn.Config(
+            guard_stack(app, HostPatterns(())),
+            http=bounded_protocol(request_timeout=10.0, max_connections=500),
+            ws="none",
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+    )
     sys.stdout.write(f"{sock.getsockname()[1]}\n")
     sys.stdout.flush()
     server.run(sockets=[sock])

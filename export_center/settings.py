@@ -84,7 +84,11 @@ class Settings(BaseSettings):
     )
     transport: Literal["memory", "rocketmq"] = Field("memory", description="Command transport")
     mount_sample_providers: bool = Field(
-        True, description="Serve the TPC-H sample providers in this process"
+        # Only the embedded default serves them unless told: elsewhere they would be a
+        # second, unaudited way into the database named by sample_database_url.
+        default_factory=lambda data: data.get("environment", "embedded") == "embedded",
+        description="Serve the TPC-H sample providers in this process (and allow provider_url "
+        "self in the registry); unset: on for the embedded default only",
     )
     sample_providers_process: bool = Field(
         True,

@@ -12,6 +12,8 @@ from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
+from export_center.hosts import pattern_problem
+
 __all__ = [
     "ApiSettings",
     "ConsumerSettings",
@@ -112,6 +114,18 @@ class TaskSettings(BaseModel):
         description="Backoff before automatic retry n (last repeats)",
     )
     retry_jitter: float = Field(0.2, description="Random spread of the retry backoff (0.2 = ±20 %)")
+    storage_full_backoff_seconds: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=lambda: [600.0, 1800.0],
+        description="Least wait before automatic retry n of an attempt that found the file "
+        "storage full (last repeats): a retry seconds later would meet the same full disk",
+    )
+    max_lease_recoveries: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Times a task's worker may stop renewing its lease (killed, lost, frozen) "
+        "before the task fails WORKER_LOST; counted apart from the type's max_attempts",
+    )
     max_file_size_mb: float | None = Field(
         None,
         description="File size cap enforced while writing; unset: 50 in production, 512 embedded",
@@ -169,9 +183,11 @@ class ProviderSettings(BaseModel):
         description="Total time limit of one batch, retries included (registry may override)",
     )
     db_timeout_retry_seconds: list[Annotated[float, Field(ge=0)]] = Field(
-        default_factory=lambda: [1.0, 4.0, 16.0],
+        default_factory=lambda: [1.0, 4.0, 16.0, 30.0],
         description="Pauses before asking again for a page the provider answered 503/504 "
-        "DB_TIMEOUT, one retry per entry (then the attempt fails, retried later)",
+        "DB_TIMEOUT, one retry per entry (then the attempt fails, retried later); the "
+        "default rides out a provider database restart of about 50 s within the batch "
+        "time limit",
     )
     internal_token: SecretStr | None = Field(
         None, description="X-Internal-Service-Token shared with providers"
@@ -259,22 +275,56 @@ class StorageSettings(BaseModel):
     backend: Literal["local", "s3"] = Field(
         "local", description="local: a directory under the data dir; s3: an S3-compatible bucket"
     )
+    low_space_mb: float = Field(
+        1024.0,
+        ge=0,
+        description="Local storage: below this much free space the reconciler deletes the "
+        "kept shard parts of FAILED tasks (oldest first) and doctor, /readyz and the "
+        "export_storage_free_bytes metric report low space; 0: never",
+    )
     s3: S3Settings = Field(default_factory=S3Settings)
 
 
 class ApiSettings(BaseModel):
-    """HTTP API: bind address, JWT and download-link signing."""
+    """HTTP API: bind address, trusted names, server limits, JWT and download-link signing."""
 
     host: str = Field("127.0.0.1", description="serve: bind address")
     port: int = Field(8000, description="serve: bind port")
     public_base_url: str | None = Field(
-        None, description="Base URL providers registered as self are called on"
+        None,
+        description="Base URL providers registered as self are called on (its host is "
+        "one of this server's names)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Names this API answers to besides loopback ones (a Host header naming "
+        "anything else is 421 UNTRUSTED_HOST): exports.example.com, *.example.com, "
+        "10.0.0.0/8, or * for any",
+    )
+    request_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="serve: a request's headers and body must arrive within this many "
+        "seconds of its first byte (or of the connection's opening); then the connection "
+        "is closed with 408",
+    )
+    max_connections: int = Field(
+        500,
+        ge=2,
+        description="serve: connections (and requests in progress) at once; a request "
+        "beyond is answered 503 SERVER_BUSY",
     )
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret of bearer tokens")
+    jwt_audience: list[str] = Field(
+        default_factory=list,
+        description="Audiences (aud) a token must name one of; unset: tokens that carry "
+        "an aud are refused (401 TOKEN_WRONG_AUDIENCE)",
+    )
     dev_sign_in: bool | None = Field(
         None,
-        description="Offer the web page's development sign-in (loopback callers only); "
-        "unset: on for the embedded default only",
+        description="Offer the web page's development sign-in (loopback callers, "
+        "same-origin requests only); unset: on for the embedded default only",
     )
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
@@ -283,3 +333,19 @@ class ApiSettings(BaseModel):
         24 * 3600, description="Lifetime of a signed download link"
     )
     download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("jwt_audience")
+    @classmethod
+    def _audiences(cls, value: list[str]) -> list[str]:
+        if any(not audience.strip() for audience in value):
+            raise ValueError("an audience must be non-empty text")
+        return value

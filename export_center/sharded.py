@@ -19,14 +19,18 @@ A type with ``shards`` in the registry runs each attempt as:
    ``{cursor, rows, pages, bytes, CRC-32, segments, writer counts}`` is written. A
    segment is stored before the checkpoint that names it, so a kill at any moment
    leaves either a checkpoint naming stored segments or an orphan segment that no
-   checkpoint names (deleted with the parts at the end).
+   checkpoint names (deleted with the parts at the end). The lease is checked right
+   before each segment is stored (:meth:`Watchdog.check`, by the process's own clock):
+   a worker that was paused past its lease stores nothing.
 3. **Resume.** A later attempt (after a lost lease, a transient failure, a hand-back
    or a manual retry of a FAILED task) skips the ``DONE`` shards and restarts every
    other shard at its checkpoint's cursor with its snapshot token, appending new
    segments after the checkpoint's; nothing after the last checkpoint is kept, so both
-   formats resume from the last committed segment. A snapshot token the provider no
-   longer honours (410) makes the attempt drop every checkpoint and part and restart
-   from zero, recorded in the task's history (audit ``resume``/``restarted``).
+   formats resume from the last committed segment. The rows kept are written as the
+   task's progress at once, so the page never shows a resumed export at 0 rows. A
+   snapshot token the provider no longer honours (410) makes the attempt drop every
+   checkpoint and part and restart from zero, recorded in the task's history (audit
+   ``resume``/``restarted``).
 4. **Finalize.** When every shard is ``DONE`` the parts are joined in shard order
    into the file: CSV = BOM and header + every part; XLSX = the fragments numbered and
    split over sheets at 1,048,575 data rows with the header repeated, so the file is
@@ -53,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from isal.isal_zlib import crc32  # zlib's CRC-32, computed 2-3x faster (a dependency)
-from sqlalchemy.exc import OperationalError
 
 from export_center import repository
 from export_center.batches import BatchConverter
@@ -68,13 +71,13 @@ from export_center.errors import (
     StorageError,
 )
 from export_center.fetching import BatchFetcher, PageSizer
-from export_center.filenames import content_disposition
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import ShardCheckpoint, ShardStatus
 from export_center.shards import Shard, plan_shards
 from export_center.states import Phase
 from export_center.storage import part_key
+from export_center.stream_guard import storage_error
 from export_center.writers import WriterStats
 from export_center.writers.parts import (
     CsvPartWriter,
@@ -92,8 +95,6 @@ log = logging.getLogger(__name__)
 
 SEGMENT_FLUSH_BYTES = 8 << 20
 """A shard stores its segment (and checkpoints) once this many bytes are buffered."""
-_DEADLOCK_TRIES = 5
-"""A checkpoint transaction chosen as a deadlock or lock-wait victim is tried again."""
 _WAIT_SLICE_SECONDS = 0.25
 """How often the attempt's thread checks the watchdog while shards run."""
 
@@ -190,13 +191,7 @@ class ShardedProducer:
         """Write the plan (or keep the same one with its checkpoints) under the lease."""
         run = self.run
         planned = [ShardCheckpoint(s.no, s.key, s.start, s.end) for s in plan]
-        with run.engine.begin() as conn:
-            answer = repository.plan_task_shards(conn, run.task_id, run.version, run.owner, planned)
-        if answer is None:
-            run.watchdog.abort("lease")
-            run.watchdog.check()
-            raise AssertionError("unreachable")  # pragma: no cover
-        kept, replaced = answer
+        kept, replaced = run.writes.plan_shards(planned)
         if replaced:
             log.warning(
                 "the shard plan changed since the checkpoints (registry or parameters): "
@@ -224,23 +219,18 @@ class ShardedProducer:
             )
             facts = {"shardsDone": done, "shardsTotal": len(kept), "rowsKept": rows}
             self._audit("resumed", f"{done} of {len(kept)} shards done, {rows:,} rows kept", facts)
+            # The rows kept are the progress from the start (not "0 rows so far").
+            run.writes.progress(
+                processed=rows,
+                total=None,
+                phase=Phase.FETCH,
+                shards=(done, len(kept)),
+            )
         return kept
 
     def _audit(self, outcome: str, reason: str, details: Mapping[str, object]) -> None:
         # ``details`` carries the facts (counts, cause): a reader says them in any language.
-        run = self.run
-        with run.engine.begin() as conn:
-            task = repository.read_task(conn, run.task_id)
-            repository.record_audit(
-                conn,
-                actor="system:worker",
-                action=repository.AuditAction.RESUME,
-                outcome=outcome,
-                task=task,
-                dispatch_version=run.version,
-                reason=reason,
-                details=details,
-            )
+        self.run.writes.audit_resume(outcome, reason, details)
 
     def _restart_from_zero(self) -> None:
         run = self.run
@@ -252,8 +242,7 @@ class ShardedProducer:
         self.states = []
         self.columns = None
         self.schema_hash = None
-        with run.engine.begin() as conn:
-            repository.delete_shards(conn, run.task_id)
+        run.writes.forget_shards()
         self.delete_parts()
         self._audit(
             "restarted",
@@ -274,8 +263,7 @@ class ShardedProducer:
         that a retry would meet again); ``forget_counts`` also clears the task's shard
         counts."""
         try:
-            with self.run.engine.begin() as conn:
-                repository.delete_shards(conn, self.run.task_id, forget_counts=forget_counts)
+            self.run.writes.forget_shards(forget_counts=forget_counts)
         except Exception:
             log.warning("could not delete the shard rows", extra=self.run._log(), exc_info=True)
         self.delete_parts()
@@ -389,7 +377,7 @@ class ShardedProducer:
                     )
                 following = None
                 if batch.has_more:
-                    fetcher.cursors.add(batch.next_cursor, state.batch_no)
+                    fetcher.cursors.add(batch.next_cursor, state.batch_no, len(batch.rows))
                     following = fetcher.submit(batch.next_cursor, state.cp.snapshot_token)
                 self._write(state, writer, converter, batch)
                 ended = following is None
@@ -494,7 +482,11 @@ class ShardedProducer:
         segments = list(cp.segments or [])
         if data or ended:
             key = part_key(run.task["task_no"], cp.shard_no, len(segments), run.version)
-            run.ctx.storage.put_part(key, data)
+            self._check()  # the lease, right before storage: a paused worker stores nothing
+            try:
+                run.ctx.storage.put_part(key, data)
+            except OSError as exc:
+                raise storage_error(exc, f"cannot store {key}") from exc
             segments.append((run.version, len(data)))
         cp.segments = segments
         cp.bytes += len(data)
@@ -521,31 +513,10 @@ class ShardedProducer:
         with self.lock:
             processed = sum(s.rows for s in self.states)
             shards = (sum(s.cp.done for s in self.states), len(self.states))
-        total = self.total
-        for attempt in range(_DEADLOCK_TRIES):
-            try:
-                with run.engine.begin() as conn:
-                    ok = repository.update_progress(
-                        conn,
-                        run.task_id,
-                        run.version,
-                        run.owner,
-                        processed=processed,
-                        total=total,
-                        phase=Phase.FETCH,
-                        shards=shards,
-                    ) and repository.save_checkpoint(conn, run.task_id, run.version, run.owner, cp)
-                break
-            except OperationalError as exc:
-                # MariaDB may pick this transaction as a deadlock victim against a sibling
-                # shard's checkpoint or the lease renewal: it was rolled back whole.
-                code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
-                if code not in (1205, 1213) or attempt == _DEADLOCK_TRIES - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        if not ok:
-            run.watchdog.abort("lease")
-            run.watchdog.check()
+        # One transaction with the task's progress; a deadlock or lock-wait victim
+        # (against a sibling shard or the lease renewal) is rolled back whole and tried
+        # again, like any database blip, while the lease lasts.
+        run.writes.checkpoint(cp, processed=processed, total=self.total, shards=shards)
 
     # ------------------------------------------------------------------ finalize
 
@@ -572,14 +543,11 @@ class ShardedProducer:
         self.run.watchdog.check()
         if self.columns is None:
             raise ProviderContractError("no shard declared columns")
+        run.location = f"assembling the file from {len(self.states)} shard parts"
         run.processed = run.total = sum(s.cp.rows_written for s in self.states)
         # Shards finishing at once may have written their counts out of order.
         run._progress(force=True, shards=(len(self.states), len(self.states)))
-        stream = run.ctx.storage.open_write(
-            run.object_key,
-            content_type=run.content_type,
-            content_disposition=content_disposition(run.file_name),
-        )
+        stream = run.open_file()
         part_stats = WriterStats.total(
             WriterStats.from_dict((s.cp.stats or {}).get("writer") or {}) for s in self.states
         )
@@ -587,11 +555,13 @@ class ShardedProducer:
         cap = run.ctx.settings.file_size_cap_bytes
         try:
             assemble = assemble_csv if run.ext == "csv" else assemble_xlsx
-            stats = assemble(stream, self.columns, parts, part_stats=part_stats, max_bytes=cap)
+            try:
+                stats = assemble(stream, self.columns, parts, part_stats=part_stats, max_bytes=cap)
+            except OSError as exc:
+                raise storage_error(exc, "cannot assemble the file from its parts") from exc
             size = run._store(stream)
         except BaseException:
-            if not stream.closed:
-                stream.close()
+            run.abandon_file(stream)
             raise
         notes: list[str] = []
         for s in self.states:

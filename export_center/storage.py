@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from export_center.errors import StorageError
+from export_center.stream_guard import storage_error
 
 if TYPE_CHECKING:
     from export_center.settings import Settings
@@ -47,6 +49,7 @@ __all__ = [
     "Proxied",
     "Redirect",
     "Storage",
+    "Space",
     "StoredObject",
     "file_extension",
     "is_export_key",
@@ -153,6 +156,19 @@ class StoredObject:
 
 
 @dataclass(frozen=True, slots=True)
+class Space:
+    """Room on a storage that has a bounded size (a local or shared directory).
+
+    Attributes:
+        free_bytes: bytes an export may still write.
+        total_bytes: the size of the volume.
+    """
+
+    free_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class LocalFile:
     """Download answer: the API serves this file itself (Range handled by Starlette)."""
 
@@ -240,6 +256,10 @@ class Storage(Protocol):
     def delete_parts(self, task_no: str) -> int:
         """Delete every segment of the task's shard parts; return how many."""
 
+    def space(self) -> Space | None:
+        """Free and total bytes of the volume, or None when the store has no fixed size
+        (object storage)."""
+
 
 class LocalStorage:
     """:class:`Storage` on a local or shared directory.
@@ -270,7 +290,7 @@ class LocalStorage:
             path.parent.mkdir(parents=True, exist_ok=True)
             return open(path.with_name(path.name + ".part"), "wb", buffering=1 << 20)  # noqa: SIM115
         except OSError as exc:
-            raise StorageError(f"cannot open {key}: {exc.strerror}") from exc
+            raise storage_error(exc, f"cannot open {key}") from exc
 
     def commit(self, key: str) -> int:
         path = self._path(key)
@@ -281,7 +301,7 @@ class LocalStorage:
             os.replace(part, path)
             return path.stat().st_size
         except OSError as exc:
-            raise StorageError(f"cannot store {key}: {exc.strerror}") from exc
+            raise storage_error(exc, f"cannot store {key}") from exc
 
     def delete(self, key: str) -> None:
         path = self._path(key)
@@ -341,7 +361,7 @@ class LocalStorage:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 temporary.unlink()
-            raise StorageError(f"cannot store {key}: {exc.strerror}") from exc
+            raise storage_error(exc, f"cannot store {key}") from exc
 
     def read_part(self, key: str) -> Iterator[bytes]:
         path = self._part_path(key)
@@ -377,6 +397,12 @@ class LocalStorage:
         with contextlib.suppress(OSError):
             base.rmdir()
         return count
+
+    def space(self) -> Space | None:
+        """Free and total bytes of the volume holding the root (``statvfs``: what an
+        unprivileged writer may use)."""
+        usage = shutil.disk_usage(self.root)
+        return Space(free_bytes=usage.free, total_bytes=usage.total)
 
 
 _PART_CHUNK = 1 << 20

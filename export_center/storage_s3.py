@@ -618,6 +618,10 @@ class S3Storage:
             raise self._fail("delete", prefix, exc) from exc
         return len(keys)
 
+    def space(self) -> None:
+        """None: a bucket has no fixed size, so no free-space figure."""
+        return None
+
     # ------------------------------------------------------------------ doctor
 
     def check_bucket(self) -> BucketCheck:

@@ -9,14 +9,23 @@ adds only what a test observes or breaks:
   marking the row SENT (``crash_after_send``), like a process killed at that instant;
 * :class:`FaultInjectingRun`: an export attempt that calls a function at its named
   points (``fetch``, ``render``, ``store``, ``before_commit``, ``after_commit``), for
-  crash tests; inject it with ``Consumer(run_factory=FaultInjectingRun.with_fault(f))``.
+  crash tests; inject it with ``Consumer(run_factory=FaultInjectingRun.with_fault(f))``;
+* :class:`DatabaseOutage`: makes an engine refuse every statement for a while, as a
+  database that restarts does (each statement raises the driver's "can't connect"),
+  through SQLAlchemy's own event hooks on that engine.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
+from types import TracebackType
 from typing import Any, BinaryIO
+
+import pymysql
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import OperationalError
 
 from export_center import pipeline, publisher, repository
 from export_center.fetching import PageSizer
@@ -25,7 +34,7 @@ from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
 from export_center.writers import ExportWriter
 
-__all__ = ["FaultInjectingRun", "MemoryTransport", "Publisher"]
+__all__ = ["DatabaseOutage", "FaultInjectingRun", "MemoryTransport", "Publisher"]
 
 
 class MemoryTransport(memory.MemoryTransport):
@@ -122,3 +131,80 @@ class FaultInjectingRun(pipeline.ExportRun):
         outcome = super()._commit(stored, started)
         self.fault("after_commit")
         return outcome
+
+
+class DatabaseOutage:
+    """Makes ``engine`` refuse every statement while the outage lasts.
+
+    Each statement sent through the engine raises SQLAlchemy's ``OperationalError``
+    around PyMySQL's error 2003 ("Can't connect to MySQL server"), whatever the dialect,
+    which is what a MariaDB restart gives a client; the connections themselves stay
+    intact, so the engine works again the moment the outage ends. Use it as a context
+    manager (``with DatabaseOutage(engine).lasting(2.0):``) or with :meth:`start` and
+    :meth:`end`.
+
+    Args:
+        engine: the engine to break (the export center's own; the sample providers'
+            engine is another one and keeps working).
+
+    Attributes:
+        refused: how many statements were refused so far.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.refused = 0
+        self._until = 0.0
+        self._lock = threading.Lock()
+        event.listen(engine, "before_cursor_execute", self._refuse)
+
+    def start(self, seconds: float = 3600.0) -> DatabaseOutage:
+        """Begin an outage of ``seconds`` (until :meth:`end` when longer)."""
+        with self._lock:
+            self._until = time.monotonic() + seconds
+        return self
+
+    def lasting(self, seconds: float) -> DatabaseOutage:
+        """:meth:`start` for ``seconds``, as a context manager that waits out the rest
+        of the outage and then removes the hook."""
+        return self.start(seconds)
+
+    def end(self) -> None:
+        """End the outage now."""
+        with self._lock:
+            self._until = 0.0
+
+    @property
+    def active(self) -> bool:
+        """True while statements are refused."""
+        return time.monotonic() < self._until
+
+    def close(self) -> None:
+        """End the outage and remove the hook from the engine."""
+        self.end()
+        if event.contains(self.engine, "before_cursor_execute", self._refuse):
+            event.remove(self.engine, "before_cursor_execute", self._refuse)
+
+    def __enter__(self) -> DatabaseOutage:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        left = self._until - time.monotonic()
+        if kind is None and left > 0:
+            time.sleep(left)
+        self.close()
+
+    def _refuse(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not self.active:
+            return
+        with self._lock:
+            self.refused += 1
+        refused = pymysql.err.OperationalError(
+            2003, "Can't connect to MySQL server on '127.0.0.1' (injected outage)"
+        )
+        raise OperationalError(statement, None, refused)

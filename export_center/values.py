@@ -8,21 +8,32 @@ the typed values the file writers expect:
 =========  ==========================================  ==========================
 type       accepted JSON values                        Python value
 =========  ==========================================  ==========================
-STRING     string; number/boolean (-> their exact      ``str``
-           text, below)
+STRING     string; any other JSON scalar as its JSON    ``str``
+           text: a number's exact digits (below),
+           true/false -> "true"/"false"; an array
+           or an object is refused
 INTEGER    integer; string of digits ("-12"); integral  ``int`` (exact, any size)
            Decimal within 38 digits ("1.0", "1.0E+2");
            integral float up to 2**53
 DECIMAL    numeric string ("182210.40", "-1.5E-3");     ``decimal.Decimal``
            integer; Decimal; finite float (via          (``DecimalText`` from
            ``repr``)                                   ``make_converters``, below)
-BOOLEAN    true/false; "true"/"false" (any case)        ``bool``
+BOOLEAN    true/false; the integers 1/0 (MySQL          ``bool``
+           ``TINYINT(1)``); "true"/"false" (any case)
 DATE       "YYYY-MM-DD"                                 ``datetime.date``
 DATETIME   ISO 8601, with or without offset, "Z" ok     aware ``datetime.datetime``
 =========  ==========================================  ==========================
 
 ``None`` (JSON null) stays ``None`` for every type. Anything else raises
 :class:`InvalidValue`; the caller adds the row number to the message.
+
+Why a STRING column takes scalars but not arrays: a JSON scalar has one text that
+means it (``true``, ``12``, ``0.10``), which is what a reader of the file expects in a
+text cell, whereas an array or an object in a flat file has no single cell text (JSON,
+a list joined with commas?) and usually means the provider sends another shape than it
+declared; the export fails naming row and column instead of guessing. A BOOLEAN column
+takes 1/0 because databases without a boolean type store one that way, and refuses
+every other number: ``2`` or ``1.0`` there is a value nobody can read as yes or no.
 
 Speed (``bench/README.md``): the converters of :func:`make_converters` run once per
 cell of every export, so their common cases cost one type check and, for DECIMAL, one
@@ -357,14 +368,26 @@ _BOOL_TEXT = {"true": True, "false": False}
 
 
 def _to_boolean(value: Any) -> bool | None:
-    """BOOLEAN: true/false, or the strings "true"/"false" in any letter case."""
+    """BOOLEAN: true/false; the JSON integers 1 and 0 (what a MySQL ``TINYINT(1)``
+    gives); the strings "true"/"false" in any letter case. Nothing else: not 2 or -1,
+    not ``1.0`` or ``1e0`` (a ``Decimal`` or ``float`` here), not "1" or "yes"."""
     if value is None or type(value) is bool:
         return value
-    if isinstance(value, str):
+    if type(value) is int:
+        if value == 1:
+            return True
+        if value == 0:
+            return False
+    elif isinstance(value, str):
         found = _BOOL_TEXT.get(value.lower())
         if found is not None:
             return found
-    raise InvalidValue(f"expected a boolean, got {_describe(value)}")
+    elif isinstance(value, Decimal | float):  # 1e0 reads as Decimal("1"): say why
+        raise InvalidValue(
+            f"expected a boolean (true, false, 1 or 0), got {_describe(value)} "
+            "(a number written with a fraction or an exponent)"
+        )
+    raise InvalidValue(f"expected a boolean (true, false, 1 or 0), got {_describe(value)}")
 
 
 # --- DATE / DATETIME ----------------------------------------------------------------

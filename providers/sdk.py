@@ -4,7 +4,10 @@ A business service declares its columns once and writes one ``fetch`` function; 
 SDK mounts ``POST /internal/exports/v1/{TYPE}/batches`` (DESIGN.md "Provider
 contract") and does the rest:
 
-* checks ``X-Internal-Service-Token`` with a constant-time compare (401 otherwise);
+* checks ``X-Internal-Service-Token`` with a constant-time compare before it reads a
+  byte of the body (401 otherwise, the body unread);
+* reads at most :data:`MAX_BATCH_REQUEST_BYTES` of body, counted while reading
+  (chunked bodies too; 413 ``REQUEST_TOO_LARGE`` beyond);
 * validates the request body (422 with a code and the field);
 * computes ``schemaHash`` from the declared columns;
 * signs cursors and snapshot tokens (HMAC-SHA256), so a caller cannot forge them, and
@@ -20,8 +23,12 @@ contract") and does the rest:
 * answers every error as ``{"code", "message", "field"}``: 4xx for the caller's fault,
   5xx for its own. Two errors make the export center do more than fail or retry later:
   ``raise ProviderFault.db_timeout()`` (503 ``DB_TIMEOUT``: the same page is asked again
-  after 1 s, 4 s and 16 s) and ``raise ProviderFault.page_too_large(req.limit)`` (413
-  ``PAGE_TOO_LARGE``: the same cursor is asked again with half the rows, down to 200).
+  after 1 s, 4 s, 16 s and 30 s) and ``raise ProviderFault.page_too_large(req.limit)``
+  (413 ``PAGE_TOO_LARGE``: the same cursor is asked again with half the rows, down to
+  200). A DB-API ``OperationalError`` or ``InterfaceError`` that ``fetch`` lets through
+  (the database restarting, unreachable, a connection lost; SQLAlchemy's wrappers of
+  them too) is answered as ``DB_TIMEOUT`` as well, and logged once per outage instead
+  of once per request: a database blip is ridden out, not reported as a failure.
 
 Example::
 
@@ -58,6 +65,7 @@ from starlette.requests import ClientDisconnect
 
 __all__ = [
     "DB_TIMEOUT",
+    "MAX_BATCH_REQUEST_BYTES",
     "PAGE_TOO_LARGE",
     "BatchRequest",
     "day_range_utc",
@@ -74,6 +82,11 @@ DB_TIMEOUT = "DB_TIMEOUT"
 """Error code of a 503 (or 504): the database timed out on this page; ask again soon."""
 PAGE_TOO_LARGE = "PAGE_TOO_LARGE"
 """Error code of a 413: the page asked for is too large; ask with fewer rows."""
+MAX_BATCH_REQUEST_BYTES = 64 * 1024
+"""Largest batch request body read, in bytes. A batch request is bounded by the
+contract: parameters at most 4 KB of JSON, a cursor of at most 1,024 characters, a
+snapshot token of at most 512, ids of at most 128; a request near 7 KB is the largest
+the export center sends, and 64 KB leaves room for JSON escapes (``\\u`` sequences)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +221,9 @@ class ProviderFault(Exception):
     @classmethod
     def db_timeout(cls, message: str = "the database query timed out") -> ProviderFault:
         """503 ``DB_TIMEOUT``: the database timed out on this page (a statement timeout,
-        a lock wait). The export center asks for the same page again after 1 s, 4 s and
-        16 s, then ends the attempt, which is retried later with backoff.
+        a lock wait, a restart). The export center asks for the same page again after
+        1 s, 4 s, 16 s and 30 s (its setting), then ends the attempt, which is retried
+        later with backoff.
 
         Example::
 
@@ -224,6 +238,18 @@ class ProviderFault(Exception):
         export center asks for the same cursor again with half the rows, down to 200; a
         413 at 200 rows fails the export."""
         return cls(413, PAGE_TOO_LARGE, message or f"a page of {limit} rows is too large")
+
+
+def _database_unavailable(exc: BaseException) -> bool:
+    """True for a DB-API ``OperationalError`` or ``InterfaceError`` (PEP 249: errors of
+    the database's operation outside the program's control, such as a lost connection
+    or a server restart), raised by the driver itself or wrapped by SQLAlchemy."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if not names & {"OperationalError", "InterfaceError"}:
+        return False
+    # SQLite reports a wrong statement as an OperationalError too: that is a bug.
+    text = str(exc).lower()
+    return not any(bug in text for bug in ("no such table", "no such column", "syntax error"))
 
 
 def _one_cell(key: str) -> Callable[[Mapping[str, Any]], tuple[Any]]:
@@ -276,6 +302,7 @@ class ExportProvider:
     _hash: str = field(init=False, default="")
     _cells: Callable[[Any], Any] = field(init=False, repr=False, default=tuple)
     _cells_keys: list[str] = field(init=False, repr=False, default_factory=list)
+    _down_since: float | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         for column in self.columns:
@@ -362,10 +389,14 @@ class ExportProvider:
 
     # ---------------------------------------------------------------- serving
 
+    def authorized(self, token: str | None) -> bool:
+        """True when ``token`` is the shared service token (constant-time compare)."""
+        return bool(token) and hmac.compare_digest(str(token).encode(), self.token.encode())
+
     def handle(self, raw: bytes, token: str | None) -> Response:
         """Answer one batch request (the router calls this)."""
-        if not token or not hmac.compare_digest(token.encode(), self.token.encode()):
-            return _error(401, "UNAUTHORIZED", "X-Internal-Service-Token is missing or wrong")
+        if not self.authorized(token):
+            return _unauthorized()
         try:
             req = BatchRequest.model_validate_json(raw)
         except ValidationError as exc:
@@ -387,9 +418,13 @@ class ExportProvider:
             page = self.fetch(req, cursor, snapshot)
         except ProviderFault as fault:
             return _error(fault.status, fault.code, fault.message, fault.field)
-        except Exception:
+        except Exception as exc:
+            if _database_unavailable(exc):
+                self._outage(exc)
+                return _error(503, DB_TIMEOUT, "the provider's database does not answer now")
             log.exception("provider %s failed", self.export_type)
             return _error(500, "PROVIDER_ERROR", "the provider failed; try again later")
+        self._outage(None)
         first = req.cursor is None
         snapshot_value = page.snapshot if first else snapshot
         snapshot_token = req.snapshotToken
@@ -425,24 +460,82 @@ class ExportProvider:
             return _error(500, "PROVIDER_ERROR", f"the provider produced an invalid value: {exc}")
         return Response(payload, media_type="application/json")
 
+    def _outage(self, exc: Exception | None) -> None:
+        """Log a database outage once when it starts (``exc``) and once when a request
+        works again (None)."""
+        if exc is not None:
+            if self._down_since is None:
+                self._down_since = _time.monotonic()
+                log.warning(
+                    "provider %s: its database does not answer (%s); answering 503 %s "
+                    "until it does",
+                    self.export_type,
+                    str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+                    DB_TIMEOUT,
+                )
+        elif self._down_since is not None:
+            log.info(
+                "provider %s: its database answers again after %.1f s",
+                self.export_type,
+                _time.monotonic() - self._down_since,
+            )
+            self._down_since = None
+
     def router(self) -> APIRouter:
         """A FastAPI router with the batch endpoint, to ``include_router``."""
         router = APIRouter(tags=["providers"], include_in_schema=False)
 
         @router.post(self.path)
         async def batches(request: Request) -> Response:
+            token = request.headers.get("x-internal-service-token")
+            # The token first: a caller without it gets 401 before one byte of its body
+            # is read, so an anonymous client cannot make this process buffer anything.
+            if not self.authorized(token):
+                return _unauthorized()
             try:
-                raw = await request.body()
+                raw = await _read_capped(request, MAX_BATCH_REQUEST_BYTES)
+            except _TooLarge:
+                return _error(
+                    413,
+                    "REQUEST_TOO_LARGE",
+                    f"a batch request may have at most {MAX_BATCH_REQUEST_BYTES // 1024} KB",
+                )
             except ClientDisconnect:
                 # The export center went away mid-request (a worker stopped or was killed):
                 # a normal event. Nothing is read, nothing is answered.
                 log.info("%s: the caller disconnected before sending its request", self.path)
                 return Response(status_code=499)
-            return await _run_sync(
-                self.handle, raw, request.headers.get("x-internal-service-token")
-            )
+            return await _run_sync(self.handle, raw, token)
 
         return router
+
+
+class _TooLarge(Exception):
+    """The body passed the cap while it was read."""
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    """The request body, read chunk by chunk, at most ``cap`` bytes.
+
+    Raises:
+        _TooLarge: ``Content-Length`` says more, or more arrived (chunked bodies too).
+        ClientDisconnect: the caller went away.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > cap:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _unauthorized() -> Response:
+    return _error(401, "UNAUTHORIZED", "X-Internal-Service-Token is missing or wrong")
 
 
 async def _run_sync(fn: Callable[..., Response], *args: Any) -> Response:

@@ -41,7 +41,11 @@ def _rows(model: type[BaseModel], prefix: str, instance: Any) -> list[str]:
             shown = "`ec-<random>`"
         elif name == "data_dir" and not prefix:
             shown = "`~/.local/share/export-center`"
-        elif hasattr(value, "get_secret_value") or value is None:
+        elif (
+            hasattr(value, "get_secret_value")
+            or value is None
+            or name == "mount_sample_providers"  # its default depends on the environment
+        ):
             shown = "unset"
         else:
             shown = f"`{value}`"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# THE test command of the export center (README "Tests"): installs the package with its
-# test extras, starts the private MariaDB test server (scripts/mariadb.sh) and runs
+# THE test command of the export center (README "Tests"): checks that `python` is one pip
+# may install into (scripts/python-env.sh: a venv on Debian 12 / Ubuntu 23.04+), installs
+# the package with its test extras, starts the private MariaDB test server (scripts/mariadb.sh) and runs
 # pytest with every argument passed through:
 #
 #   bash scripts/test.sh                      # whole suite
@@ -16,6 +17,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# A Python that pip may install into: a venv (README "Try it"), not Debian's or Ubuntu's
+# system python3, which refuses with externally-managed-environment (PEP 668).
+bash scripts/python-env.sh
 
 # pip install takes ~10 s even when nothing changed, so locally it is skipped while
 # pyproject.toml and the interpreter are the same as at the last successful install and

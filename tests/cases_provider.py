@@ -131,13 +131,25 @@ class CasesServer:
 
         @by_day.fetcher
         def fetch_by_day(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
-            """Events of the request's shard window (half-open, instants in UTC)."""
+            """Events of the request's shard window (half-open, instants in UTC); with
+            ``emptyPages``, that many pages without rows that say hasMore first."""
             assert req.shard is not None, "DAY_EVENTS is sharded"
             largest = req.parameters.get("maxPage")
             if largest is not None and req.limit > int(largest):
                 with server.lock:
                     server.requests.append(req.model_dump(by_alias=True, mode="json"))
                 raise ProviderFault.page_too_large(req.limit)
+            empty = int(req.parameters.get("emptyPages") or 0)
+            sent = cursor["empty"] if isinstance(cursor, dict) else 0
+            if cursor is None or isinstance(cursor, dict):
+                if sent < empty:  # a new cursor each time, no rows, hasMore
+                    with server.lock:
+                        server.requests.append(req.model_dump(by_alias=True, mode="json"))
+                    snapshot = {"window": req.shard.id}
+                    return Page(
+                        rows=[], next_cursor={"empty": sent + 1}, has_more=True, snapshot=snapshot
+                    )
+                cursor = None  # the empty pages are over: the first page of rows
             start = req.shard.start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
             end = req.shard.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
             where, binds = " AND created_at >= ? AND created_at < ?", [start, end]
@@ -214,6 +226,7 @@ DAY_EVENTS:
     - {{name: from, type: date}}
     - {{name: to, type: date}}
     - {{name: maxPage, type: integer}}
+    - {{name: emptyPages, type: integer}}
   date_range: [from, to]
   shards: {{by: day, max_shards: 64, parallel: 4}}
 """

@@ -4,7 +4,8 @@ Type ``FLAKY`` serves ``rows`` integer ids through the provider SDK in batches; 
 :class:`Behaviour` decides per request whether to answer 503, 400, change the schema,
 stall the cursor, sleep, send a NaN, answer a scripted status with headers (429 with
 ``Retry-After``, 308 with ``Location``), refuse pages above a size (413), answer
-``DB_TIMEOUT`` (503), or drip its answer one byte at a time. Every request is recorded
+``DB_TIMEOUT`` (503), drip its answer one byte at a time, or send any answer with a
+``Content-Encoding`` of the test's choosing (a gzip bomb). Every request is recorded
 (time, version, batch, limit, the status the fetch function gave) so tests can assert
 what was and was not fetched.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -67,6 +68,10 @@ class Behaviour:
     drip_every: float = 5.0
     drip_for: float = 60.0
     drip_bytes_sent: int = 0
+    # Every answer (not a dripping one) as ``encode(body, task_id) -> (body sent,
+    # Content-Encoding)``: the body the SDK made, and the request's task id.
+    encode: Callable[[bytes, str], tuple[bytes, str]] | None = None
+    accept_encodings: list[str | None] = field(default_factory=list)  # one per HTTP call
     requests: list[dict[str, Any]] = field(default_factory=list)
     traceparents: list[str | None] = field(default_factory=list)  # one per HTTP call
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,6 +91,7 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
         batch = after // req.limit + 1
         record = {
             "at": time.monotonic(),
+            "wall": time.time(),
             "version": req.dispatchVersion,
             "batch": batch,
             "task": req.taskId,
@@ -157,6 +163,23 @@ class FaultProviderServer:
         def healthz() -> dict[str, str]:
             return {"status": "ok"}
 
+        def encoded(response: Response, task_id: str) -> Response:
+            assert behaviour.encode is not None
+            response = scripted(response)
+            body, coding = behaviour.encode(bytes(response.body), task_id)
+            headers = {k: v for k, v in response.headers.items() if k != "content-length"}
+            headers["content-encoding"] = coding
+            return Response(body, response.status_code, headers=headers)
+
+        def scripted(response: Response) -> Response:
+            """The scripted answer of this request, if one is due (else ``response``)."""
+            batch = behaviour.requests[-1]["batch"] if behaviour.requests else None
+            if behaviour.scripted and batch == behaviour.scripted_at_batch:
+                status, headers = behaviour.scripted.pop(0)
+                body = orjson.dumps({"code": "SCRIPTED", "message": f"scripted {status}"})
+                return Response(body, status, headers=headers, media_type="application/json")
+            return response
+
         async def drip(body: bytes) -> AsyncIterator[bytes]:
             end = time.monotonic() + behaviour.drip_for
             while time.monotonic() < end:
@@ -169,14 +192,15 @@ class FaultProviderServer:
         async def batches(request: Request) -> Response:
             raw = await request.body()
             behaviour.traceparents.append(request.headers.get("traceparent"))
+            behaviour.accept_encodings.append(request.headers.get("accept-encoding"))
             response = await run_in_threadpool(
                 provider.handle, raw, request.headers.get("x-internal-service-token")
             )
+            if behaviour.encode is not None and behaviour.drip_at_batch is None:
+                return encoded(response, orjson.loads(raw)["taskId"])
             batch = behaviour.requests[-1]["batch"] if behaviour.requests else None
             if behaviour.scripted and batch == behaviour.scripted_at_batch:
-                status, headers = behaviour.scripted.pop(0)
-                body = orjson.dumps({"code": "SCRIPTED", "message": f"scripted {status}"})
-                return Response(body, status, headers=headers, media_type="application/json")
+                return scripted(response)
             if behaviour.drip_at_batch == batch and response.status_code == 200:
                 return StreamingResponse(drip(bytes(response.body)), media_type="application/json")
             if behaviour.change_schema_at_batch is not None and response.status_code == 200:

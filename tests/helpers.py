@@ -46,6 +46,8 @@ def stack_settings(**values: Any) -> Settings:
         # wrapper (``make_stack(wrap=...)``) sees their traffic; the child process of
         # the embedded default is tested in test_sample_process.py and by the demo.
         "sample_providers_process": False,
+        # The sample providers are mounted by default only in the embedded default.
+        "mount_sample_providers": True,
     }
     for key, value in values.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
@@ -84,7 +86,7 @@ class Stack:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         app = build_app(settings, self_url=url)
-        server = ServerThread(wrap(app) if wrap else app, "127.0.0.1", port)
+        server = ServerThread(wrap(app) if wrap else app, "127.0.0.1", port, api=settings.api)
         server.start(timeout=120)
         stack = cls(settings, server, url)
         stack.app = app

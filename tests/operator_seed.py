@@ -39,6 +39,7 @@ def cli_env(settings: Any, **extra: str) -> dict[str, str]:
             "PYTHONPATH": str(ROOT),
             "COLUMNS": "200",
             "EXPORT_CENTER_ENVIRONMENT": "test",
+            "EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS": "true",
             "EXPORT_CENTER_DATA_DIR": str(settings.data_dir),
             "EXPORT_CENTER_DATABASE_URL": settings.resolved_database_url,
             "EXPORT_CENTER_LOAD_SAMPLE_DATA": "false",

@@ -89,6 +89,9 @@ common_env() {
     export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-$(bash "$REPO_ROOT/scripts/s3proxy.sh" secret-key)}"
     # The sample ORDERS export of every order is a 64 MB CSV (production's cap is 50 MB).
     export EXPORT_CENTER_TASK__MAX_FILE_SIZE_MB="${EXPORT_CENTER_TASK__MAX_FILE_SIZE_MB:-512}"
+    # The APIs serve the TPC-H sample providers and the workers call them (provider_url
+    # self): production mounts them only when told.
+    export EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS="${EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS:-true}"
     # The providers of this recipe take many exports at once (the default is 5 per type).
     export EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE="${EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE:-50}"
     export PYTHONPATH="${PYTHONPATH:-$REPO_ROOT}"

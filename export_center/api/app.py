@@ -2,7 +2,17 @@
 
 Every :class:`~export_center.errors.RequestError` and every request-validation error
 becomes a 4xx JSON body ``{code, message, field}``; nothing the caller sends can make
-a 500 (CONVENTIONS: exceptions mapped to HTTP in exactly one place).
+a 500 (CONVENTIONS: exceptions mapped to HTTP in exactly one place). The database not
+answering (SQLAlchemy's ``OperationalError``, ``InterfaceError``, an invalidated
+connection, the pool's ``TimeoutError``) is 503 ``DATABASE_UNAVAILABLE`` with
+``Retry-After``, on every route; any other fault is a JSON 500 ``INTERNAL_ERROR``, never
+a plain-text page.
+
+Around the routes (outermost first): :class:`~export_center.api.guards.SecurityHeaders`,
+:class:`~export_center.api.guards.HostGuard`,
+:class:`~export_center.api.guards.CrossSiteGuard`,
+:class:`~export_center.api.compression.Compression` (gzip) and
+:class:`~export_center.api.middleware.BodyGuard`.
 """
 
 from __future__ import annotations
@@ -15,8 +25,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from export_center.api.compression import Compression
+from export_center.api.guards import CrossSiteGuard, HostGuard, SecurityHeaders, host_patterns
 from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import admin, export_types, exports, legacy, me, system, ui
@@ -24,9 +38,14 @@ from export_center.errors import RequestError, StorageError, TooManyActiveTasks
 from export_center.runtime import Runtime
 from export_center.settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["DATABASE_RETRY_AFTER_SECONDS", "create_app"]
 
 log = logging.getLogger(__name__)
+
+#: ``Retry-After`` of a 503 while the database does not answer (a restart takes seconds).
+DATABASE_RETRY_AFTER_SECONDS = 5
+#: Headers of the answers made outside the middlewares (the 500 of the error middleware).
+_PLAIN_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 _CODES = {
     "missing": "MISSING_FIELD",
@@ -159,7 +178,66 @@ def create_app(
             headers=getattr(exc, "headers", None),
         )
 
+    _database_errors(app)
     for module in (exports, export_types, me, admin, legacy, system, ui):
         app.include_router(module.router)
+    patterns = host_patterns(settings)
+    # add_middleware wraps: the last one added is the outermost.
     app.add_middleware(BodyGuard)
+    app.add_middleware(Compression)
+    app.add_middleware(CrossSiteGuard, patterns=patterns)
+    app.add_middleware(HostGuard, patterns=patterns)
+    app.add_middleware(SecurityHeaders)
     return app
+
+
+def _outage(exc: Exception) -> bool:
+    """True when a database error means the database does not answer (retry later),
+    not that a statement was wrong."""
+    if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def _database_errors(app: FastAPI) -> None:
+    """Map database faults: 503 while it does not answer, a JSON 500 otherwise."""
+
+    @app.exception_handler(PoolTimeout)
+    @app.exception_handler(DBAPIError)
+    async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        if not _outage(exc):
+            return await _internal_error(request, exc, logged=False)
+        # One line, no traceback: during an outage every request says the same.
+        log.warning(
+            "the database does not answer (%s %s): %s",
+            request.method,
+            request.url.path,
+            str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+        )
+        return JSONResponse(
+            {
+                "code": "DATABASE_UNAVAILABLE",
+                "message": "the database does not answer; try again in a few seconds",
+                "field": None,
+            },
+            status_code=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal_error(
+        request: Request, exc: Exception, *, logged: bool = True
+    ) -> JSONResponse:
+        # Starlette logs the traceback of what reaches this handler; a database error
+        # answered above is logged here.
+        if not logged:
+            log.error("internal error while serving %s", request.url.path, exc_info=exc)
+        return JSONResponse(
+            {
+                "code": "INTERNAL_ERROR",
+                "message": "the server failed to answer this request; it has been logged",
+                "field": None,
+            },
+            status_code=500,
+            headers=_PLAIN_HEADERS,
+        )

@@ -60,8 +60,12 @@ def current_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> 
 
 
 def _decode(runtime: Runtime, token: str) -> Identity:
+    api = runtime.settings.api
     return decode_token(
-        runtime.settings.jwt_secret, token, leeway_seconds=runtime.settings.api.jwt_leeway_seconds
+        runtime.settings.jwt_secret,
+        token,
+        leeway_seconds=api.jwt_leeway_seconds,
+        audience=api.jwt_audience,
     )
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from export_center.api.guards import reply as _reply
 
 __all__ = ["MAX_BODY_BYTES", "BodyGuard"]
 
@@ -23,7 +24,9 @@ class BodyGuard:
     * an ``/api/`` call without a bearer token answers 401 before its body is read
       (except the development sign-in);
     * a body over 64 KB answers 413, counted while reading whatever Content-Length
-      says (chunked bodies too); provider paths (``/internal/``) have their own cap;
+      says (chunked bodies too); provider paths (``/internal/``) are left to the
+      provider SDK, which checks the service token before it reads and caps the body
+      itself (``providers.sdk.MAX_BATCH_REQUEST_BYTES``);
     * a non-empty ``/api/`` body that is not declared JSON answers 415.
 
     Otherwise the whole body (at most 64 KB) is handed to the app in one message.
@@ -133,21 +136,3 @@ def _is_json(headers: dict[bytes, bytes]) -> bool:
     return kind == b"application/json" or (
         kind.startswith(b"application/") and kind.endswith(b"+json")
     )
-
-
-async def _reply(
-    send: Any, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = orjson.dumps({"code": code, "message": message, "field": None})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(extra or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

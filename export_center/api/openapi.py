@@ -49,6 +49,46 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
         "the bearer token is not valid yet (nbf or iat is in the future)",
         None,
     ),
+    "TOKEN_CLAIM_TOO_LONG": (
+        "the bearer token's sub claim has 200 characters; this server keeps at most 128",
+        "sub",
+    ),
+    "TOKEN_WRONG_AUDIENCE": (
+        "the bearer token is meant for the audience 'account', not for this server "
+        "('export-center')",
+        "aud",
+    ),
+    "UNTRUSTED_HOST": (
+        "this server does not answer to the name 'rebound.example'; if it is one of its "
+        "names, add it to EXPORT_CENTER_API__ALLOWED_HOSTS",
+        None,
+    ),
+    "HOST_REQUIRED": (
+        "send exactly one Host header naming this server (host or host:port)",
+        None,
+    ),
+    "CROSS_SITE_REQUEST": (
+        "this request comes from another site's page (Sec-Fetch-Site: cross-site); open the "
+        "download center on this server instead",
+        None,
+    ),
+    "SAME_ORIGIN_REQUIRED": (
+        "the development sign-in answers only the download center page of this server "
+        "(a same-origin request); a script makes its token with `export-center token`",
+        None,
+    ),
+    "DATABASE_UNAVAILABLE": (
+        "the database does not answer; try again in a few seconds",
+        None,
+    ),
+    "SERVER_BUSY": (
+        "the server has as many connections as it takes; try again in a second",
+        None,
+    ),
+    "INTERNAL_ERROR": (
+        "the server failed to answer this request; it has been logged",
+        None,
+    ),
     "UNKNOWN_PARAMETER": ("unknown query parameter 'colour'", "colour"),
     "REPEATED_PARAMETER": ("query parameter 'limit' is given more than once", "limit"),
     "MALFORMED_JSON": ("the request body is not valid JSON", None),
@@ -133,13 +173,19 @@ AUTH: dict[int, list[str]] = {
         "TOKEN_EXPIRED",
         "TOKEN_WRONG_KEY",
         "TOKEN_NOT_YET_VALID",
+        "TOKEN_CLAIM_TOO_LONG",
+        "TOKEN_WRONG_AUDIENCE",
     ]
 }
 #: Codes of routes that check their query string.
 QUERY: dict[int, list[str]] = {400: ["UNKNOWN_PARAMETER", "REPEATED_PARAMETER"]}
 #: Codes of every POST: the body guard refuses bodies over 64 KB, and bodies that are not
-#: JSON, before any route runs.
-GUARD: dict[int, list[str]] = {413: ["BODY_TOO_LARGE"], 415: ["UNSUPPORTED_MEDIA_TYPE"]}
+#: JSON, before any route runs; the cross-site guard refuses another site's page.
+GUARD: dict[int, list[str]] = {
+    403: ["CROSS_SITE_REQUEST"],
+    413: ["BODY_TOO_LARGE"],
+    415: ["UNSUPPORTED_MEDIA_TYPE"],
+}
 #: Codes of a POST that reads a JSON body (the guard's, and the JSON reader's).
 BODY: dict[int, list[str]] = {
     400: ["MALFORMED_JSON", "BODY_REQUIRED", "INVALID_BODY", "DUPLICATE_KEY"],

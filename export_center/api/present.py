@@ -2,7 +2,9 @@
 
 Times from the database are naive UTC; the API writes them with ``Z``. A succeeded
 task gets a download link signed for the viewer, in the narrowest scope in which the
-viewer sees it.
+viewer sees it. What people did to the task (the last retry by hand, who asked for a
+cancel) comes from the audit trail: :func:`tasks_public` reads it for a whole page in
+one query.
 """
 
 from __future__ import annotations
@@ -14,15 +16,36 @@ from typing import Any
 
 import orjson
 
-from export_center.api.schemas import ExportPublic, TaskError
-from export_center.api.service import link_scope
+from export_center import repository
+from export_center.api.schemas import ActorPublic, ExportPublic, RetryPublic, TaskError
 from export_center.auth import Identity
+from export_center.db import reading
 from export_center.errors import RETRY_CANNOT_HELP
-from export_center.links import link_expiry, sign_download
+from export_center.links import link_expiry, link_scope, sign_download
+from export_center.repository import Disposition, Task
+from export_center.runtime import Runtime
 from export_center.settings import Settings
 from export_center.states import TaskStatus, api_state
 
-__all__ = ["first_end_seconds", "progress_rate", "task_public", "utc"]
+__all__ = [
+    "RETRY_UNLIKELY_TO_HELP",
+    "first_end_seconds",
+    "one_public",
+    "progress_rate",
+    "task_public",
+    "tasks_public",
+    "utc",
+]
+
+#: Failure codes that a retry of the same export usually meets again: the provider
+#: refused the request (a 4xx other than 408/429, 501, 505), redirected it, broke the
+#: contract or sent a value the file cannot hold, until someone fixes the provider or
+#: its registration; and the codes a retry cannot help at all (:data:`RETRY_CANNOT_HELP`).
+#: A retry of such a task is still allowed (the provider may have been fixed); the page
+#: says that it will probably fail again.
+RETRY_UNLIKELY_TO_HELP = RETRY_CANNOT_HELP | frozenset(
+    {"PROVIDER_REJECTED", "PROVIDER_REDIRECTED", "PROVIDER_CONTRACT", "INVALID_VALUE"}
+)
 
 
 def utc(value: Any) -> Any:
@@ -64,9 +87,38 @@ def first_end_seconds(active: Sequence[Mapping[str, Any]]) -> int:
     return max(1, min(300, min(etas) + 1)) if etas else 10
 
 
-def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -> ExportPublic:
-    """Render a task row for ``viewer``: state, progress, times, error or warning, and a
-    download link signed for the viewer once it succeeded."""
+def tasks_public(runtime: Runtime, tasks: Sequence[Task], viewer: Identity) -> list[ExportPublic]:
+    """Render ``tasks`` for ``viewer`` (:func:`task_public`), with what people did to each
+    (one read of the audit trail for all of them)."""
+    with reading(runtime.engine) as conn:
+        done = repository.dispositions(conn, [task.id for task in tasks])
+    return [task_public(runtime.settings, task, viewer, done.get(task.id)) for task in tasks]
+
+
+def one_public(runtime: Runtime, task: Task, viewer: Identity) -> ExportPublic:
+    """:func:`tasks_public` of one task (detail, cancel, retry)."""
+    return tasks_public(runtime, [task], viewer)[0]
+
+
+def _actor(actor: str | None, task: Mapping[str, Any]) -> ActorPublic | None:
+    if actor is None:
+        return None
+    role, user = repository.actor_role(
+        actor, tenant_id=task["tenant_id"], owner=task["requested_by"]
+    )
+    return ActorPublic(role=role, user=user)
+
+
+def task_public(
+    settings: Settings,
+    task: Mapping[str, Any],
+    viewer: Identity,
+    disposition: Disposition | None = None,
+) -> ExportPublic:
+    """Render a task row for ``viewer``: state, progress, times, error or warning, a
+    download link signed for the viewer once it succeeded, and (from ``disposition``,
+    the task's audit trail) the last retry by hand and who asked for a cancel."""
+    done = disposition or Disposition()
     status = TaskStatus(task["status"])
     error = None
     if task["failure_message"] and status != TaskStatus.SUCCEEDED:
@@ -94,7 +146,9 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
         if status == TaskStatus.PENDING and task["failure_code"]
         else None
     )
-    retryable = status == TaskStatus.FAILED and task["failure_code"] not in RETRY_CANNOT_HELP
+    failed = status == TaskStatus.FAILED
+    retryable = failed and task["failure_code"] not in RETRY_CANNOT_HELP
+    retried_by = _actor(done.retried_by, task)
     return ExportPublic(
         taskId=task["task_no"],
         exportType=task["export_type"],
@@ -113,6 +167,12 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
         maxAttempts=task["max_attempts"],
         nextRetryAt=retry_at,
         retryable=retryable,
+        retryUnlikelyToHelp=failed and task["failure_code"] in RETRY_UNLIKELY_TO_HELP,
+        lastRetry=(
+            RetryPublic(at=utc(done.retried_at), by=retried_by)
+            if retried_by is not None and done.retried_at is not None
+            else None
+        ),
         requestedAt=utc(task["requested_at"]),
         startedAt=utc(task["started_at"]),
         finishedAt=utc(finished),
@@ -120,6 +180,7 @@ def task_public(settings: Settings, task: Mapping[str, Any], viewer: Identity) -
         error=error,
         warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
         cancelRequested=bool(task["cancel_requested"]),
+        cancelledBy=_actor(done.cancelled_by, task) if task["cancel_requested"] else None,
         rowsPerSecond=rate,
         etaSeconds=eta,
         downloadUrl=url,

@@ -15,6 +15,7 @@ State = Literal["queued", "running", "succeeded", "failed", "cancelled", "expire
 PhaseName = Literal["queued", "fetch", "render", "store"]
 
 __all__ = [
+    "ActorPublic",
     "ErrorBody",
     "ExportAccepted",
     "ExportCreate",
@@ -24,6 +25,7 @@ __all__ = [
     "MePublic",
     "ParameterPublic",
     "LegacyOrderExport",
+    "RetryPublic",
     "TaskError",
 ]
 
@@ -107,6 +109,26 @@ class TaskError(BaseModel):
     message: str
 
 
+class ActorPublic(BaseModel):
+    """Who did something to a task, as its viewer may know it."""
+
+    role: Literal["owner", "administrator", "operator", "system"] = Field(
+        description="owner: the user who asked for the export; administrator: another user "
+        "of the tenant (with platform:download:all); operator: someone at the operator "
+        "command line; system: the service itself"
+    )
+    user: str | None = Field(
+        default=None, description="The user id of an owner or administrator (None otherwise)"
+    )
+
+
+class RetryPublic(BaseModel):
+    """The last retry of a failed export by hand (web page, API or operator CLI)."""
+
+    at: datetime = Field(description="When it was asked for")
+    by: ActorPublic
+
+
 class ExportPublic(BaseModel):
     """One task as the download center shows it."""
 
@@ -129,12 +151,16 @@ class ExportPublic(BaseModel):
                     "maxAttempts": 3,
                     "nextRetryAt": None,
                     "retryable": False,
+                    "retryUnlikelyToHelp": False,
+                    "lastRetry": None,
                     "requestedAt": "2026-12-01T03:20:11.204000Z",
                     "startedAt": "2026-12-01T03:20:11.260000Z",
                     "finishedAt": "2026-12-01T03:20:11.980000Z",
                     "expiresAt": "2026-12-08T03:20:11.980000Z",
                     "error": None,
                     "warning": None,
+                    "cancelRequested": False,
+                    "cancelledBy": None,
                     "downloadUrl": "/api/v1/exports/exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W/download"
                     "?expires=1796095211&user=alice&tenant=acme&app=PLATFORM&scope=own"
                     "&signature=5f0c...",
@@ -175,15 +201,33 @@ class ExportPublic(BaseModel):
         description="Failed, and a retry of the same export can succeed (false when it would "
         "meet the same row or size limit again)",
     )
+    retryUnlikelyToHelp: bool = Field(
+        default=False,
+        description="Failed with a code that a retry of the same export usually meets again "
+        "(the data source refused the request, redirected it or broke the provider contract, "
+        "or a row or size limit): a retry only helps once that was fixed",
+    )
+    lastRetry: RetryPublic | None = Field(
+        default=None,
+        description="The last retry by hand, if any; on a failed export it means that the "
+        "retried run failed again",
+    )
     requestedAt: datetime | None
     startedAt: datetime | None
     finishedAt: datetime | None
-    expiresAt: datetime | None
+    expiresAt: datetime | None = Field(
+        description="When the file is deleted (its retention); until then every read of the "
+        "task signs a new downloadUrl"
+    )
     error: TaskError | None
     warning: str | None = None
     cancelRequested: bool = Field(
         default=False,
-        description="A cancel was asked for: a running export stops within 10 s",
+        description="A cancel was asked for: a running export stops within 10 s (a "
+        "succeeded export with cancelRequested finished before the cancel arrived)",
+    )
+    cancelledBy: ActorPublic | None = Field(
+        default=None, description="Who asked for the cancel, when cancelRequested"
     )
     rowsPerSecond: float | None = Field(
         default=None, description="While running: rows written per second since the start"
@@ -193,7 +237,9 @@ class ExportPublic(BaseModel):
     )
     downloadUrl: str | None
     downloadExpiresAt: datetime | None = Field(
-        default=None, description="When downloadUrl stops working (a new one comes with each read)"
+        default=None,
+        description="When this downloadUrl stops working (a copied link too); each read signs "
+        "a new one, until the file's expiresAt",
     )
     fileName: str | None
     sizeBytes: int | None

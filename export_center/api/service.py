@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, scope_of
@@ -39,7 +38,7 @@ from export_center.errors import (
     ValidationFailed,
 )
 from export_center.ids import TASK_NO_PATTERN
-from export_center.links import LinkGrant, sign_download, verify_download
+from export_center.links import LinkGrant, link_scope, sign_download, verify_download
 from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
@@ -53,7 +52,6 @@ __all__ = [
     "create_export",
     "FileGrant",
     "file_for_link",
-    "link_scope",
     "list_visible",
     "retry_task",
     "signed_link_for",
@@ -97,15 +95,6 @@ def visible_task(runtime: Runtime, task_no: str, user: Identity) -> Task:
         NotFound: ``TASK_NOT_FOUND``, also for tasks of other users and tenants.
     """
     return task_in_scope(runtime, task_no, scope_of(user))
-
-
-def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
-    """The narrowest scope in which ``viewer`` sees ``task``, for its download link: the
-    owner's own scope, else the tenant-wide scope of the download-all permission."""
-    scope = scope_of(viewer)
-    if task["requested_by"] == viewer.user:
-        return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
-    return scope
 
 
 # --------------------------------------------------------------------------- create

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_
+from sqlalchemy import ColumnElement, Connection, and_, func, select
 
 from export_center.db import db_now
+from export_center.repository.audit import AuditAction, actor_role
 from export_center.repository.rows import Task
+from export_center.repository.tables import AUDIT as A
 from export_center.repository.tables import TASKS as T
 from export_center.states import TaskStatus
 
-#: The failure code and sentence of a cancelled task.
+#: The failure code of a cancelled task, and its sentence when the audit trail does not
+#: say who asked (the cancel is audited in the transaction that asks for it, so only a
+#: trail purged while the task ran leaves it unsaid).
 CANCELLED_CODE = "CANCELLED"
-CANCELLED_MESSAGE = "cancelled by the user"
+CANCELLED_MESSAGE = "cancelled on request"
 
 
 def first_task(result: Any) -> Task | None:
@@ -57,9 +61,50 @@ def ended(status: TaskStatus, code: str | None, message: str | None) -> dict[str
     }
 
 
-def cancelled() -> dict[str, Any]:
-    """Column values of a cancelled task."""
-    return ended(TaskStatus.CANCELLED, CANCELLED_CODE, CANCELLED_MESSAGE)
+def cancel_message(actor: str | None, *, tenant_id: str, owner: str) -> str:
+    """The stored sentence of a task cancelled by ``actor`` (an audit actor name).
+
+    Returns:
+        ``"cancelled by its owner (alice)"``, ``"cancelled by an administrator
+        (admin-1)"``, ``"cancelled by an operator"``, or :data:`CANCELLED_MESSAGE`.
+    """
+    if actor is None:
+        return CANCELLED_MESSAGE
+    role, user = actor_role(actor, tenant_id=tenant_id, owner=owner)
+    if role == "owner":
+        return f"cancelled by its owner ({user})"
+    if role == "administrator":
+        return f"cancelled by an administrator ({user})"
+    if role == "operator":
+        return "cancelled by an operator"
+    return CANCELLED_MESSAGE
+
+
+def cancelled(message: str = CANCELLED_MESSAGE) -> dict[str, Any]:
+    """Column values of a cancelled task, with the sentence that says who cancelled it."""
+    return ended(TaskStatus.CANCELLED, CANCELLED_CODE, message)
+
+
+def cancelled_as_audited(conn: Connection, task_id: int) -> dict[str, Any]:
+    """Column values of a running task that stops on a cancel request: the sentence
+    names the actor of the task's newest ``manual_cancel`` audit row (written with the
+    request, so it is there before any worker sees the flag)."""
+    newest = (
+        select(func.max(A.c.id))
+        .where(A.c.task_id == task_id, A.c.action == AuditAction.MANUAL_CANCEL.value)
+        .scalar_subquery()
+    )
+    row = conn.execute(
+        select(
+            T.c.tenant_id,
+            T.c.requested_by,
+            select(A.c.actor).where(A.c.id == newest).scalar_subquery(),
+        ).where(T.c.id == task_id)
+    ).first()
+    if row is None:
+        return cancelled()
+    tenant_id, owner, actor = row
+    return cancelled(cancel_message(actor, tenant_id=tenant_id, owner=owner))
 
 
 def failed(code: str, message: str) -> dict[str, Any]:

@@ -5,10 +5,10 @@ The API (and the operator tools) call these after the visibility and permission 
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, update
+from sqlalchemy import Connection, and_, select, update
 
 from export_center.db import db_now
-from export_center.repository._common import cancelled
+from export_center.repository._common import cancel_message, cancelled
 from export_center.repository.attempts import start_next_attempt
 from export_center.repository.rows import Task
 from export_center.repository.tables import TASKS as T
@@ -17,18 +17,31 @@ from export_center.states import TaskStatus
 __all__ = ["manual_retry", "request_cancel"]
 
 
-def request_cancel(conn: Connection, task_id: int) -> TaskStatus | None:
+def request_cancel(
+    conn: Connection, task_id: int, *, actor: str | None = None
+) -> TaskStatus | None:
     """Cancel a PENDING task at once, or flag a RUNNING one: its worker sees the flag
     within 2 s and stops within 10 s.
+
+    Args:
+        actor: who asks (an audit actor name): a PENDING task's stored sentence says so
+            (:func:`~export_center.repository._common.cancel_message`); a RUNNING one's
+            is written when it stops, from the audit row the caller adds.
 
     Returns:
         ``CANCELLED``, or ``RUNNING`` with the flag set, or None when the task is in a
         state that cannot be cancelled.
     """
+    owner = conn.execute(select(T.c.tenant_id, T.c.requested_by).where(T.c.id == task_id)).first()
+    message = (
+        cancel_message(actor, tenant_id=owner[0], owner=owner[1])
+        if owner is not None
+        else cancel_message(None, tenant_id="", owner="")
+    )
     pending = conn.execute(
         update(T)
         .where(T.c.id == task_id, T.c.status == TaskStatus.PENDING.value)
-        .values(**cancelled(), cancel_requested=True)
+        .values(**cancelled(message), cancel_requested=True)
     ).rowcount
     if pending:
         return TaskStatus.CANCELLED
@@ -55,6 +68,7 @@ def manual_retry(conn: Connection, task_id: int, *, topic: str, tag: str) -> Tas
         topic=topic,
         tag=tag,
         attempt_count=0,
+        lease_recoveries=0,
         failure_code=None,
         failure_message=None,
         warning_message=None,

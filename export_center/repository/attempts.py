@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Connection, literal, select, update
 
 from export_center.db import db_now, db_now_plus
 from export_center.repository._common import (
-    cancelled,
+    cancelled_as_audited,
     failed,
     first_task,
     held_attempt,
@@ -257,14 +257,19 @@ def record_failure(
     jitter: float,
     topic: str,
     tag: str,
+    min_backoff_seconds: Sequence[float] = (),
 ) -> AttemptEnd | None:
     """End a failed attempt: FAILED, or PENDING with version + 1 after a backoff.
 
     A transient failure (``retry``) with attempts left goes back to PENDING with
     ``next_retry_at = db now + backoff`` (the n-th entry of ``backoff_seconds``, the last
-    one repeated, spread by ±``jitter``), ``dispatch_version + 1`` and a new outbox row
-    with the same ``next_retry_at``. Otherwise the task is FAILED. Both keep the code
-    and the message.
+    one repeated, at least the n-th entry of ``min_backoff_seconds`` when given, spread by
+    ±``jitter``), ``dispatch_version + 1`` and a new outbox row with the same
+    ``next_retry_at``. Otherwise the task is FAILED. Both keep the code and the message.
+
+    Args:
+        min_backoff_seconds: the least waits for this kind of failure (a full storage
+            waits longer than a provider blip); empty: ``backoff_seconds`` alone.
 
     Returns:
         ``AttemptEnd.RETRY``, ``AttemptEnd.FAILED``, or None when the attempt had lost
@@ -277,8 +282,10 @@ def record_failure(
     if task is None:
         return None
     if retry and task.attempt_count < task.max_attempts:
-        index = min(task.attempt_count - 1, len(backoff_seconds) - 1)
-        delay = float(backoff_seconds[max(index, 0)]) * (1 + random.uniform(-jitter, jitter))
+        delay = _nth(backoff_seconds, task.attempt_count)
+        if min_backoff_seconds:
+            delay = max(delay, _nth(min_backoff_seconds, task.attempt_count))
+        delay *= 1 + random.uniform(-jitter, jitter)
         start_next_attempt(
             conn,
             task_id,
@@ -296,11 +303,17 @@ def record_failure(
     return AttemptEnd.FAILED
 
 
+def _nth(waits: Sequence[float], attempt: int) -> float:
+    """The wait after attempt ``attempt`` (1-based): its entry, the last one repeated."""
+    return float(waits[max(min(attempt - 1, len(waits) - 1), 0)])
+
+
 def release_for_shutdown(
     conn: Connection, task_id: int, version: int, owner: str, *, topic: str, tag: str
 ) -> bool:
-    """Hand a running attempt back on graceful shutdown: PENDING, due now, version + 1,
-    and the attempt not counted (the process stopped, the export did not fail).
+    """Hand a running attempt back: PENDING, due now, version + 1, and the attempt not
+    counted (the process stopped, or it could not go on for a reason outside the export:
+    the export did not fail).
 
     Returns:
         False when the attempt had already lost its lease.
@@ -324,7 +337,9 @@ def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -
     """
     return (
         conn.execute(
-            update(T).where(held_attempt(task_id, version, owner)).values(**cancelled())
+            update(T)
+            .where(held_attempt(task_id, version, owner))
+            .values(**cancelled_as_audited(conn, task_id))
         ).rowcount
         == 1
     )

@@ -3,9 +3,10 @@
 A disposal is anything that ends, revives or sets aside a task or a command outside the
 normal run of an export: a dead letter quarantined (or found stale), a manual retry or
 cancel (web API, admin API, operator CLI), a lease recovered by the reconciler, a
-registry reload. Each row says who (a user ``user:<id>``, an operator
-``operator:<login>``, or ``system:<component>``), when (database clock), what (action
-and outcome), on which task, event and dispatch version, and why. Rows are written in the
+task handed back by its worker after an interruption, a registry reload. Each row says
+who (a user ``user:<id>``, an operator ``operator:<login>``, or ``system:<component>``),
+when (database clock), what (action and outcome), on which task, event and dispatch
+version, and why. Rows are written in the
 transaction of the change they record, never updated, and deleted only by the retention
 purge (:func:`purge_audit`).
 """
@@ -16,16 +17,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select
 
 from export_center.db import db_now, db_now_plus
 from export_center.repository.rows import Task
 from export_center.repository.tables import AUDIT as A
 
-__all__ = ["AuditAction", "AuditEntry", "audit_entries", "purge_audit", "record_audit"]
+__all__ = [
+    "ActorRole",
+    "AuditAction",
+    "AuditEntry",
+    "Disposition",
+    "actor_role",
+    "audit_entries",
+    "dispositions",
+    "purge_audit",
+    "record_audit",
+]
+
+#: Who an actor is to a task: its owner, another user of its tenant (an administrator:
+#: only the download-all permission sees another user's task), an operator at the CLI,
+#: or a component of the service.
+ActorRole = Literal["owner", "administrator", "operator", "system"]
 
 
 class AuditAction(StrEnum):
@@ -37,6 +53,9 @@ class AuditAction(StrEnum):
     LEASE_RECOVERY = "lease_recovery"
     REGISTRY_RELOAD = "registry_reload"
     RESUME = "resume"
+    #: A worker handed its task back after an interruption outside the export (the
+    #: database did not answer while its lease lasted, the process was paused).
+    HAND_BACK = "hand_back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +181,69 @@ def purge_audit(conn: Connection, older_than_days: float, limit: int) -> int:
     if not ids:
         return 0
     return int(conn.execute(A.delete().where(A.c.id.in_(ids))).rowcount)
+
+
+def actor_role(actor: str, *, tenant_id: str, owner: str) -> tuple[ActorRole, str | None]:
+    """What an audit ``actor`` is to the task of ``owner`` in ``tenant_id``.
+
+    The actor names are ``user:<tenant>/<user>`` (web and admin API), ``operator:<login>``
+    (the operator CLI) and ``system:<component>``.
+
+    Returns:
+        ``(role, user)``: ``("owner", owner)`` for the task's own user,
+        ``("administrator", user)`` for another user of the tenant, ``("operator", None)``
+        and ``("system", None)`` otherwise (an operator's login is not a tenant's business).
+    """
+    kind, _, name = actor.partition(":")
+    if kind == "user":
+        if name == f"{tenant_id}/{owner}":
+            return "owner", owner
+        prefix = f"{tenant_id}/"
+        user = name.removeprefix(prefix) if name.startswith(prefix) else name.partition("/")[2]
+        return "administrator", user or name
+    if kind == "operator":
+        return "operator", None
+    return "system", None
+
+
+@dataclass(frozen=True, slots=True)
+class Disposition:
+    """What people last did to one task, from the audit trail: the last manual retry
+    (when, by whom) and who last asked for a cancel (actor names as in the trail)."""
+
+    retried_at: datetime | None = None
+    retried_by: str | None = None
+    cancelled_by: str | None = None
+
+
+def dispositions(conn: Connection, task_ids: list[int]) -> dict[int, Disposition]:
+    """The :class:`Disposition` of each task of ``task_ids`` that has one.
+
+    One indexed read of at most two rows per task (the newest ``manual_retry`` and
+    ``manual_cancel``), whatever the length of the trail.
+
+    Args:
+        task_ids: internal task ids (a page of a list: at most a few hundred).
+
+    Returns:
+        ``{task_id: Disposition}``; tasks nobody retried or cancelled by hand are absent.
+    """
+    if not task_ids:
+        return {}
+    actions = (AuditAction.MANUAL_RETRY.value, AuditAction.MANUAL_CANCEL.value)
+    newest = (
+        select(func.max(A.c.id))
+        .where(A.c.task_id.in_(task_ids), A.c.action.in_(actions))
+        .group_by(A.c.task_id, A.c.action)
+    )
+    rows = conn.execute(
+        select(A.c.task_id, A.c.action, A.c.actor, A.c.occurred_at).where(A.c.id.in_(newest))
+    ).all()
+    found: dict[int, dict[str, Any]] = {}
+    for task_id, action, actor, occurred_at in rows:
+        values = found.setdefault(int(task_id), {})
+        if action == AuditAction.MANUAL_RETRY.value:
+            values.update(retried_at=occurred_at, retried_by=actor)
+        else:
+            values["cancelled_by"] = actor
+    return {task_id: Disposition(**values) for task_id, values in found.items()}

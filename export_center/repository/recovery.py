@@ -1,9 +1,14 @@
 """What the reconciler repairs: lost leases, files past retention.
 
 A RUNNING task whose lease ran out (by the database clock) lost its worker. Its attempt
-ends here: CANCELLED if a cancel was asked, PENDING with ``dispatch_version + 1`` when
-attempts are left, FAILED otherwise; the UPDATE names the version and still requires the
-lease to be expired, so a live attempt is never touched.
+ends here: CANCELLED if a cancel was asked, PENDING with ``dispatch_version + 1`` while
+the task's lease recoveries are below their limit, FAILED otherwise; the UPDATE names the
+version and still requires the lease to be expired, so a live attempt is never touched.
+
+A lost worker is an infrastructure fault (kill -9, a lost machine, a process frozen past
+its lease), not a failure of the export: it does not spend one of the task's
+``max_attempts`` but counts in ``lease_recoveries``, with its own limit, so that a task
+whose export kills every worker that runs it still ends (FAILED ``WORKER_LOST``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, select, update
 
 from export_center.db import db_now
-from export_center.repository._common import all_tasks, cancelled, failed
+from export_center.repository._common import all_tasks, cancelled_as_audited, failed
 from export_center.repository.attempts import start_next_attempt
 from export_center.repository.rows import Recovery, Task
 from export_center.repository.tables import TASKS as T
@@ -51,15 +56,27 @@ def tasks_past_retention(conn: Connection, limit: int) -> list[Task]:
     return _tasks_due(conn, TaskStatus.SUCCEEDED, T.c.expires_at, limit)
 
 
-def recover_expired_lease(conn: Connection, task: Task, *, topic: str, tag: str) -> Recovery | None:
+def recover_expired_lease(
+    conn: Connection, task: Task, *, topic: str, tag: str, max_recoveries: int
+) -> Recovery | None:
     """End an attempt whose worker stopped renewing its lease.
 
-    Cancel requested -> CANCELLED; attempts left -> PENDING with ``dispatch_version + 1``,
-    due now, and a new outbox row (``WORKER_LOST`` kept as the last error); otherwise
-    FAILED (``WORKER_LOST``).
+    Cancel requested -> CANCELLED; fewer than ``max_recoveries`` lease recoveries so far
+    -> PENDING with ``dispatch_version + 1``, due now, a new outbox row, the attempt not
+    counted (``attempt_count - 1``) and ``lease_recoveries + 1`` (``WORKER_LOST`` kept as
+    the last error); otherwise FAILED (``WORKER_LOST``).
+
+    On MySQL/MariaDB the row is first locked with ``SKIP LOCKED``: a row that another
+    session holds (a worker frozen in the middle of a transaction keeps its locks until
+    its connection dies) is left for a later pass instead of stalling the reconciler for
+    the whole lock wait timeout.
+
+    Args:
+        max_recoveries: lease recoveries a task may have (``task.max_lease_recoveries``).
 
     Returns:
-        The recovery, or None when the task changed meanwhile (nothing was written).
+        The recovery, or None when the task changed meanwhile or its row is locked
+        (nothing was written).
     """
     expired = and_(
         T.c.id == task.id,
@@ -67,27 +84,35 @@ def recover_expired_lease(conn: Connection, task: Task, *, topic: str, tag: str)
         T.c.dispatch_version == task.dispatch_version,
         T.c.lease_until <= db_now(),
     )
+    if conn.dialect.name != "sqlite":
+        free = conn.execute(select(T.c.id).where(expired).with_for_update(skip_locked=True))
+        if free.first() is None:
+            return None
     if task.cancel_requested:
-        done = conn.execute(update(T).where(expired).values(**cancelled())).rowcount
+        done = conn.execute(
+            update(T).where(expired).values(**cancelled_as_audited(conn, task.id))
+        ).rowcount
         return Recovery.CANCELLED if done else None
-    attempt = task.attempt_count
-    if attempt < task.max_attempts:
+    recoveries = task.lease_recoveries + 1
+    if recoveries <= max_recoveries:
         requeued = start_next_attempt(
             conn,
             task.id,
             expired,
             topic=topic,
             tag=tag,
+            attempt_count=T.c.attempt_count - 1,
+            lease_recoveries=T.c.lease_recoveries + 1,
             failure_code="WORKER_LOST",
             failure_message=(
-                f"{task.phase}: the worker stopped renewing its lease during attempt "
-                f"{attempt}; retrying"
+                f"{task.phase}: the worker stopped renewing its lease (lease recovery "
+                f"{recoveries} of {max_recoveries}); retrying"
             ),
         )
         return Recovery.RETRY if requeued else None
     message = (
-        f"{task.phase}: the worker stopped renewing its lease and all "
-        f"{task.max_attempts} attempts are used"
+        f"{task.phase}: the worker stopped renewing its lease {recoveries} times; "
+        f"the task's lease recoveries ({max_recoveries}) are used"
     )
     done = conn.execute(update(T).where(expired).values(**failed("WORKER_LOST", message))).rowcount
     return Recovery.FAILED if done else None

@@ -79,6 +79,7 @@ class Task(_RowMapping):
     dispatch_version: int
     attempt_count: int
     max_attempts: int
+    lease_recoveries: int
     next_retry_at: datetime
     lease_owner: str | None
     lease_until: datetime | None

@@ -1,6 +1,7 @@
 """A newcomer's first hour with ``export-center serve`` in a subprocess: one installation
 whatever the working directory, every command saying where its state is, one log format,
-a 401 that says what to check, and Swagger UI that works offline."""
+a 401 that says what to check, Swagger UI that works offline, and the README's curl tour,
+run as written, twice."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from pathlib import Path
 import httpx
 
 from export_center.embedded import free_port
-from tests.helpers import wait_healthy
+from tests.conftest import sample_url
+from tests.helpers import read_xlsx, wait_healthy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -91,3 +95,62 @@ def test_one_installation_whatever_the_working_directory(tmp_path):
     assert any(m.startswith("Uvicorn running on") for m in messages), messages
     assert any(entry["logger"].startswith("uvicorn") for entry in logged)
     assert stdout == ""
+
+
+def _readme_tour() -> str:
+    """The README's curl tour ("Use it as a service"), as written."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("TOKEN=$(export-center token --user alice --tenant acme)")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_tour_runs_as_written_and_again_with_other_dates(tmp_path, sample_dir):
+    """A newcomer runs the tour, then again with October's dates: a fresh requestId each
+    time (a fixed one answered 409 IDEMPOTENCY_KEY_REUSED the second time)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    # `export-center` as the README calls it, with this interpreter and checkout.
+    wrapper = tools / "export-center"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m export_center.cli "$@"\n')
+    wrapper.chmod(0o755)
+    env = {
+        **_env(home),
+        "PATH": f"{tools}:{os.environ['PATH']}",
+        "EXPORT_CENTER_SAMPLE_DATABASE_URL": sample_url("sqlite", sample_dir),
+    }
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "export_center.cli", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tour = _readme_tour().replace("API=http://127.0.0.1:8000", f"API=http://127.0.0.1:{port}")
+    october = tour.replace("1995-09-01", "1995-10-01").replace("1995-09-30", "1995-10-31")
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}")
+        for month, script in (("1995-09", tour), ("1995-10", october)):
+            folder = tmp_path / month
+            folder.mkdir()
+            run = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", script],
+                cwd=folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert run.returncode == 0, (month, run.stdout, run.stderr)
+            assert "IDEMPOTENCY_KEY_REUSED" not in run.stdout, month
+            assert '"state":"succeeded"' in run.stdout, run.stdout
+            rows = read_xlsx((folder / "September orders.xlsx").read_bytes())
+            dates = [row[rows[0].index("Order date")] for row in rows[1:]]
+            assert dates and {d.isoformat()[:7] for d in dates} == {month}, month
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)

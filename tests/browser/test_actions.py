@@ -75,20 +75,28 @@ def test_cancel_a_running_full_export(flaky_stack, faulty, ui):
     expect(page.locator("#toasts")).to_contain_text("Stopping “Everything, slowly”")
     expect(row.locator(".badge")).to_have_text("Cancelled", timeout=10_000)
     assert time.monotonic() - started <= 10
-    # The focus stays on the row (its state), not lost to the top of the page.
+    # "Stopping…" is over once the row says Cancelled: the toast says it ended instead.
+    expect(page.locator("#toasts")).not_to_contain_text("Stopping")
+    expect(page.locator("#toasts .toast-ok")).to_have_text("“Everything, slowly” is cancelled.")
+    # The focus stays on the row (its state), not lost to the top of the page; after a
+    # mouse click it shows no ring (a leftover orange box reads as an error).
     assert page.evaluate("document.activeElement.closest('tr')?.dataset.taskId")
     expect(row.locator("td.c-state")).to_be_focused()
+    assert row.locator("td.c-state").evaluate("el => getComputedStyle(el).outlineStyle") == "none"
     expect(row.locator("a[data-action=download]")).to_have_count(0)
     expect(row.get_by_role("button", name="Cancel Everything, slowly")).to_have_count(0)
     expect(row.get_by_role("button", name="Export Everything, slowly again")).to_be_visible()
-    expect(row.locator(".note")).to_have_text("Cancelled by the user.")
+    expect(row.locator(".note")).to_have_text("You cancelled this export.")
     # How far it got stays visible.
     detail = flaky_stack.client("alice").get("/api/v1/exports").json()["items"][0]
     assert 0 < detail["processed"] < 100_000
     expect(row.locator(".rows")).to_have_text(f"Stopped at {detail['processed']:,} of 100,000 rows")
-    live = page.locator("#live")  # said once, politely, to a screen reader
-    expect(live).to_have_attribute("aria-live", "polite")
-    expect(live).to_have_text("Everything, slowly: cancelled.")
+    # Said once, politely, to a screen reader: by the toast (a status in a polite live
+    # region), so the page's own live line does not say it again.
+    done = page.locator("#toasts .toast-ok", has_text="“Everything, slowly” is cancelled.")
+    expect(done).to_have_attribute("role", "status")
+    expect(page.locator("#toasts")).to_have_attribute("aria-live", "polite")
+    expect(page.locator("#live")).not_to_contain_text("cancelled")
     assert detail["state"] == "cancelled" and detail["downloadUrl"] is None
     assert list(flaky_stack.runtime.storage.list()) == []
 

@@ -68,23 +68,29 @@ def test_a_task_waiting_for_its_automatic_retry_says_when_and_why(flaky_stack, f
         ".format(new Date(iso))",
         [waiting["nextRetryAt"], "en" if locale == "en-US" else "zh-CN"],
     )
+    # Said once: the note says which attempt failed, why, and when it goes on; the state
+    # says it waits; the progress cell says nothing more (and a phone card drops it).
     if locale == "en-US":
-        expect(row.locator(".rows")).to_have_text(
-            f"Retrying at {clock} after the data source did not answer"
-        )
-        expect(row.locator(".phase")).to_have_text("Waiting to retry")
-        expect(row.locator(".attempt")).to_have_text("Attempt 1 of 3")
         expect(row.locator(".note")).to_have_text(
             f"Attempt 1 of 3 failed: the data source did not answer. It is retried "
             f"automatically at {clock}."
         )
+        expect(row.locator(".phase")).to_have_text("Waiting to retry")
         expect(row).not_to_contain_text("Waiting for a free worker")
         expect(row.locator("td.c-times")).not_to_contain_text("Started")
     else:
-        expect(row.locator(".rows")).to_have_text(f"数据源暂时无法响应，将于 {clock} 自动重试")
+        expect(row.locator(".note")).to_have_text(
+            f"第 1 次执行（共 3 次）失败：数据源暂时无法响应。将于 {clock} 自动重试。"
+        )
         expect(row.locator(".phase")).to_have_text("等待重试")
         expect(row).not_to_contain_text("排队等待执行")
         expect(row.locator("td.c-times")).not_to_contain_text("开始")
+    text = row.inner_text()
+    assert text.count(clock) == 1, text
+    assert text.count("数据源暂时无法响应" if locale == "zh-CN" else "did not answer") == 1, text
+    expect(row.locator(".attempt")).to_have_count(0)
+    expect(row.locator(".rows")).to_have_text("")
+    expect(row.locator("td.c-progress")).to_have_class(re.compile(r"\bis-empty\b"))
 
 
 def test_attempts_are_counted_per_run_and_shown_only_past_the_first(flaky_stack, faulty, ui):

@@ -7,6 +7,7 @@ the export center end to end (task state, stored file, download).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import zipfile
@@ -456,6 +457,53 @@ def test_a_long_repeated_cursor_is_shortened_in_the_message(case_stack, cases):
     )
 
 
+def empty_pages(count: int, first: int = 0, columns: bool = True) -> list[str]:
+    """``count`` pages without rows that say hasMore; page ``i`` sends cursor ``i + 1``."""
+    return [
+        page(
+            [],
+            columns=[("id", "INTEGER")] if columns and i == first else None,
+            more=True,
+            cursor=str(i + 1),
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def test_empty_pages_that_keep_saying_has_more_end_the_export_at_100(case_stack, cases):
+    # Before: 14,000-26,000 calls a minute until the 30-minute deadline, then again per
+    # attempt. Now 100 calls, and no other attempt although the type allows three.
+    registry = case_stack.runtime.registry
+    registry.types["CASES"] = dataclasses.replace(registry.types["CASES"], max_attempts=3)
+    cases.pages = empty_pages(150)
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed" and detail["attempts"] == 1, detail
+    assert detail["error"] == {
+        "code": "PROVIDER_CONTRACT",
+        "message": "fetch: batch 100 (cursor 99): provider broke the contract: 100 empty pages "
+        "in a row said hasMore (last nextCursor '100')",
+    }
+    assert len(cases.requests) == 100
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+@pytest.mark.parametrize("count", [3, 99])
+def test_fewer_than_100_empty_pages_in_a_row_are_followed(case_stack, cases, count):
+    """Empty pages before rows, between rows and at the end: the export follows them
+    (a provider may filter rows after reading them), and every row is written once."""
+    cases.pages = [
+        *empty_pages(count),  # pages 0 .. count - 1
+        page([{"id": 1}, {"id": 2}], more=True, cursor=str(count + 1)),
+        *empty_pages(count, first=count + 1, columns=False),
+        page([{"id": 3}], more=True, cursor=str(2 * count + 2)),
+        page([]),  # the last page: no rows, no hasMore
+    ]
+    detail, data = run(case_stack, "csv")
+    assert detail["state"] == "succeeded", detail
+    assert read_csv(data) == [["id"], ["1"], ["2"], ["3"]]
+    assert len(cases.requests) == len(cases.pages) == 2 * count + 3
+
+
 MIXED = [("id", "INTEGER"), ("name", "STRING"), ("amount", "DECIMAL"), ("day", "DATE")]
 MIXED_ROWS = [
     {"id": 1, "name": "张三", "amount": "1.50", "day": "2024-02-29"},
@@ -636,4 +684,100 @@ def test_numbers_that_cannot_be_kept_exactly_fail_naming_row_and_column(
     detail, _ = run(case_stack, "csv")
     assert detail["state"] == "failed" and detail["error"]["code"] == "INVALID_VALUE", detail
     assert detail["error"]["message"].startswith("render: batch 1: " + message)
+    assert list(case_stack.runtime.storage.list()) == []
+
+
+# --- BOOLEAN cells sent as 1/0, and what a STRING column takes ---------------------------
+
+FLAG_COLUMNS = [("id", "INTEGER"), ("paid", "BOOLEAN"), ("note", "STRING")]
+
+
+def flag_pages(paid: list[str], note: list[str]) -> list[str]:
+    """Two pages of raw rows: ``paid`` and ``note`` are JSON texts, one per row."""
+    rows = [
+        f'{{"id":{i + 1},"paid":{p},"note":{n}}}'
+        for i, (p, n) in enumerate(zip(paid, note, strict=True))
+    ]
+    half = len(rows) // 2
+    return [
+        page(
+            [],
+            columns=FLAG_COLUMNS,
+            raw_rows="[" + ",".join(rows[:half]) + "]",
+            more=True,
+            cursor="1",
+        ),
+        page([], raw_rows="[" + ",".join(rows[half:]) + "]"),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_boolean_cells_sent_as_1_and_0_give_the_cells_of_true_and_false(case_stack, cases, fmt):
+    # Before: a MySQL TINYINT(1) provider failed the export ("expected a boolean, got 1").
+    note = ["true", "false", "1", "null"]  # a STRING column: each scalar as its JSON text
+    cases.pages = flag_pages(["true", "false", "null", "true"], note)
+    words, words_file = run(case_stack, fmt)
+    cases.pages = flag_pages(["1", "0", "null", "1"], note)
+    numbers, numbers_file = run(case_stack, fmt)
+    assert words["state"] == numbers["state"] == "succeeded", (words, numbers)
+    if fmt == "csv":
+        expected = [
+            ["id", "paid", "note"],
+            ["1", "true", "true"],
+            ["2", "false", "false"],
+            ["3", "", "1"],
+            ["4", "true", ""],
+        ]
+        assert read_csv(words_file) == read_csv(numbers_file) == expected
+        assert words_file == numbers_file
+        return
+    got = [
+        [[c.value for c in r] for r in xlsx_cells(f).iter_rows()]
+        for f in (words_file, numbers_file)
+    ]
+    assert (
+        got[0]
+        == got[1]
+        == [
+            ["id", "paid", "note"],
+            [1, True, "true"],
+            [2, False, "false"],
+            [3, None, "1"],
+            [4, True, None],
+        ]
+    )
+    types = [[c.data_type for c in r] for r in xlsx_cells(numbers_file).iter_rows(min_row=2)]
+    assert [t[1] for t in types] == ["b", "b", "n", "b"]  # booleans, an empty cell
+
+
+@pytest.mark.parametrize(
+    ("paid", "note", "message"),
+    [
+        ("2", '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got 2"),
+        ("-1", '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got -1"),
+        ('"1"', '"x"', "row 3, column paid: expected a boolean (true, false, 1 or 0), got '1'"),
+        (
+            "1.0",
+            '"x"',
+            "row 3, column paid: expected a boolean (true, false, 1 or 0), got 1.0 (a number "
+            "written with a fraction or an exponent)",
+        ),
+        (
+            "1e0",
+            '"x"',
+            "row 3, column paid: expected a boolean (true, false, 1 or 0), got 1 (a number "
+            "written with a fraction or an exponent)",
+        ),
+        ("true", "[1, 2]", "row 3, column note: expected a string, got list: [1, 2]"),
+        ("true", '{"a": 1}', "row 3, column note: expected a string, got dict: {'a': 1}"),
+    ],
+)
+def test_other_boolean_cells_and_nested_strings_fail_naming_row_and_column(
+    case_stack, cases, paid, note, message
+):
+    cases.pages = flag_pages(["true", "1", paid, "0"], ['"a"', '"b"', note, '"d"'])
+    detail, _ = run(case_stack, "csv")
+    assert detail["state"] == "failed", detail
+    assert detail["error"]["code"] == "INVALID_VALUE"
+    assert detail["error"]["message"] == f"render: batch 2 (cursor 1): {message}"
     assert list(case_stack.runtime.storage.list()) == []

@@ -416,15 +416,18 @@ def test_a_task_in_backoff_is_not_redispatched_early(engine):
 
 
 def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
+    # A lost worker is not one of the task's attempts: recoveries have their own limit
+    # (task.max_lease_recoveries, 3), and the attempt it was running is not counted.
     a, b = new_task(engine, "a"), new_task(engine, "b")
-    for t, attempts in ((a, 1), (b, 3)):
+    for t, recoveries in ((a, 0), (b, 3)):
         set_task(
             engine,
             t["id"],
             status="RUNNING",
             lease_owner="dead/1",
             lease_until=db_now_plus(-1),
-            attempt_count=attempts,
+            attempt_count=1,
+            lease_recoveries=recoveries,
             phase="render",
         )
     live = new_task(engine, "c")
@@ -442,11 +445,13 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     ra, rb, rc = task(engine, a["id"]), task(engine, b["id"]), task(engine, live["id"])
     assert ra["status"] == "PENDING" and ra["dispatch_version"] == 2 and ra["lease_owner"] is None
     assert ra["failure_code"] == "WORKER_LOST" and "render" in ra["failure_message"]
+    assert (ra["attempt_count"], ra["lease_recoveries"]) == (0, 1)
+    assert "lease recovery 1 of 3" in ra["failure_message"]
     assert [r["dispatch_version"] for r in outbox(engine, a["id"])] == [1, 2]
     assert (
         rb["status"] == "FAILED"
         and rb["dispatch_version"] == 1
-        and "3 attempts" in rb["failure_message"]
+        and "lease recoveries (3) are used" in rb["failure_message"]
     )
     assert rc["status"] == "RUNNING" and rc["lease_owner"] == "alive/1"
 
@@ -520,3 +525,43 @@ def test_old_sent_outbox_rows_are_purged(engine):
     rec.run_once()
     assert rec.last["outbox_purge"] == 1
     assert outbox(engine, old["id"]) == [] and len(outbox(engine, recent["id"])) == 1
+
+
+@pytest.fixture
+def mariadb_engine(mariadb_db_url):
+    engine = make_engine(mariadb_db_url)
+    upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.mariadb
+def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(mariadb_engine):
+    # A worker frozen (SIGSTOP) inside a transaction keeps its row locks until its
+    # connection dies: the reconciler leaves that task for a later pass and recovers
+    # the others now, instead of waiting the lock wait timeout on it.
+    engine = mariadb_engine
+    frozen, free = new_task(engine, "a"), new_task(engine, "b")
+    for t, expired in ((frozen, -20), (free, -10)):  # the frozen one is first in line
+        set_task(
+            engine,
+            t["id"],
+            status="RUNNING",
+            lease_owner="dead/1",
+            lease_until=db_now_plus(expired),
+            attempt_count=1,
+        )
+    holder = engine.connect()
+    transaction = holder.begin()
+    holder.execute(select(T.c.id).where(T.c.id == frozen["id"]).with_for_update())
+    try:
+        rec = reconciler(engine)
+        rec.run_once()
+        assert rec.last["lease_recover"] == 1
+        assert task(engine, free["id"])["status"] == "PENDING"
+    finally:
+        transaction.rollback()
+        holder.close()
+    assert task(engine, frozen["id"])["status"] == "RUNNING"  # left for the next pass
+    rec.run_once()
+    assert task(engine, frozen["id"])["status"] == "PENDING"

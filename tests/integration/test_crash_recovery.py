@@ -37,6 +37,7 @@ def worker_env(stack, instance: str) -> dict[str, str]:
     return {
         **os.environ,
         "EXPORT_CENTER_ENVIRONMENT": "test",
+        "EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS": "true",
         "EXPORT_CENTER_DATA_DIR": str(s.data_dir),
         "EXPORT_CENTER_DATABASE_URL": s.resolved_database_url,
         "EXPORT_CENTER_API__PUBLIC_BASE_URL": stack.url,

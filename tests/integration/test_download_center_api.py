@@ -172,6 +172,11 @@ def test_development_sign_in_only_where_it_is_on(make_stack):
     on = make_stack(api={"dev_sign_in": True})
     anonymous = on.client(None)
     assert anonymous.get("/api/v1/dev/sign-in").json() == {"available": True}
+    # A request that proves no origin is refused (tests/integration/test_trust_boundary.py
+    # has the whole rule); the page's own requests carry its Origin.
+    unproven = anonymous.post("/api/v1/dev/sign-in", json={"user": "ops", "tenant": "acme"})
+    assert unproven.status_code == 403 and unproven.json()["code"] == "SAME_ORIGIN_REQUIRED"
+    anonymous.headers["origin"] = on.url
     minted = anonymous.post(
         "/api/v1/dev/sign-in", json={"user": "ops", "tenant": "acme", "role": "admin"}
     )

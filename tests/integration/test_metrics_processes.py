@@ -58,6 +58,7 @@ def _env(data_dir: Path, db_url: str, **values: str) -> dict[str, str]:
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "EXPORT_CENTER_ENVIRONMENT": "test",
+        "EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS": "true",
         "EXPORT_CENTER_DATA_DIR": str(data_dir),
         "EXPORT_CENTER_DATABASE_URL": db_url,
         # The reconciler stays off everywhere: the backed-off outbox rows of the test

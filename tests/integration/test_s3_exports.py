@@ -58,6 +58,7 @@ def follow_to_s3(client: httpx.Client, task_id: str, endpoint: str) -> httpx.URL
     """Bearer download -> signed link -> presigned GET; returns the presigned URL."""
     first = client.get(f"/api/v1/exports/{task_id}/download")
     assert first.status_code == 307, first.text
+    assert first.headers["cache-control"] == "no-store"  # the signed link is a credential
     second = client.get(first.headers["location"])
     assert second.status_code == 307, second.text
     assert second.headers["cache-control"] == "no-store"

@@ -312,8 +312,14 @@ def test_no_trailing_slash_redirect_carries_a_signed_link_elsewhere(stack):
         client, create(client, "csv", parameters={"from": "1995-01-01"}).json()["taskId"]
     )
     path, query = detail["downloadUrl"].split("?")
-    answer = stack.client(None).get(f"{path}/?{query}", headers={"Host": "evil.example"})
+    # A trusted name: no redirect to the path without its slash (it would copy the
+    # signed query to whatever host the Host header names).
+    answer = stack.client(None).get(f"{path}/?{query}", headers={"Host": "localhost"})
     assert answer.status_code == 404 and "location" not in answer.headers
+    # Any other name is not answered at all.
+    foreign = stack.client(None).get(f"{path}/?{query}", headers={"Host": "evil.example"})
+    assert foreign.status_code == 421 and "location" not in foreign.headers
+    assert foreign.json()["code"] == "UNTRUSTED_HOST"
 
 
 def test_commands_lost_with_an_in_process_transport_are_sent_again_at_start(make_stack):

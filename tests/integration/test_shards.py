@@ -382,6 +382,42 @@ def test_each_shard_halves_its_pages_after_a_413(make_stack, cases, tmp_path, la
         assert min(served) == 200
 
 
+@pytest.mark.parametrize(("empty", "state"), [(99, "succeeded"), (100, "failed")])
+def test_each_shard_bounds_its_empty_pages_with_has_more(make_stack, cases, tmp_path, empty, state):
+    """Every shard of DAY_EVENTS first answers ``empty`` pages without rows that say
+    hasMore, each with a new cursor. Each shard counts its own: 99 in a row are
+    followed and every event is written once; the 100th fails the export for good,
+    naming the shard, the page and the cursor, after at most 100 calls per shard."""
+    start = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(minutes=10 * i) for i in range(3 * 24 * 6)]  # 3 days
+    client = _events_client(make_stack, cases, tmp_path, stamps)
+    params = {"from": "2024-05-01", "to": "2024-05-03", "emptyPages": empty}
+    answer = create(client, "csv", exportType="DAY_EVENTS", parameters=params)
+    assert answer.status_code == 202, answer.text
+    detail = wait_state(client, answer.json()["taskId"], timeout=120)
+    assert detail["state"] == state, detail
+    calls: dict[str, int] = {}
+    for request in cases.requests:
+        if request.get("shard"):
+            calls[request["shard"]["id"]] = calls.get(request["shard"]["id"], 0) + 1
+    if state == "succeeded":
+        assert calls == {day: empty + 1 for day in ("2024-05-01", "2024-05-02", "2024-05-03")}
+        ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+        assert ids == list(range(len(stamps)))
+        return
+    assert detail["attempts"] == 1 and detail["error"]["code"] == "PROVIDER_CONTRACT"
+    message = detail["error"]["message"]
+    assert message.startswith("fetch: shard 2024-05-0") and ", page 100 (cursor " in message
+    assert (
+        message.endswith("...')")
+        and (
+            "provider broke the contract: 100 empty pages in a row said hasMore (last nextCursor '"
+        )
+        in message
+    )
+    assert max(calls.values()) == 100 and sum(calls.values()) <= 3 * 100, calls
+
+
 def test_a_retry_after_the_shard_plan_changed_starts_over_and_says_so(make_stack, sample_dir):
     stack, probe = _probed(make_stack)
     _small_pages(stack)

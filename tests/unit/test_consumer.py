@@ -47,7 +47,7 @@ class Finished(Exception):
 def consumer(tmp_path: Path):
     engine = make_engine(f"sqlite:///{tmp_path / 'ec.db'}")
     upgrade_database(engine)
-    settings = Settings(environment="test", data_dir=tmp_path)
+    settings = Settings(environment="test", mount_sample_providers=True, data_dir=tmp_path)
     context = RunContext(
         settings=settings,
         registry=Registry(),

@@ -14,7 +14,9 @@ from export_center.settings import Settings
 
 @pytest.fixture(scope="module")
 def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    settings = Settings(environment="test", data_dir=tmp_path_factory.mktemp("data"))
+    settings = Settings(
+        environment="test", mount_sample_providers=True, data_dir=tmp_path_factory.mktemp("data")
+    )
     return create_app(settings).openapi()
 
 
@@ -100,7 +102,16 @@ EXPECTED = {
         "410",
         "416",
     },
-    ("post", "/api/v1/exports/{task_id}/cancel"): {"400", "401", "404", "409", "413", "415"},
+    # 403: the cross-site guard of every POST (CROSS_SITE_REQUEST).
+    ("post", "/api/v1/exports/{task_id}/cancel"): {
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+    },
     ("post", "/api/v1/exports/{task_id}/retry"): {"400", "401", "403", "404", "409", "413", "415"},
     ("get", "/api/v1/export-types"): {"400", "401"},
     ("post", "/api/v1/admin/registry/reload"): {"400", "401", "403", "409", "413", "415"},
@@ -172,3 +183,30 @@ def test_every_route_declares_the_query_parameter_errors(schema):
             assert {"UNKNOWN_PARAMETER", "REPEATED_PARAMETER"} <= set(names), (method, path)
     create = codes(op(schema, "post", "/api/v1/exports"))["400"]
     assert {"MALFORMED_JSON", "DUPLICATE_KEY", "UNKNOWN_PARAMETER"} <= set(create)
+
+
+def test_the_detail_documents_who_cancelled_and_the_last_retry(schema):
+    models = schema["components"]["schemas"]
+    public = models["ExportPublic"]["properties"]
+    for name in ("cancelledBy", "lastRetry", "retryUnlikelyToHelp", "downloadExpiresAt"):
+        assert public[name].get("description"), name
+    assert "finished before the cancel arrived" in public["cancelRequested"]["description"]
+    assert "copied link" in public["downloadExpiresAt"]["description"]
+    assert public["cancelledBy"]["anyOf"][0] == {"$ref": "#/components/schemas/ActorPublic"}
+    assert public["lastRetry"]["anyOf"][0] == {"$ref": "#/components/schemas/RetryPublic"}
+    actor = models["ActorPublic"]["properties"]
+    assert actor["role"]["enum"] == ["owner", "administrator", "operator", "system"]
+    assert set(models["RetryPublic"]["required"]) == {"at", "by"}
+    example = models["ExportPublic"]["examples"][0]
+    assert example["retryUnlikelyToHelp"] is False and example["cancelRequested"] is False
+
+
+def test_a_failing_download_declares_the_page_a_browser_gets(schema):
+    download = op(schema, "get", "/api/v1/exports/{task_id}/download")["responses"]
+    for status in ("401", "403", "404", "409", "410", "503"):
+        assert download[status]["content"]["text/html"] == {"schema": {"type": "string"}}
+        assert "Sec-Fetch-Mode: navigate" in download[status]["description"], status
+    assert (
+        "text/html"
+        not in op(schema, "get", "/api/v1/exports/{task_id}")["responses"]["404"]["content"]
+    )

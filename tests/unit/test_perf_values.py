@@ -488,7 +488,7 @@ VALID_ROW = st.fixed_dictionaries(
             st.sampled_from([Decimal("0E-8"), Decimal("-0.10"), Decimal("12345678901234567.89")]),
         ),
         "day": st.one_of(st.none(), st.sampled_from(["2024-02-29", "1999-12-31", "0001-01-01"])),
-        "b": st.one_of(st.none(), st.booleans(), st.sampled_from(["true", "FALSE"])),
+        "b": st.one_of(st.none(), st.booleans(), st.sampled_from(["true", "FALSE", 1, 0])),
         "at": st.one_of(
             st.none(), st.sampled_from(["2024-01-02T03:04:05Z", "2024-01-02 03:04", "2024-06-30"])
         ),

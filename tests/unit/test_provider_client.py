@@ -1,5 +1,5 @@
 """Provider answers parsed without the network (export_center.provider_client): exact
-numbers, cursors, Retry-After. The same answers over real HTTP are in
+numbers, cursors, Retry-After, BOOLEAN cells sent as 1/0. The same answers over real HTTP are in
 tests/integration/test_provider_answers.py."""
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from typing import Any
 
 import openpyxl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from export_center.batches import BatchConverter, InexactNumber
 from export_center.columns import Column, ColumnType
 from export_center.errors import ProviderContractError, ProviderRejected
 from export_center.provider_client import Batch, ProviderClient, retry_after_seconds
 from export_center.writers import open_writer
+from tests.unit.writer_helpers import frozen_package_time
 
 COLUMNS = [
     Column("amount", "amount", ColumnType.DECIMAL),
@@ -196,12 +199,114 @@ def test_retry_after_seconds_or_http_date(header: str | None, seconds: float | N
 
 
 def test_a_redirect_names_a_printable_shortened_location() -> None:
-    from export_center.provider_client import _Answer, _raise_if_permanent
+    from export_center.provider_status import Answer, raise_if_permanent
 
     location = "http://elsewhere.example/\x01" + "a" * 300
     with pytest.raises(ProviderRejected) as caught:
-        _raise_if_permanent(_Answer(307, b"", location, None), "T")
+        raise_if_permanent(Answer(307, b"", location, None), "T")
     assert caught.value.code == "PROVIDER_REDIRECTED"
     assert caught.value.message == (
         "provider redirected (307) to http://elsewhere.example/?" + "a" * 174 + "..."
     )
+
+
+# --- BOOLEAN cells sent as 1/0 (MySQL TINYINT(1)) ---------------------------------------
+
+FLAGS = [Column("id", "id", ColumnType.INTEGER), Column("paid", "paid", ColumnType.BOOLEAN)]
+
+
+def flag_columns(rows: str, **fields: Any) -> list[list[Any]]:
+    """The pipeline's conversion of an answer with ``FLAGS`` columns."""
+    batch = parse(answer(rows, **fields))
+    converter = BatchConverter(FLAGS)
+    try:
+        return converter.columns_of(batch.rows, batch.arrays)
+    except InexactNumber:
+        return converter.columns_of(batch.exact_rows(), batch.arrays)
+
+
+@pytest.mark.parametrize("arrays", [False, True], ids=["objects", "arrays"])
+def test_boolean_cells_may_be_1_and_0(arrays: bool) -> None:
+    values = ["1", "0", "true", "false", "null", '"TRUE"']
+    if arrays:
+        rows = "[" + ",".join(f"[{i},{v}]" for i, v in enumerate(values)) + "]"
+        typed = flag_columns(rows, rowFormat='"array"')
+    else:
+        rows = "[" + ",".join(f'{{"id":{i},"paid":{v}}}' for i, v in enumerate(values)) + "]"
+        typed = flag_columns(rows)
+    assert typed[1] == [True, False, True, False, None, True]
+    assert [type(v) for v in typed[1]] == [bool, bool, bool, bool, type(None), bool]
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [
+        ("2", "2"),
+        ("-1", "-1"),
+        ("1.0", "1.0 (a number written with a fraction or an exponent)"),
+        ("1e0", "1 (a number written with a fraction or an exponent)"),
+        ("0.0", "0.0 (a number written with a fraction or an exponent)"),
+        ('"1"', "'1'"),
+        ('"0"', "'0'"),
+        ('"yes"', "'yes'"),
+        ("[1]", "[1]"),
+    ],
+)
+@pytest.mark.parametrize("arrays", [False, True], ids=["objects", "arrays"])
+def test_other_boolean_cells_are_refused_naming_row_and_column(
+    value: str, got: str, arrays: bool
+) -> None:
+    from export_center.batches import InvalidRow
+
+    if arrays:
+        rows, fields = f"[[1,true],[2,1],[3,{value}]]", {"rowFormat": '"array"'}
+    else:
+        rows = f'[{{"id":1,"paid":true}},{{"id":2,"paid":1}},{{"id":3,"paid":{value}}}]'
+        fields = {}
+    with pytest.raises(InvalidRow) as caught:
+        flag_columns(rows, **fields)
+    assert (caught.value.index, caught.value.column) == (2, "paid")
+    assert caught.value.message == f"expected a boolean (true, false, 1 or 0), got {got}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.booleans()), min_size=1, max_size=30),
+    st.sampled_from(["csv", "xlsx"]),
+    st.booleans(),
+)
+def test_property_1_and_0_give_the_file_of_true_and_false(
+    flags: list[bool | None], fmt: str, arrays: bool
+) -> None:
+    """The same flags sent as JSON true/false and as 1/0: byte-identical files."""
+
+    def file_of(cells: list[str]) -> bytes:
+        if arrays:
+            rows = "[" + ",".join(f"[{i},{c}]" for i, c in enumerate(cells)) + "]"
+            typed = flag_columns(rows, rowFormat='"array"')
+        else:
+            rows = "[" + ",".join(f'{{"id":{i},"paid":{c}}}' for i, c in enumerate(cells)) + "]"
+            typed = flag_columns(rows)
+        out = io.BytesIO()
+        writer = open_writer(fmt, out, FLAGS)
+        writer.write_columns(typed)
+        writer.close()
+        return out.getvalue()
+
+    def json_of(flag: bool | None, numbers: bool) -> str:
+        if flag is None:
+            return "null"
+        if numbers:
+            return "1" if flag else "0"
+        return "true" if flag else "false"
+
+    with frozen_package_time():  # an XLSX package records when it was written
+        words = file_of([json_of(f, False) for f in flags])
+        assert file_of([json_of(f, True) for f in flags]) == words
+    if fmt == "csv":
+        records = list(csv.reader(io.StringIO(words.decode("utf-8-sig"), newline="")))
+        expected = ["" if f is None else ("true" if f else "false") for f in flags]
+        assert [r[1] for r in records[1:]] == expected
+    else:
+        sheet = openpyxl.load_workbook(io.BytesIO(words)).worksheets[0]
+        assert [sheet.cell(row=r + 2, column=2).value for r in range(len(flags))] == flags

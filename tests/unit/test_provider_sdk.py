@@ -204,3 +204,130 @@ def test_constant_time_compare_is_used(monkeypatch):
     monkeypatch.setattr("providers.sdk.hmac.compare_digest", spy)
     call(provider(), body(), "wrong")
     assert calls and calls[0][1] == b"secret-token"
+
+
+def _failing(error: Exception) -> ExportProvider:
+    p = ExportProvider("T", COLUMNS, token="secret-token", secret="signing")
+
+    @p.fetcher
+    def fetch(req: BatchRequest, cursor, snapshot) -> Page:
+        if req.parameters.get("fail"):
+            raise error
+        return Page(rows=[], has_more=False)
+
+    return p
+
+
+def _database_errors() -> list[Exception]:
+    import sqlite3
+
+    import pymysql
+    from sqlalchemy.exc import OperationalError
+
+    refused = pymysql.err.OperationalError(2003, "Can't connect to MySQL server")
+    return [
+        refused,
+        pymysql.err.InterfaceError(0, ""),
+        OperationalError("SELECT 1", None, refused),
+        sqlite3.OperationalError("database is locked"),
+    ]
+
+
+@pytest.mark.parametrize("error", _database_errors(), ids=lambda e: type(e).__module__)
+def test_a_database_that_does_not_answer_is_503_db_timeout(error, caplog):
+    caplog.set_level("INFO", logger="providers.sdk")
+    p = _failing(error)
+    answers = [p.handle(body(fail=True), "secret-token") for _ in range(3)]
+    assert [a.status_code for a in answers] == [503] * 3
+    assert orjson.loads(answers[0].body)["code"] == "DB_TIMEOUT"
+    # One line when the outage starts, one when a request works again; no traceback.
+    assert p.handle(body(), "secret-token").status_code == 200
+    lines = [r for r in caplog.records if r.name == "providers.sdk"]
+    assert [r.levelname for r in lines] == ["WARNING", "INFO"], [r.getMessage() for r in lines]
+    assert "does not answer" in lines[0].getMessage() and not lines[0].exc_info
+    assert "answers again" in lines[1].getMessage()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        __import__("sqlite3").OperationalError("no such table: orders"),
+        __import__("sqlite3").OperationalError('near "SELEC": syntax error'),
+        ValueError("a bug"),
+    ],
+    ids=["no-such-table", "syntax", "bug"],
+)
+def test_a_wrong_statement_or_a_bug_stays_a_500(error):
+    answer = _failing(error).handle(body(fail=True), "secret-token")
+    assert answer.status_code == 500
+    assert orjson.loads(answer.body)["code"] == "PROVIDER_ERROR"
+
+
+def _asgi_post(app, headers: list[tuple[bytes, bytes]], chunks: list[bytes]):
+    """POST to the SDK router in memory; returns (status, body, how many chunks were read)."""
+    import asyncio
+
+    sent: list[dict] = []
+    read = 0
+
+    async def receive():
+        nonlocal read
+        if read < len(chunks):
+            read += 1
+            return {
+                "type": "http.request",
+                "body": chunks[read - 1],
+                "more_body": read < len(chunks),
+            }
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/internal/exports/v1/T/batches",
+        "raw_path": b"/internal/exports/v1/T/batches",
+        "query_string": b"",
+        "headers": headers,
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+        "root_path": "",
+    }
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, orjson.loads(payload), read
+
+
+def _app():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.include_router(provider().router())
+    return app
+
+
+def test_the_token_is_compared_before_one_byte_of_the_body_is_read():
+    chunks = [b"x" * 65536] * 100  # 6.4 MB that would be read
+    for headers in ([], [(b"x-internal-service-token", b"wrong")]):
+        status, answer, read = _asgi_post(_app(), headers, chunks)
+        assert (status, answer["code"], read) == (401, "UNAUTHORIZED", 0)
+
+
+def test_the_body_is_capped_while_it_is_read():
+    from providers.sdk import MAX_BATCH_REQUEST_BYTES
+
+    token = [(b"x-internal-service-token", b"secret-token")]
+    declared = token + [(b"content-length", str(MAX_BATCH_REQUEST_BYTES + 1).encode())]
+    status, answer, read = _asgi_post(_app(), declared, [b"{}"])
+    assert (status, answer["code"], read) == (413, "REQUEST_TOO_LARGE", 0)
+    chunks = [b" " * 8192] * 100  # chunked: no Content-Length
+    status, answer, read = _asgi_post(_app(), token, chunks)
+    assert (status, answer["code"]) == (413, "REQUEST_TOO_LARGE")
+    assert read == MAX_BATCH_REQUEST_BYTES // 8192 + 1  # stopped at the cap, not the end
+    status, answer, _ = _asgi_post(_app(), token, [body()[:10], body()[10:]])
+    assert status == 200 and answer["rows"]

@@ -154,11 +154,12 @@ def test_a_full_life_moves_along_allowed_edges_only(engine):
 
 
 @pytest.mark.parametrize(
-    ("cancel", "attempts", "expected"),
-    [(True, 3, Recovery.CANCELLED), (False, 3, Recovery.RETRY), (False, 1, Recovery.FAILED)],
+    ("cancel", "recoveries", "expected"),
+    [(True, 3, Recovery.CANCELLED), (False, 3, Recovery.RETRY), (False, 0, Recovery.FAILED)],
 )
-def test_lease_recovery_moves_along_allowed_edges(engine, cancel, attempts, expected):
-    task_id = new_task(engine, max_attempts=attempts)
+def test_lease_recovery_moves_along_allowed_edges(engine, cancel, recoveries, expected):
+    # One attempt only: a lost worker does not spend it (recoveries count apart).
+    task_id = new_task(engine, max_attempts=1)
     assert claim(engine, task_id)
     with engine.begin() as conn:
         conn.execute(
@@ -172,10 +173,21 @@ def test_lease_recovery_moves_along_allowed_edges(engine, cancel, attempts, expe
         step(
             engine,
             task_id,
-            lambda c: repository.recover_expired_lease(c, task, topic=TOPIC, tag=TAG),
+            lambda c: repository.recover_expired_lease(
+                c, task, topic=TOPIC, tag=TAG, max_recoveries=recoveries
+            ),
         )
         == expected
     )
+    with engine.connect() as conn:
+        after = repository.read_task(conn, task_id)
+    assert after is not None
+    if expected is Recovery.RETRY:
+        assert (after.attempt_count, after.lease_recoveries) == (0, 1)
+        assert after.dispatch_version == 2
+    elif expected is Recovery.FAILED:
+        assert after.failure_code == "WORKER_LOST"
+        assert "lease recoveries (0) are used" in (after.failure_message or "")
 
 
 def test_a_quarantined_command_fails_its_queued_task(engine):

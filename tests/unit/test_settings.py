@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from export_center.settings import Settings
+from export_center.settings import Settings, settings_problems
 
 
 def test_production_needs_an_explicit_prefix_and_starts_with_loops_off(tmp_path):
@@ -112,3 +113,28 @@ def test_production_refuses_to_start_without_its_secrets(tmp_path, monkeypatch):
             assert result.exit_code == 2, result.output
             assert "cannot start:" in result.output
             assert "Traceback" not in result.output
+
+
+def test_the_sample_providers_are_mounted_by_the_embedded_default_only(tmp_path, monkeypatch):
+    assert Settings(data_dir=tmp_path).mount_sample_providers is True
+    assert Settings(environment="test", data_dir=tmp_path).mount_sample_providers is False
+    production = Settings(environment="production", data_dir=tmp_path)
+    assert production.mount_sample_providers is False
+    monkeypatch.setenv("EXPORT_CENTER_ENVIRONMENT", "production")
+    monkeypatch.setenv("EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS", "true")
+    assert Settings(data_dir=tmp_path).mount_sample_providers is True
+    monkeypatch.setenv("EXPORT_CENTER_ENVIRONMENT", "embedded")
+    monkeypatch.setenv("EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS", "false")
+    assert Settings(data_dir=tmp_path).mount_sample_providers is False
+
+
+def test_host_and_audience_lists_come_from_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORT_CENTER_API__ALLOWED_HOSTS", '["exports.example.com", "*.corp"]')
+    monkeypatch.setenv("EXPORT_CENTER_API__JWT_AUDIENCE", '["export-center"]')
+    settings = Settings(data_dir=tmp_path)
+    assert settings.api.allowed_hosts == ["exports.example.com", "*.corp"]
+    assert settings.api.jwt_audience == ["export-center"]
+    monkeypatch.setenv("EXPORT_CENTER_API__ALLOWED_HOSTS", '["https://exports.example.com"]')
+    with pytest.raises(ValidationError) as error:
+        Settings(data_dir=tmp_path)
+    assert "EXPORT_CENTER_API__ALLOWED_HOSTS" in settings_problems(error.value)

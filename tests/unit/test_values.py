@@ -126,16 +126,67 @@ def test_e15_raw_json_nan_and_infinity_are_rejected() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(True, True), (False, False), ("true", True), ("false", False), ("TRUE", True)],
+    [
+        (True, True),
+        (False, False),
+        (1, True),  # MySQL TINYINT(1)
+        (0, False),
+        ("true", True),
+        ("false", False),
+        ("TRUE", True),
+    ],
 )
 def test_boolean(value: object, expected: bool) -> None:
     assert coerce(value, ColumnType.BOOLEAN) is expected
+    assert make_converters([Column("b", "b", ColumnType.BOOLEAN)])[0](value) is expected
 
 
-@pytest.mark.parametrize("value", [1, 0, "yes", "", "t"])
-def test_boolean_rejects_others(value: object) -> None:
-    with pytest.raises(InvalidValue):
+FRACTION = " (a number written with a fraction or an exponent)"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (2, "2"),
+        (-1, "-1"),
+        (10**30, str(10**30)),
+        (1.0, "1.0" + FRACTION),
+        (0.0, "0.0" + FRACTION),
+        (Decimal("1"), "1" + FRACTION),  # JSON 1e0 read exactly
+        (Decimal("1.0"), "1.0" + FRACTION),
+        (Decimal("0E-8"), "0E-8" + FRACTION),
+        ("1", "'1'"),
+        ("0", "'0'"),
+        ("yes", "'yes'"),
+        ("", "''"),
+        ("t", "'t'"),
+        ([1], "[1]"),
+        ({"v": True}, "{'v': True}"),
+    ],
+)
+def test_boolean_rejects_others_naming_the_column(value: object, shown: str) -> None:
+    with pytest.raises(InvalidValue) as caught:
         coerce(value, ColumnType.BOOLEAN)
+    assert caught.value.message == f"expected a boolean (true, false, 1 or 0), got {shown}"
+    with pytest.raises(InvalidValue) as caught:
+        make_converters([Column("paid", "Paid", ColumnType.BOOLEAN)])[0](value)
+    assert caught.value.column == "paid"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (False, "false"), (1, "1"), (0, "0"), (Decimal("1.0"), "1.0")],
+)
+def test_a_string_column_writes_any_json_scalar_as_its_json_text(value: object, text: str) -> None:
+    assert coerce(value, ColumnType.STRING) == text
+
+
+@pytest.mark.parametrize("value", [[], [1, 2], ["a"], {}, {"a": 1}])
+def test_a_string_column_refuses_arrays_and_objects(value: object) -> None:
+    with pytest.raises(InvalidValue) as caught:
+        make_converters([Column("tags", "Tags", ColumnType.STRING)])[0](value)
+    assert caught.value.column == "tags"
+    assert caught.value.message.startswith(f"expected a string, got {type(value).__name__}: ")
 
 
 def test_date() -> None:
@@ -209,7 +260,7 @@ def test_make_converters_fast_path_matches_coerce() -> None:
         ColumnType.STRING: [7, "x", True],
         ColumnType.INTEGER: [7, "8", True],
         ColumnType.DECIMAL: ["1.5", 2, "x"],
-        ColumnType.BOOLEAN: [True, "false", 1],
+        ColumnType.BOOLEAN: [True, "false", 1, 0, 2, Decimal("1")],
         ColumnType.DATE: ["2024-01-02", "bad"],
         ColumnType.DATETIME: ["2024-01-02T03:04:05", "bad"],
     }

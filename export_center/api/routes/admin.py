@@ -26,7 +26,13 @@ from export_center.api.admin_schemas import (
 )
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, BODY, GUARD, errors
-from export_center.auth import ADMIN, OPERATOR, Identity
+from export_center.auth import (
+    ADMIN,
+    OPERATOR,
+    TENANT_ID_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
+    Identity,
+)
 from export_center.errors import Conflict, Forbidden
 from export_center.registry import RegistryError
 
@@ -92,12 +98,14 @@ def tasks(
         str | None, Query(description="queued, running, ... (comma-separated)")
     ] = None,
     export_type: Annotated[str | None, Query(alias="exportType", max_length=1000)] = None,
-    owner: Annotated[str | None, Query(max_length=128)] = None,
+    owner: Annotated[str | None, Query(max_length=USER_ID_MAX_LENGTH)] = None,
     name: Annotated[
         str | None,
         Query(max_length=200, description="part of the task name (letters without case)"),
     ] = None,
-    tenant: Annotated[str | None, Query(max_length=64, description="platform operators")] = None,
+    tenant: Annotated[
+        str | None, Query(max_length=TENANT_ID_MAX_LENGTH, description="platform operators")
+    ] = None,
     since: Annotated[datetime | None, Query(description="requested at or after (ISO 8601)")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[AdminTask]:

@@ -2,7 +2,7 @@
 
 Thin routes: each parses its request, calls one function of
 :mod:`export_center.api.service` and presents the result with
-:func:`export_center.api.present.task_public`.
+:func:`export_center.api.present.tasks_public`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from export_center.api.deps import (
     TraceId,
     strict_query,
 )
+from export_center.api.error_pages import DownloadErrorsRoute
 from export_center.api.files import file_response
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
-from export_center.api.present import task_public
+from export_center.api.present import one_public, tasks_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
 from export_center.errors import Unauthorized
 from export_center.repository import CreateReason
@@ -125,6 +126,16 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     ),
 }
+_NAVIGATION_PAGE = (
+    ". A browser navigation (`Sec-Fetch-Mode: navigate` or `Sec-Fetch-Dest: document`; "
+    "without those, `Accept` starting with `text/html`) gets a short HTML page instead, in "
+    "the language of `Accept-Language` (Chinese or English), with a link to the download "
+    "center."
+)
+for _status, _answer in DOWNLOAD_RESPONSES.items():
+    if int(_status) >= 400:
+        _answer["description"] += _NAVIGATION_PAGE
+        _answer["content"]["text/html"] = {"schema": {"type": "string"}}
 
 
 def accepted(created: service.Created, response: Response, progress_prefix: str) -> ExportAccepted:
@@ -203,23 +214,15 @@ def list_exports(
     rows, next_cursor = service.list_visible(
         runtime, user, state=state, export_types=types, owner=owner, limit=limit, cursor=cursor
     )
-    return ExportsPublic(
-        items=[task_public(runtime.settings, row, user) for row in rows], nextCursor=next_cursor
-    )
+    return ExportsPublic(items=tasks_public(runtime, rows, user), nextCursor=next_cursor)
 
 
 @router.get("/{task_id}", response_model=ExportPublic, responses=errors(QUERY, AUTH, TASK_CODES))
 def detail(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
-    return task_public(runtime.settings, service.visible_task(runtime, task_id, user), user)
+    return one_public(runtime, service.visible_task(runtime, task_id, user), user)
 
 
-@router.get(
-    "/{task_id}/download",
-    responses=DOWNLOAD_RESPONSES,
-    # A bearer token, or none with a signed link.
-    openapi_extra={"security": [{}, {"HTTPBearer": []}]},
-)
 def download(
     task_id: str,
     request: Request,
@@ -244,9 +247,26 @@ def download(
     return file_response(runtime, grant, request)
 
 
+# A browser that opens a failing link (from a chat, a bookmark) gets a short page in its
+# language instead of the JSON body (export_center.api.error_pages).
+router.add_api_route(
+    "/{task_id}/download",
+    download,
+    methods=["GET"],
+    responses=DOWNLOAD_RESPONSES,
+    # A bearer token, or none with a signed link.
+    openapi_extra={"security": [{}, {"HTTPBearer": []}]},
+    route_class_override=DownloadErrorsRoute,
+)
 # HEAD on a download (download managers and link checkers ask it first): the same
 # checks and headers as GET, no body. Kept out of the OpenAPI schema.
-router.add_api_route("/{task_id}/download", download, methods=["HEAD"], include_in_schema=False)
+router.add_api_route(
+    "/{task_id}/download",
+    download,
+    methods=["HEAD"],
+    include_in_schema=False,
+    route_class_override=DownloadErrorsRoute,
+)
 
 
 @router.post(
@@ -257,7 +277,7 @@ router.add_api_route("/{task_id}/download", download, methods=["HEAD"], include_
 )
 def cancel(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """Cancel a queued task at once, or ask a running one to stop (within 10 s)."""
-    return task_public(runtime.settings, service.cancel_task(runtime, user, task_id), user)
+    return one_public(runtime, service.cancel_task(runtime, user, task_id), user)
 
 
 @router.post(
@@ -285,6 +305,4 @@ def retry(
 ) -> ExportPublic:
     """Run a failed export again (new dispatch version, counters reset); a sharded export
     resumes from its checkpoints unless ``fresh=true``."""
-    return task_public(
-        runtime.settings, service.retry_task(runtime, user, task_id, fresh=fresh), user
-    )
+    return one_public(runtime, service.retry_task(runtime, user, task_id, fresh=fresh), user)

@@ -17,7 +17,7 @@ from export_center.api.deps import (
     TraceId,
     strict_query,
 )
-from export_center.api.present import task_public
+from export_center.api.present import one_public
 from export_center.api.routes.exports import CREATE_ROUTE, TASK_ERRORS, accepted
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, LegacyOrderExport
 from export_center.errors import RequestError
@@ -60,4 +60,4 @@ def legacy_order_export(
 @router.get("/{task_id}", response_model=ExportPublic, responses=TASK_ERRORS)
 def legacy_order_progress(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """The older progress query: the same answer as ``GET /api/v1/exports/{taskId}``."""
-    return task_public(runtime.settings, service.visible_task(runtime, task_id, user), user)
+    return one_public(runtime, service.visible_task(runtime, task_id, user), user)

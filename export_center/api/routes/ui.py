@@ -15,8 +15,12 @@ On the embedded default a person signs in to the page with a user, a tenant, an 
 a role; the server mints a bearer token for them with this installation's key. This is
 for trying the product on one machine: it exists only when ``api.dev_sign_in`` is on
 (default: on for the embedded default, off in production and tests unless set), and it
-answers only callers on loopback. In production the page takes a token from the host
-application instead (docs: README "Download center").
+answers only callers on loopback, in a request the browser marks as the page's own
+(``Sec-Fetch-Site: same-origin``, or an ``Origin`` that is this server's): another
+site's page, a rebound name (refused before, by the trusted-host rule) or a client that
+proves no origin gets 403. A script makes its token with ``export-center token``. In
+production the page takes a token from the host application instead (docs: README
+"Download center").
 """
 
 from __future__ import annotations
@@ -34,9 +38,17 @@ from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from export_center.api.deps import RuntimeDep, strict_query
+from export_center.api.guards import host_patterns, request_authority
 from export_center.api.openapi import BODY, errors
-from export_center.auth import ADMIN, DOWNLOAD_ALL, issue_token
+from export_center.auth import (
+    ADMIN,
+    DOWNLOAD_ALL,
+    TENANT_ID_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
+    issue_token,
+)
 from export_center.errors import Forbidden, NotFound
+from export_center.hosts import same_origin
 
 __all__ = ["PAGE_HEADERS", "DevSignIn", "DevToken", "dev_sign_in_enabled", "router"]
 
@@ -137,8 +149,8 @@ class DevSignIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user: str = Field(min_length=1, max_length=128, pattern=r"^\S(.*\S)?$")
-    tenant: str = Field(min_length=1, max_length=64, pattern=r"^\S(.*\S)?$")
+    user: str = Field(min_length=1, max_length=USER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")
+    tenant: str = Field(min_length=1, max_length=TENANT_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")
     app: Literal["PLATFORM", "MERCHANT"] = "PLATFORM"
     role: Literal["user", "admin"] = Field(
         default="user",
@@ -174,10 +186,21 @@ def dev_sign_in_available(runtime: RuntimeDep, request: Request) -> dict[str, bo
     return {"available": dev_sign_in_enabled(runtime) and _loopback(request)}
 
 
+def _same_origin(request: Request, runtime: RuntimeDep) -> bool:
+    """True when the browser says the request is the page's own (module docstring)."""
+    if request.headers.get("sec-fetch-site", "").strip().lower() == "same-origin":
+        return True
+    origin = request.headers.get("origin")
+    host = request_authority(request.scope)
+    if origin is None or host is None:
+        return False
+    return same_origin(origin, host, host_patterns(runtime.settings))
+
+
 @router.post(
     "/api/v1/dev/sign-in",
     response_model=DevToken,
-    responses=errors(BODY, {403: ["NOT_LOOPBACK"], 404: ["NOT_FOUND"]}),
+    responses=errors(BODY, {403: ["NOT_LOOPBACK", "SAME_ORIGIN_REQUIRED"], 404: ["NOT_FOUND"]}),
 )
 def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevToken:
     """Embedded default only: mint a token for a user, tenant, app and role (8 hours)."""
@@ -187,6 +210,12 @@ def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevTo
         raise Forbidden(
             "the development sign-in answers only on this machine (loopback)",
             code="NOT_LOOPBACK",
+        )
+    if not _same_origin(request, runtime):
+        raise Forbidden(
+            "the development sign-in answers only the download center page of this server "
+            "(a same-origin request); a script makes its token with `export-center token`",
+            code="SAME_ORIGIN_REQUIRED",
         )
     permissions = {t.required_permission for t in runtime.registry}
     if body.role == "admin":
@@ -198,6 +227,7 @@ def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevTo
         app_code=body.app,
         permissions=permissions,
         ttl_seconds=DEV_TOKEN_TTL_SECONDS,
+        audience=runtime.settings.api.jwt_audience,
     )
     expires = datetime.fromtimestamp(datetime.now(UTC).timestamp() + DEV_TOKEN_TTL_SECONDS, UTC)
     return DevToken(token=token, expiresAt=expires)

@@ -4,11 +4,15 @@
 import { $, h, icon } from './dom.js';
 import * as i18n from './i18n.js';
 import * as api from './api.js';
-import { ACTIVE, TaskTable, sharded } from './tasks.js';
+import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js';
 import { CreateForm, describe } from './form.js';
+import { Alerts } from './alerts.js';
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
+// A hidden tab still asks, more slowly, so that the title and the notification come when
+// an export ends while the person works elsewhere.
+const HIDDEN_POLL_MS = 12000;
 const WATCH_MS = 4000; // an admin's list: every 4 s, others' new exports show up by themselves
 const OFFLINE_MAX_MS = 5000; // out of reach: ask again every 2, 4, then 5 s
 const HOST = document.documentElement.dataset.auth === 'host'; // a proxy adds Authorization
@@ -53,23 +57,43 @@ const app = {
   owners: new Set(), // every owner the lists showed: the "Requested by" suggestions
   focusTask: null, // the row whose button had the focus when its action ran
   view: 'exports',
+  created: new Set(), // exports created in this tab and not yet seen in the list
+  acted: new Set(), // exports this tab retried: their end is news here, whoever owns them
+  stopping: new Map(), // taskId -> its "Stopping…" toast, gone when the export ends
 };
 
 // ---------------------------------------------------------------- messages
 
-function notify(kind, text, detail) {
+/** A toast; returns it. `action` `{label, onClick}` adds a button (the toast goes when it
+ * is pressed), `extra` an element under the text; `sticky` toasts stay until dismissed. */
+function notify(kind, text, detail, { action, extra, sticky = kind === 'error' } = {}) {
   const box = $('toasts');
   const close = h('button', { type: 'button', class: 'icon-btn', 'aria-label': t('dismiss') }, icon('close'));
+  const button = action
+    ? h('button', { type: 'button', class: 'btn small primary toast-action' }, action.icon ? icon(action.icon) : null, action.label)
+    : null;
   const toast = h(
     'div',
     { class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' },
-    h('div', {}, h('p', {}, text), detail ? h('p', { class: 'detail', lang: 'en' }, t('detail', { message: detail })) : null),
+    h(
+      'div',
+      {},
+      h('p', {}, text),
+      detail ? h('p', { class: 'detail', lang: 'en' }, t('detail', { message: detail })) : null,
+      extra || null,
+      button,
+    ),
     close,
   );
   close.addEventListener('click', () => toast.remove());
+  button?.addEventListener('click', (event) => {
+    toast.remove();
+    action.onClick(event);
+  });
   box.append(toast);
   while (box.children.length > 3) box.firstElementChild.remove();
-  if (kind !== 'error') setTimeout(() => toast.remove(), 8000);
+  if (!sticky) setTimeout(() => toast.remove(), 8000);
+  return toast;
 }
 
 function notifyError(error) {
@@ -344,7 +368,8 @@ function typeTitle(code) {
 function renderChrome() {
   const me = app.me;
   i18n.translatePage();
-  document.title = `${t('center')} · ${t('product')}`;
+  alerts.title();
+  alerts.render();
   const lang = $('lang-switch');
   lang.textContent = t('switchTo');
   lang.lang = i18n.locale === 'zh-CN' ? 'en' : 'zh-CN';
@@ -390,10 +415,13 @@ function stopPolling() {
 
 function schedule() {
   stopPolling();
-  if (!app.me || document.hidden || app.view !== 'exports') return;
-  if (app.offline) app.pollTimer = setTimeout(refresh, app.offlineDelay);
-  else if (app.items.some((x) => ACTIVE.has(x.state))) app.pollTimer = setTimeout(refresh, POLL_MS);
-  else if (app.me.seesAllOwners) app.pollTimer = setTimeout(refresh, WATCH_MS); // others create too
+  if (!app.me || app.view !== 'exports') return;
+  const hidden = document.hidden;
+  const active = app.items.some((x) => ACTIVE.has(x.state));
+  if (app.offline) app.pollTimer = setTimeout(refresh, hidden ? Math.max(app.offlineDelay, HIDDEN_POLL_MS) : app.offlineDelay);
+  else if (active) app.pollTimer = setTimeout(refresh, hidden ? HIDDEN_POLL_MS : POLL_MS);
+  // Others create too (an admin's list); not worth asking for while nobody looks.
+  else if (app.me.seesAllOwners && !hidden) app.pollTimer = setTimeout(refresh, WATCH_MS);
 }
 
 function listPath() {
@@ -441,10 +469,15 @@ function focusLost() {
 
 function renderList() {
   const items = app.items;
-  for (const x of items) if (!ACTIVE.has(x.state)) app.cancelling.delete(x.taskId);
   const focusedRow = document.activeElement?.closest?.('tr[data-task-id]')?.dataset.taskId || app.focusTask;
   table.render(items, { announce: app.loaded });
   app.loaded = true;
+  for (const x of items) {
+    if (ACTIVE.has(x.state)) continue;
+    app.cancelling.delete(x.taskId);
+    app.created.delete(x.taskId);
+    stopped(x.taskId);
+  }
   // The button that had the focus went away (Cancel, Retry): the focus goes to the row's
   // state, which says what happened, instead of falling back to the top of the page.
   if (focusedRow && focusLost()) table.rows.get(focusedRow)?.focusState();
@@ -554,12 +587,15 @@ async function onAction(action, task, event) {
     const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}/${path}`, { method: 'POST' });
     if (action === 'cancel') {
       if (data.state === 'cancelled') notify('ok', t('cancelledNow', { name }));
-      else {
+      else if (ACTIVE.has(data.state)) {
         app.cancelling.add(task.taskId);
-        notify('ok', t('cancelling', { name }));
+        // Until the export ends: then "is cancelled" (or "finished first") replaces it.
+        stopped(task.taskId);
+        app.stopping.set(task.taskId, notify('ok', t('cancelling', { name }), null, { sticky: true }));
       }
     } else {
       const said = action === 'restart' ? 'restarted' : sharded(task) ? 'resumed' : 'retried';
+      app.acted.add(task.taskId);
       notify('ok', t(said, { name }));
     }
     app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
@@ -567,7 +603,7 @@ async function onAction(action, task, event) {
   } catch (error) {
     if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
     if (error instanceof api.Unreachable) setOffline(refresh);
-    notifyError(error);
+    if (!(action === 'cancel' && error.code === 'NOT_CANCELLABLE' && await finishedFirst(task))) notifyError(error);
   } finally {
     delete button.dataset.busy;
     button.removeAttribute('aria-disabled');
@@ -576,7 +612,9 @@ async function onAction(action, task, event) {
   refresh();
 }
 
-/** The signed link is followed by the browser; a stale one is renewed first. */
+/** The signed link is followed by the browser; a stale one is renewed first. So the
+ * button works until the file's retention ends ("Download until"), whatever the age of
+ * the link it holds. */
 async function download(task, event) {
   const now = Date.now();
   if (task.expiresAt && Date.parse(task.expiresAt) <= now) {
@@ -587,6 +625,11 @@ async function download(task, event) {
   if (!task.downloadExpiresAt || Date.parse(task.downloadExpiresAt) - now > 10000) return;
   event.preventDefault();
   notify('info', t('refreshingLink'));
+  await downloadFresh(task);
+}
+
+/** Ask for the task again (a link signed now) and let the browser follow it. */
+async function downloadFresh(task) {
   try {
     const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`);
     if (data.downloadUrl) {
@@ -594,7 +637,7 @@ async function download(task, event) {
       document.body.append(link);
       link.click();
       link.remove();
-    }
+    } else notify('error', t(data.state === 'expired' ? 'err.FILE_EXPIRED' : 'err.NO_FILE'));
   } catch (error) {
     if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
     notifyError(error);
@@ -602,10 +645,104 @@ async function download(task, event) {
   refresh();
 }
 
+/** Copy the task's link and say how long it works (a copied link is a credential of its
+ * own, valid until downloadExpiresAt; the page's button renews its link by itself). */
+async function copyLink(task) {
+  let { downloadUrl: url, downloadExpiresAt: until } = task;
+  if (!until || Date.parse(until) - Date.now() < 3600 * 1000) {
+    try {
+      ({ data: { downloadUrl: url, downloadExpiresAt: until } } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`));
+    } catch (error) {
+      if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
+      return notifyError(error);
+    }
+    if (!url) return notify('error', t('err.NO_FILE'));
+  }
+  const href = api.url(url);
+  if (await copied(href)) return notify('ok', t('linkCopied', { time: i18n.dateTimeShort(until) }), null, { sticky: true });
+  const box = h('input', { class: 'copy-box', readonly: true, value: href, 'aria-label': t('copyLink'), onfocus: (e) => e.target.select() });
+  notify('error', t('linkNotCopied'), null, { extra: box });
+  box.focus();
+}
+
+async function copied(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    // No Clipboard API (a page on plain http from another host): the old way.
+    const area = h('textarea', { class: 'sr-only', readonly: true }, text);
+    document.body.append(area);
+    area.select();
+    let done = false;
+    try { done = document.execCommand('copy'); } catch { done = false; }
+    area.remove();
+    return done;
+  }
+}
+
+/** A cancel refused because the export had just succeeded: tell the person who pressed
+ * Cancel that the file is ready (true), instead of "it cannot be cancelled". */
+async function finishedFirst(task) {
+  try {
+    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`);
+    if (data.state !== 'succeeded') return false;
+    app.cancelling.add(task.taskId); // finished() then says it lost the race
+    app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
+    renderList();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The "Stopping…" toast of `taskId` is over (the export ended, or a new one replaces it). */
+function stopped(taskId) {
+  app.stopping.get(taskId)?.remove();
+  app.stopping.delete(taskId);
+}
+
+/** An export ended while this page watched it: say so, with the next step. Returns true
+ * when a toast told it (the table then does not announce it a second time). */
+function finished(task) {
+  const name = task.taskName;
+  const cancelling = app.cancelling.has(task.taskId) || app.stopping.has(task.taskId);
+  stopped(task.taskId);
+  const mine = task.owner === app.me?.user || app.acted.has(task.taskId) || cancelling;
+  const downloadIt = { label: t('download'), icon: 'download', onClick: () => downloadFresh(task) };
+  if (task.state === 'succeeded' && mine) {
+    // A cancel that lost the race tells the person who cancelled that the file is there.
+    const text = cancelling ? t('raceToast', { name }) : t('doneToast', { name });
+    notify('ok', text, null, { action: downloadIt, sticky: true });
+    alerts.ended('ready', t('doneToast', { name }), t('notifyReadyBody'), `export-${task.taskId}`);
+    return true;
+  }
+  if (task.state === 'failed' && mine) {
+    const why = failureText(task, app.typesSeen.get(task.exportType));
+    const again = Boolean(task.lastRetry);
+    notify('error', t(again ? 'failedAgainToast' : 'failedToast', { name, why }));
+    alerts.ended('failed', t(again ? 'failedAgainTitle' : 'failedTitle', { name }), why, `export-${task.taskId}`);
+    return true;
+  }
+  if (task.state === 'cancelled') {
+    if (cancelling) {
+      notify('ok', t('cancelledNow', { name }));
+      return true;
+    }
+    // Someone else stopped one of my exports: worth a word.
+    if (mine && task.cancelledBy?.user !== app.me?.user) {
+      notify('info', t('cancelledToast', { name, who: cancelledBy(task, app.me?.user) }));
+      return true;
+    }
+  }
+  return false;
+}
+
 function created(answer, body) {
   const { status, data, headers } = answer;
   let text = t('created', { name: body.taskName });
   if (status === 200) text = t(headers.get('Duplicate-Of-Active-Task') ? 'duplicate' : 'replayed');
+  else app.created.add(data.taskId);
   const f = app.filters;
   const hidden = (f.state && !f.state.split(',').includes(data.state))
     || (f.exportType && f.exportType !== body.exportType)
@@ -628,7 +765,13 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
   linkOf: (url) => api.url(url),
   onAction,
   announce,
+  viewer: () => app.me?.user,
+  onCopy: (task) => copyLink(task),
+  onFinished: finished,
+  isNew: (id) => app.created.has(id),
 });
+
+const alerts = new Alerts({ toggle: $('notify-toggle'), notify });
 
 const form = new CreateForm({
   typeTitle,
@@ -710,7 +853,7 @@ $('confirm-form').addEventListener('submit', (e) => {
 document.addEventListener('visibilitychange', () => {
   if (document.hidden) {
     ops?.stop();
-    return stopPolling();
+    return schedule(); // the list goes on asking, slowly, for the title and notifications
   }
   if (!app.me) return;
   if (app.me.expiresAt && tokenLeft(app.me.expiresAt) <= 0) return scheduleExpiry(app.me.expiresAt);

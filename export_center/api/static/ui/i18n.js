@@ -92,8 +92,6 @@ const EN = {
   rate: '{rate} rows/s',
   eta: 'about {eta} left',
   waiting: 'Waiting for a free worker',
-  retryAt: 'Retrying at {time} after {cause}',
-  retrySoon: 'Retrying now after {cause}',
   fileDeleted: 'The file was deleted when it expired',
   availableUntil: 'Download until {date}',
   noFile: '—',
@@ -122,7 +120,6 @@ const EN = {
   stopping: 'Stopping…',
   warning: 'Completed, but some data had to be changed:',
   zeroRows: 'No data matched these filters, so the file holds only the column headings.',
-  cancelledByUser: 'Cancelled by the user.',
   expiredNote: 'The file has expired and was deleted. Export it again to get a new one.',
   emptyTitle: 'No exports yet',
   emptyText: 'Create an export: it runs in the background, and the file is ready here to download.',
@@ -224,6 +221,15 @@ const EN = {
   'err.NOT_FOUND': 'Not available here.',
   'err.NOT_LOOPBACK': 'The development sign-in works only on the machine that runs the export center.',
   'err.REGISTRY_INVALID': 'The export-type file is not valid, so the export types in use stay as they were.',
+  'err.TOKEN_CLAIM_TOO_LONG': 'This token names a user, tenant or application longer than the export center can keep. Ask for a token with shorter ids.',
+  'err.TOKEN_WRONG_AUDIENCE': 'This token was issued for another service, not for this export center.',
+  'err.UNTRUSTED_HOST': 'The export center does not answer under this address. Open it under its own address.',
+  'err.HOST_REQUIRED': 'The request did not name the export center’s address. Reload the page and try again.',
+  'err.CROSS_SITE_REQUEST': 'The export center refused a request that did not come from its own page. Reload the download center and try again.',
+  'err.SAME_ORIGIN_REQUIRED': 'The development sign-in accepts only the download center’s own page. Reload the page and sign in again.',
+  'err.DATABASE_UNAVAILABLE': 'The export center’s database is not answering right now. Try again in a few seconds.',
+  'err.SERVER_BUSY': 'The export center is busy right now. Try again in a moment.',
+  'err.INTERNAL_ERROR': 'The export center had a problem with this request. Try again; if it happens again, tell an administrator.',
   'err.4xx': 'The export center refused the request.',
   'err.5xx': 'The export center had a problem. Try again in a moment.',
   // Why an attempt failed, as a clause ("Attempt 1 of 3 failed: {cause}.").
@@ -345,8 +351,6 @@ const ZH = {
   rate: '{rate} 条/秒',
   eta: '预计剩余 {eta}',
   waiting: '排队等待执行',
-  retryAt: '{cause}，将于 {time} 自动重试',
-  retrySoon: '{cause}，正在自动重试',
   fileDeleted: '文件已过期删除',
   availableUntil: '可下载至 {date}',
   noFile: '—',
@@ -375,7 +379,6 @@ const ZH = {
   stopping: '正在停止…',
   warning: '已完成，但部分数据做了调整：',
   zeroRows: '没有符合筛选条件的数据，文件中只有表头。',
-  cancelledByUser: '已由用户取消。',
   expiredNote: '文件已过期删除。如需下载，请再次导出。',
   emptyTitle: '还没有导出任务',
   emptyText: '新建一个导出任务，它会在后台运行，完成后即可在这里下载文件。',
@@ -477,6 +480,15 @@ const ZH = {
   'err.NOT_FOUND': '此处不提供该功能。',
   'err.NOT_LOOPBACK': '开发环境登录仅限在运行导出中心的本机上使用。',
   'err.REGISTRY_INVALID': '导出类型配置文件有误，继续沿用原有的导出类型。',
+  'err.TOKEN_CLAIM_TOO_LONG': '该令牌中的用户、租户或应用标识过长，超出了导出中心的保存上限，请申请标识较短的令牌。',
+  'err.TOKEN_WRONG_AUDIENCE': '该令牌是签发给其他服务的，不能用于本导出中心。',
+  'err.UNTRUSTED_HOST': '导出中心不接受通过此地址的访问，请使用导出中心的正式地址打开。',
+  'err.HOST_REQUIRED': '请求中缺少导出中心的地址，请刷新页面后重试。',
+  'err.CROSS_SITE_REQUEST': '该请求并非来自导出中心自身的页面，已被拒绝。请刷新下载中心后重试。',
+  'err.SAME_ORIGIN_REQUIRED': '开发环境登录只接受下载中心自身页面发出的请求，请刷新页面后重新登录。',
+  'err.DATABASE_UNAVAILABLE': '导出中心的数据库暂时无法响应，请几秒后再试。',
+  'err.SERVER_BUSY': '导出中心当前繁忙，请稍后再试。',
+  'err.INTERNAL_ERROR': '导出中心处理该请求时出错，请重试；如果问题反复出现，请联系管理员。',
   'err.4xx': '导出中心拒绝了该请求。',
   'err.5xx': '导出中心出现问题，请稍后再试。',
   'cause.PROVIDER_UNAVAILABLE': '数据源暂时无法响应',
@@ -506,6 +518,79 @@ const ZH = {
   'fail.UNKNOWN_FORMAT': '不支持该文件格式。',
   'fail.default': '导出失败。请重试；如仍失败，请联系管理员。',
 };
+
+// ---- What tells a user that an export ended (toast, tab title, browser notification),
+// who cancelled it, a retry that failed again, and how long a copied link works.
+const FIRST_HOUR_EN = {
+  doneToast: '“{name}” is ready',
+  failedToast: '“{name}” failed. {why}',
+  failedAgainToast: '“{name}” failed again. {why}',
+  failedTitle: '“{name}” failed',
+  failedAgainTitle: '“{name}” failed again',
+  raceToast: '“{name}” finished before the cancel arrived; the file is ready.',
+  cancelledToast: '“{name}”: {who}',
+  titleReady: 'Export ready',
+  titleReadyMany: 'Exports ready',
+  titleFailed: 'Export failed',
+  titleFailedMany: 'Exports failed',
+  titleFinished: 'Exports finished',
+  notifyReadyBody: 'Open the download center to download it.',
+  notifyMe: 'Notify me when ready',
+  notifyMeHint: 'Show a browser notification when one of your exports ends while you are on another tab.',
+  notifyBlocked: 'Notifications are blocked for this site in the browser’s settings.',
+  notifyEnabled: 'You will get a browser notification when one of your exports ends.',
+  notifyDenied: 'The browser did not allow notifications, so none will be shown.',
+  copyLink: 'Copy link',
+  copyLinkLabel: 'Copy a download link of {name}',
+  copyLinkHint: 'The copied link works until {time}',
+  linkCopied: 'Link copied. Anyone who has it can download the file until {time}; after that, download it from this page.',
+  linkNotCopied: 'The browser did not let the page copy the link. Copy it from here:',
+  cancelledByYou: 'You cancelled this export.',
+  cancelledByOwner: 'Cancelled by its owner, {user}.',
+  cancelledByAdmin: 'Cancelled by an administrator ({user}).',
+  cancelledByOperator: 'Cancelled by an operator.',
+  cancelledNote: 'This export was cancelled.',
+  raceNote: 'It finished before the cancel arrived, so the file is ready.',
+  failedAgain: 'Retried at {time}, failed again: {why}',
+  retryUnlikely: 'A retry will probably fail the same way until the data source is fixed.',
+};
+
+const FIRST_HOUR_ZH = {
+  doneToast: '「{name}」已完成',
+  failedToast: '「{name}」导出失败。{why}',
+  failedAgainToast: '「{name}」再次失败。{why}',
+  failedTitle: '「{name}」导出失败',
+  failedAgainTitle: '「{name}」再次失败',
+  raceToast: '「{name}」在取消请求送达前已完成，文件可以下载。',
+  cancelledToast: '「{name}」：{who}',
+  titleReady: '导出完成',
+  titleReadyMany: '导出完成',
+  titleFailed: '导出失败',
+  titleFailedMany: '导出失败',
+  titleFinished: '导出已结束',
+  notifyReadyBody: '打开下载中心即可下载。',
+  notifyMe: '完成时通知我',
+  notifyMeHint: '你在其他标签页时，导出一结束就弹出浏览器通知。',
+  notifyBlocked: '浏览器设置中已禁止本网站发送通知。',
+  notifyEnabled: '导出结束时，浏览器会通知你。',
+  notifyDenied: '浏览器未允许通知，因此不会弹出通知。',
+  copyLink: '复制链接',
+  copyLinkLabel: '复制「{name}」的下载链接',
+  copyLinkHint: '复制的链接在 {time} 前有效',
+  linkCopied: '链接已复制。{time} 之前，任何拿到链接的人都能下载该文件；之后请回到本页下载。',
+  linkNotCopied: '浏览器不允许页面复制链接，请在这里手动复制：',
+  cancelledByYou: '你已取消此导出。',
+  cancelledByOwner: '已由创建人 {user} 取消。',
+  cancelledByAdmin: '已被管理员 {user} 取消。',
+  cancelledByOperator: '已被运维人员取消。',
+  cancelledNote: '此导出已被取消。',
+  raceNote: '取消请求送达前导出已完成，文件可以下载。',
+  failedAgain: '{time} 已重试，仍然失败：{why}',
+  retryUnlikely: '在数据源修复之前，重试很可能仍会以同样的方式失败。',
+};
+
+Object.assign(EN, FIRST_HOUR_EN);
+Object.assign(ZH, FIRST_HOUR_ZH);
 
 const STRINGS = { en: EN, 'zh-CN': ZH };
 const KEY = 'ec.lang';
@@ -617,6 +702,12 @@ export function dateTimeShort(iso) {
 export function date(value) {
   const options = { dateStyle: 'medium' };
   return cached('d', options, () => new Intl.DateTimeFormat(locale, options)).format(value);
+}
+
+/** Hours and minutes ("17:50", "5:50 PM"): a moment of today. */
+export function clock(date) {
+  const options = { hour: 'numeric', minute: '2-digit' };
+  return cached('c', options, () => new Intl.DateTimeFormat(locale, options)).format(date);
 }
 
 export function time(date) {

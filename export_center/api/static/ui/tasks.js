@@ -43,15 +43,37 @@ function retryClock(task) {
   return Number.isFinite(at) && at > Date.now() ? i18n.time(new Date(at)) : null;
 }
 
+/** Who cancelled `task`, as `viewer` (a user id) reads it. */
+export function cancelledBy(task, viewer) {
+  const by = task.cancelledBy;
+  if (!by) return t('cancelledNote');
+  if (by.user && by.user === viewer && by.role !== 'operator') return t('cancelledByYou');
+  if (by.role === 'owner') return t('cancelledByOwner', { user: by.user });
+  if (by.role === 'administrator') return t('cancelledByAdmin', { user: by.user });
+  if (by.role === 'operator') return t('cancelledByOperator');
+  return t('cancelledNote');
+}
+
+/** "17:50" today, a date and time on another day (when a retry by hand was asked for). */
+function shortWhen(iso) {
+  const at = new Date(iso);
+  const today = new Date();
+  return at.toDateString() === today.toDateString() ? i18n.clock(at) : i18n.dateTimeShort(iso);
+}
+
 /** What to tell the user about a task beyond its state: `{kind, text, detail}` or null.
- * The server's own sentence is shown (as a detail) only for a code the page does not know. */
-export function explain(task, spec) {
+ * The server's own sentence is shown (as a detail) only for a code the page does not know.
+ * `viewer` is the signed-in user id (a cancel of their own reads "You cancelled"). */
+export function explain(task, spec, viewer) {
   if (task.state === 'succeeded') {
-    if (task.warning) return { kind: 'warning', text: t('warning'), detail: task.warning };
+    // A cancel that lost the race: the export had finished; its file is there.
+    const race = task.cancelRequested ? `${t('raceNote')} ` : '';
+    if (task.warning) return { kind: 'warning', text: `${race}${t('warning')}`, detail: task.warning };
+    if (race) return { kind: 'info', text: race.trim() };
     return task.processed === 0 ? { kind: 'info', text: t('zeroRows') } : null;
   }
   if (task.state === 'expired') return { kind: 'info', text: t('expiredNote') };
-  if (task.state === 'cancelled') return { kind: 'info', text: t('cancelledByUser') };
+  if (task.state === 'cancelled') return { kind: 'info', text: cancelledBy(task, viewer) };
   const error = task.error;
   if (!error) return null;
   if (task.state !== 'failed') {
@@ -59,13 +81,20 @@ export function explain(task, spec) {
     const vars = { n: i18n.number(task.attempts), max: i18n.number(task.maxAttempts || task.attempts), cause: cause(task), time };
     return { kind: 'warning', text: t(time ? 'retryingNote' : 'retryingNowNote', vars) };
   }
-  const code = error.code;
+  const known = error.code && i18n.has(`fail.${error.code}`);
+  const text = failureText(task, spec);
+  // A retry by hand ran and failed again: say so, or the row looks as if nothing happened.
+  const said = task.lastRetry ? t('failedAgain', { time: shortWhen(task.lastRetry.at), why: text }) : text;
+  return { kind: 'error', text: said, detail: known || error.code === 'ROW_LIMIT_EXCEEDED' ? null : error.message };
+}
+
+/** Why a failed export failed, in the page's sentence for its code. */
+export function failureText(task, spec) {
+  const code = task.error?.code;
   if (code === 'ROW_LIMIT_EXCEEDED') {
-    const text = spec?.maxRows ? t('fail.ROW_LIMIT_EXCEEDED', { max: i18n.number(spec.maxRows) }) : t('fail.ROW_LIMIT_EXCEEDED.any');
-    return { kind: 'error', text };
+    return spec?.maxRows ? t('fail.ROW_LIMIT_EXCEEDED', { max: i18n.number(spec.maxRows) }) : t('fail.ROW_LIMIT_EXCEEDED.any');
   }
-  const known = code && i18n.has(`fail.${code}`);
-  return { kind: 'error', text: t(known ? `fail.${code}` : 'fail.default'), detail: known ? null : error.message };
+  return t(code && i18n.has(`fail.${code}`) ? `fail.${code}` : 'fail.default');
 }
 
 function badge(state) {
@@ -145,13 +174,14 @@ class Row {
     const name = task.taskName;
     this.task = task;
     this.tr.className = `state-${task.state}`;
-    const info = explain(task, ctx.typeOf(task.exportType));
+    const info = explain(task, ctx.typeOf(task.exportType), ctx.viewer?.());
     const params = summary(task, ctx);
     const stopping = ACTIVE.has(task.state) && ctx.isCancelling(task.taskId);
     const waiting = retryPending(task);
     // Attempts are worth a word only when there was more than one (a manual retry starts
-    // a new run: its count starts again at 1).
-    const attempt = task.attempts > 1 || waiting
+    // a new run: its count starts again at 1). A task waiting for its automatic retry says
+    // which attempt failed, why and when it goes on once, in its note.
+    const attempt = task.attempts > 1 && !waiting
       ? t('attemptOf', { n: i18n.number(task.attempts), max: i18n.number(Math.max(task.maxAttempts || 0, task.attempts)) })
       : null;
     const cells = [
@@ -183,9 +213,11 @@ class Row {
         const label = task.attempts > 1 ? t('startedAttempt', { n: i18n.number(task.attempts) }) : t('started');
         return h('dl', { class: 'times' }, when(t('requested'), task.requestedAt), when(label, started), when(t('finished'), task.finishedAt));
       }),
-      this.patch('file', JSON.stringify([task.state, task.sizeBytes, task.expiresAt]), () => this.file(task)),
+      this.patch('file', JSON.stringify([task.state, task.sizeBytes, task.expiresAt, Boolean(task.downloadUrl)]), () => this.file(task)),
       this.actions(task),
     );
+    const copy = this.cells.file.querySelector('[data-action="copy"]');
+    if (copy) copy.title = task.downloadExpiresAt ? t('copyLinkHint', { time: i18n.dateTimeShort(task.downloadExpiresAt) }) : '';
     if (this.tr.children.length !== cells.length || cells.some((td, i) => this.tr.children[i] !== td)) {
       this.tr.replaceChildren(...cells);
     }
@@ -213,6 +245,7 @@ class Row {
     else if ((task.state === 'running' || task.state === 'cancelled') && known) {
       fraction = Math.min(1, Math.floor((task.processed / task.total) * 100) / 100);
     }
+    if (task.state === 'running' && !task.processed && task.shardsDone > 0) fraction = null; // resuming
     if (this.bar) {
       if (fraction == null) this.bar.removeAttribute('value');
       else this.bar.value = fraction;
@@ -222,12 +255,14 @@ class Row {
     let line2 = '';
     let parts = '';
     if (retryPending(task)) {
-      const time = retryClock(task);
-      line1 = t(time ? 'retryAt' : 'retrySoon', { time, cause: cause(task) });
+      // Said once, in the row's note (which attempt failed, why, and when it goes on).
     } else if (task.state === 'queued') {
       line1 = t('waiting');
     } else if (task.state === 'running') {
-      line1 = known ? t('rowsOf', { done, total }) : t('rowsSoFar', { done });
+      // A resumed export with finished parts and no row written yet by this attempt:
+      // "0 rows so far" next to "3 of 16 parts done" would read as starting from zero.
+      const resuming = !task.processed && task.shardsDone > 0;
+      if (!resuming) line1 = known ? t('rowsOf', { done, total }) : t('rowsSoFar', { done });
       // "Parts", not "days": a long range puts several days in one part, and one part
       // alone (a single day, or no dates) is not worth a line.
       if (task.shardsTotal > 1) {
@@ -247,15 +282,29 @@ class Row {
     this.shards.hidden = !parts;
     this.line2.textContent = line2;
     this.line2.hidden = !line2;
+    // Nothing to show (a failed task, a waiting retry): a phone card drops the label too.
+    td.classList.toggle('is-empty', !this.bar && !line1 && !parts && !line2);
     return td;
   }
 
   file(task) {
     if (task.state === 'expired') return h('span', { class: 'sub' }, t('fileDeleted'));
     if (task.state !== 'succeeded') return h('span', { class: 'sub', 'aria-label': t('noFileLabel') }, t('noFile'));
+    // "Download until" is the file's retention: the Download button renews its link. A
+    // copied link has its own, shorter life, which Copy link says (its title, its toast).
+    const ctx = this.table.ctx;
     return [
       h('span', {}, i18n.bytes(task.sizeBytes)),
       task.expiresAt ? h('span', { class: 'sub' }, t('availableUntil', { date: i18n.dateTimeShort(task.expiresAt) })) : null,
+      ctx.onCopy && task.downloadUrl
+        ? h('button', {
+          type: 'button',
+          class: 'btn ghost small copy-link',
+          dataset: { action: 'copy' },
+          'aria-label': t('copyLinkLabel', { name: task.taskName }),
+          onclick: (event) => ctx.onCopy(this.task, event),
+        }, t('copyLink'))
+        : null,
     ];
   }
 
@@ -263,7 +312,12 @@ class Row {
     const ctx = this.table.ctx;
     const stopping = ctx.isCancelling(task.taskId);
     const list = actionsOf(task, ctx.canCreate).filter((action) => !(stopping && action === 'cancel'));
-    const td = this.patch('actions', list.join(','), () => h('div', { class: 'actions' }, list.map((action) => this.button(action))));
+    const unlikely = list.includes('retry') && task.retryUnlikelyToHelp;
+    const hintId = `retry-hint-${task.taskId}`;
+    const td = this.patch('actions', `${list.join(',')}|${unlikely}`, () => [
+      h('div', { class: 'actions' }, list.map((action) => this.button(action, unlikely ? hintId : null))),
+      unlikely ? h('p', { class: 'sub retry-hint', id: hintId }, t('retryUnlikely')) : null,
+    ]);
     const link = td.querySelector('a[data-action="download"]');
     if (link) link.href = ctx.linkOf(task.downloadUrl); // renewed on each refresh
     return td;
@@ -277,7 +331,7 @@ class Row {
     td.focus();
   }
 
-  button(action) {
+  button(action, hintId) {
     const ctx = this.table.ctx;
     // A sharded export's Retry resumes: its name and tooltip say so (the row's actions
     // list has `restart` then, so the cell is rebuilt when that changes).
@@ -289,13 +343,15 @@ class Row {
     }
     const kind = action === 'cancel' ? 'btn danger' : 'btn';
     const title = resumes ? t('retryResume') : action === 'restart' ? t('restartHint') : null;
-    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, title, onclick }, t(action));
+    const hint = hintId && (action === 'retry' || action === 'restart') ? hintId : null;
+    return h('button', { type: 'button', class: kind, dataset: { action }, 'aria-label': label, 'aria-describedby': hint, title, onclick }, t(action));
   }
 }
 
 export class TaskTable {
   /**
-   * @param {object} ctx `{showOwner, typeOf, typeTitle, canCreate, isCancelling, linkOf, onAction, announce}`
+   * @param {object} ctx `{showOwner, typeOf, typeTitle, canCreate, isCancelling, linkOf, onAction,
+   *   announce, viewer, onCopy, onFinished, isNew}`
    */
   constructor(head, body, ctx) {
     this.head = head;
@@ -327,7 +383,7 @@ export class TaskTable {
       }
       row.update(task);
       if (this.body.children[index] !== row.tr) this.body.insertBefore(row.tr, this.body.children[index] || null);
-      const message = this.change(task);
+      const message = this.change(task, announce);
       if (announce && message) messages.push(message);
     });
     for (const [id, row] of this.rows) {
@@ -339,11 +395,16 @@ export class TaskTable {
     if (messages.length) this.ctx.announce(messages.join(' '));
   }
 
-  /** A state change or a new quarter of progress is worth one polite announcement. */
-  change(task) {
+  /** A state change or a new quarter of progress is worth one polite announcement. An
+   * export that ended is first offered to `ctx.onFinished(task)` (toasts, the tab title, a
+   * notification); when it says it told the user, the announcement is not repeated. An
+   * export created in this tab that is already over when first seen ended too. */
+  change(task, live) {
     const quarter = task.state === 'running' && task.total ? Math.floor((task.processed / task.total) * 4) : 0;
     const before = this.watch.get(task.taskId);
     this.watch.set(task.taskId, { state: task.state, quarter });
+    const ended = TERMINAL.has(task.state) && (before ? !TERMINAL.has(before.state) : this.ctx.isNew?.(task.taskId));
+    if (live && ended && this.ctx.onFinished?.(task)) return null;
     if (!before) return null;
     const name = task.taskName;
     if (before.state !== task.state) {
