@@ -124,7 +124,7 @@ class _Serve:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
         self.env.update(
             PYTHONPATH=str(Path(__file__).resolve().parents[2]),
-            EXPORT_CENTER_ENVIRONMENT="test",
+            EXPORT_CENTER_ENVIRONMENT="embedded",  # what mounts the sample providers
             EXPORT_CENTER_DATA_DIR=str(self.data),
             EXPORT_CENTER_SAMPLE_DATABASE_URL=sample_database_url,
             EXPORT_CENTER_LOAD_SAMPLE_DATA="false",
@@ -214,7 +214,7 @@ def test_serve_restarts_a_killed_sample_provider_child_and_exports_work_again(tm
         assert "export_sample_provider_exits_total 1.0" in metrics
 
         # An export afterwards reads the sample through the new child.
-        secret = Settings(data_dir=serve.data, environment="test").jwt_secret
+        secret = Settings(data_dir=serve.data).jwt_secret
         token = issue_token(secret, user="alice", tenant="t1", permissions=[ORDERS_PERMISSION])
         with httpx.Client(
             base_url=serve.url, headers={"authorization": f"Bearer {token}"}, timeout=60
