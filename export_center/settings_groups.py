@@ -323,8 +323,9 @@ class ApiSettings(BaseModel):
     )
     dev_sign_in: bool | None = Field(
         None,
-        description="Offer the web page's development sign-in (loopback callers, "
-        "same-origin requests only); unset: on for the embedded default only",
+        description="Offer the web page's development sign-in (callers on this machine that "
+        "open the page at a loopback address or localhost, same-origin requests only; not "
+        "through a proxy or another name); unset: on for the embedded default only",
     )
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"
