@@ -309,6 +309,13 @@ class ApiSettings(BaseModel):
         "seconds of its first byte (or of the connection's opening); then the connection "
         "is closed with 408",
     )
+    send_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="serve: an answer whose client takes none of its bytes for this many "
+        "seconds (a download nobody reads) has its connection closed",
+    )
     max_connections: int = Field(
         500,
         ge=2,
