@@ -34,7 +34,7 @@ from export_center.auth import (
     USER_ID_MAX_LENGTH,
     issue_token,
 )
-from export_center.settings import Settings, settings_problems
+from export_center.settings import Settings, private_dir, settings_problems
 
 __all__ = ["app", "main"]
 
@@ -254,7 +254,7 @@ def db_upgrade(
     settings = _settings(database_url=database_url)
     _announce(settings, what="db upgrade")
     if settings.database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
     try:
         engine = make_engine(settings.resolved_database_url)
         upgrade_database(engine)

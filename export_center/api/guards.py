@@ -7,9 +7,10 @@ the mounted provider routes included):
 * :class:`SecurityHeaders` adds ``X-Content-Type-Options: nosniff``,
   ``X-Frame-Options: DENY`` and a Content-Security-Policy with ``frame-ancestors
   'none'`` to every answer (for HTML added to the route's own policy when it has
-  none), and ``Referrer-Policy: no-referrer`` to every HTML answer; and ``Cache-Control: no-store`` to every answer of
-  ``/api/`` and ``/internal/`` that does not set its own (they carry tokens, signed
-  download links, signed cursors, or data of one user).
+  none), ``Referrer-Policy: no-referrer`` to every HTML answer, and
+  ``Cache-Control: no-store`` to every answer of ``/api/`` and ``/internal/`` that
+  does not set its own (they carry tokens, signed download links, signed cursors, or
+  data of one user).
 * :class:`HostGuard` answers 421 ``UNTRUSTED_HOST`` to a request whose ``Host`` is not
   one of this server's names (:mod:`export_center.hosts`: loopback names and addresses,
   ``api.allowed_hosts``, the host of ``api.public_base_url``), and 400 ``HOST_REQUIRED``
