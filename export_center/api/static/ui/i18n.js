@@ -599,7 +599,7 @@ const FIRST_HOUR_ZH = {
   cancelledByOperator: '已被运维人员取消。',
   cancelledNote: '此导出已被取消。',
   raceNote: '取消请求送达前导出已完成，文件可以下载。',
-  failedAgain: '{time} 已重试，仍然失败：{why}',
+  failedAgain: '已于 {time} 重试，仍然失败：{why}',
   retryUnlikely: '在数据源修复之前，重试很可能仍会以同样的方式失败。',
 };
 
