@@ -35,7 +35,7 @@ from export_center.auth import (
 )
 from export_center.places import announce as _announce
 from export_center.places import registry_path as _registry_path
-from export_center.settings import Settings, settings_problems
+from export_center.settings import Settings, private_dir, settings_problems
 from export_center.terminal import cell
 
 __all__ = ["app", "main"]
@@ -230,7 +230,7 @@ def db_upgrade(
     settings = _settings(database_url=database_url)
     _announce(settings, what="db upgrade")
     if settings.database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
     try:
         engine = make_engine(settings.resolved_database_url)
         upgrade_database(engine)

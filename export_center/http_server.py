@@ -14,7 +14,12 @@ in this form:
   408 ``REQUEST_TIMEOUT`` (when a request had begun and no answer has) and closes the
   connection; a connection that sent nothing is closed without a word, as an idle one.
   The deadline ends once the request is whole: answers, downloads included, take the
-  time they need.
+  time they need, as long as the client takes their bytes.
+* **Send timeout** (``api.send_timeout_seconds``, 60 s by default, nginx's
+  ``send_timeout``): an answer whose client takes none of its bytes for that long (the
+  socket's buffer stays full: a download opened and never read) has its connection
+  closed, so such clients cannot hold connections until the limit below locks everyone
+  out. A slow client that keeps reading is never cut.
 * **Connection limit** (``api.max_connections``): a request that arrives while more
   connections are open, or more requests in progress, than the limit is answered 503
   ``SERVER_BUSY`` with ``Retry-After: 1`` and its connection closed (uvicorn's own
@@ -76,11 +81,13 @@ class BoundedH11Protocol(H11Protocol):
     """
 
     request_timeout: float = 10.0
+    send_timeout: float = 60.0
     max_connections: int = 500
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._stalled: asyncio.TimerHandle | None = None
         # The limit is applied by _limited (a JSON 503) instead of uvicorn's plain text.
         self.limit_concurrency = None
         self.app = self._limited(self.app)
@@ -132,7 +139,35 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._unstall()
         super().connection_lost(exc)
+
+    # -- the send timeout: the transport pauses writing while its buffer is full
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(self.send_timeout, self._send_expired)
+
+    def resume_writing(self) -> None:
+        self._unstall()
+        super().resume_writing()
+
+    def _unstall(self) -> None:
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _send_expired(self) -> None:
+        self._stalled = None
+        if self.transport.is_closing():
+            return
+        log.info(
+            "closed a connection to %s: it took no byte of its answer for %g s",
+            f"{self.client[0]}:{self.client[1]}" if self.client else "?",
+            self.send_timeout,
+        )
+        self.transport.abort()
 
     def _arm(self) -> None:
         self._disarm()
@@ -168,17 +203,24 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def bounded_protocol(*, request_timeout: float, max_connections: int) -> type[BoundedH11Protocol]:
+def bounded_protocol(
+    *, request_timeout: float, max_connections: int, send_timeout: float = 60.0
+) -> type[BoundedH11Protocol]:
     """A :class:`BoundedH11Protocol` subclass with these figures, for uvicorn's ``http=``.
 
     Args:
         request_timeout: seconds a request may take to arrive (> 0).
         max_connections: connections and requests in progress served at once (>= 1).
+        send_timeout: seconds an answer may wait for its client to take a byte (> 0).
     """
     return type(
         "BoundedH11Protocol",
         (BoundedH11Protocol,),
-        {"request_timeout": request_timeout, "max_connections": max_connections},
+        {
+            "request_timeout": request_timeout,
+            "max_connections": max_connections,
+            "send_timeout": send_timeout,
+        },
     )
 
 
@@ -194,7 +236,9 @@ def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicor
         host=host,
         port=port,
         http=bounded_protocol(
-            request_timeout=api.request_timeout_seconds, max_connections=api.max_connections
+            request_timeout=api.request_timeout_seconds,
+            max_connections=api.max_connections,
+            send_timeout=api.send_timeout_seconds,
         ),
         ws="none",
         log_config=None,

@@ -358,12 +358,12 @@ class ProviderClient:
                 db_timeouts += 1
                 if db_timeouts > len(self.db_timeout_pauses):
                     retries = retries_text(self.db_timeout_pauses)
-                    raise ProviderUnavailable(f"provider {last} on {calls} attempts ({retries})")
+                    raise ProviderUnavailable(f"provider {last} on {calls} tries ({retries})")
                 limits.pause(max(self.db_timeout_pauses[db_timeouts - 1], asked), last)
                 continue
             failures += 1
             if failures >= self.attempts:
-                raise ProviderUnavailable(f"provider {last} on {calls} attempts")
+                raise ProviderUnavailable(f"provider {last} on {calls} tries")
             limits.pause(max(pause, asked), last)
             pause *= 2
 

@@ -26,7 +26,7 @@ from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError, load_registry
-from export_center.settings import Settings
+from export_center.settings import Settings, private_dir
 from export_center.storage import Storage, open_storage
 from export_center.transport import MemoryTransport, Transport
 
@@ -111,7 +111,7 @@ class Runtime:
     ) -> None:
         self.settings = settings
         settings.check_startup()
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
         self.engine = make_engine(settings.resolved_database_url)
         if migrate if migrate is not None else settings.environment != "production":
             upgrade_database(self.engine)

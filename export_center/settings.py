@@ -52,6 +52,7 @@ __all__ = [
     "TaskSettings",
     "default_data_dir",
     "load_or_create_secret",
+    "private_dir",
     "settings_problems",
 ]
 
@@ -281,6 +282,22 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("export-center", appauthor=False))
 
 
+def private_dir(path: Path) -> Path:
+    """Make ``path`` (and its missing parents) a directory only its owner may enter.
+
+    The rule: the data directory holds every tenant's files, the database and the
+    secrets, so a directory the export center creates there is ``0700``, whatever the
+    umask; one that exists already is left as its owner set it.
+
+    Returns:
+        ``path``.
+    """
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode is cut by the umask; 0700 is never widened
+    return path
+
+
 def load_or_create_secret(path: Path) -> str:
     """Read a secret from ``path``, creating it (256 random bits, mode 0600) if absent.
 
@@ -292,7 +309,7 @@ def load_or_create_secret(path: Path) -> str:
     """
     if path.exists():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     secret = secrets.token_urlsafe(32)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(secret)

@@ -309,6 +309,13 @@ class ApiSettings(BaseModel):
         "seconds of its first byte (or of the connection's opening); then the connection "
         "is closed with 408",
     )
+    send_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="serve: an answer whose client takes none of its bytes for this many "
+        "seconds (a download nobody reads) has its connection closed",
+    )
     max_connections: int = Field(
         500,
         ge=2,
@@ -323,8 +330,9 @@ class ApiSettings(BaseModel):
     )
     dev_sign_in: bool | None = Field(
         None,
-        description="Offer the web page's development sign-in (loopback callers, "
-        "same-origin requests only); unset: on for the embedded default only",
+        description="Offer the web page's development sign-in (callers on this machine that "
+        "open the page at a loopback address or localhost, same-origin requests only; not "
+        "through a proxy or another name); unset: on for the embedded default only",
     )
     jwt_leeway_seconds: float = Field(
         30.0, ge=0, le=600, description="Clock skew tolerated on a token's exp, nbf and iat"

@@ -272,7 +272,7 @@ class LocalStorage:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        _private(self.root)
 
     def _path(self, key: str) -> Path:
         if not _KEY.match(key):
@@ -287,8 +287,10 @@ class LocalStorage:
     ) -> BinaryIO:
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return open(path.with_name(path.name + ".part"), "wb", buffering=1 << 20)  # noqa: SIM115
+            _private(path.parent)
+            return open(  # noqa: SIM115 - the caller closes it
+                path.with_name(path.name + ".part"), "wb", buffering=1 << 20, opener=_owner_only
+            )
         except OSError as exc:
             raise storage_error(exc, f"cannot open {key}") from exc
 
@@ -355,8 +357,9 @@ class LocalStorage:
         path = self._part_path(key)
         temporary = path.with_name(path.name + ".tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(data)
+            _private(path.parent)
+            with open(temporary, "wb", opener=_owner_only) as fh:
+                fh.write(data)
             os.replace(temporary, path)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -407,6 +410,25 @@ class LocalStorage:
 
 _PART_CHUNK = 1 << 20
 """Bytes per chunk when a segment is read back."""
+
+
+def _owner_only(path: str, flags: int) -> int:
+    """``open``'s opener of export files: readable and writable by their owner only
+    (``0600``): a file holds one tenant's data."""
+    return os.open(path, flags, 0o600)
+
+
+def _private(directory: Path) -> None:
+    """Make ``directory`` and its missing parents under the storage, ``0700``."""
+    if directory.is_dir():
+        return
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for created in reversed(missing):
+        created.mkdir(mode=0o700, exist_ok=True)
+        created.chmod(0o700)
 
 
 def open_storage(settings: Settings) -> Storage:

@@ -171,7 +171,10 @@ def create_app(
         )
         message = str(exc.detail)
         if exc.status_code == 400:  # Starlette's "There was an error parsing the body"
-            message = "the request body cannot be read: send UTF-8 JSON"
+            message = (
+                "the request body cannot be read as JSON: it must be UTF-8, nested at "
+                "most a few hundred levels, with numbers of at most a few thousand digits"
+            )
         return JSONResponse(
             {"code": code, "message": message, "field": None},
             status_code=exc.status_code,

@@ -196,8 +196,8 @@ _DEFAULT: dict[Language, tuple[str, str]] = {
 }
 _CHROME: dict[Language, tuple[str, str, str]] = {
     # (suffix of the title, the link's text, the label of the code)
-    "en": ("Download center", "Open the download center", "Error code"),
-    "zh-CN": ("下载中心", "打开下载中心", "错误代码"),
+    "en": ("Download center", "Open the download center", "Error code: "),
+    "zh-CN": ("下载中心", "打开下载中心", "错误代码："),
 }
 _LANGUAGE_RANGE = re.compile(
     r"^\s*([A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*|\*)\s*(?:;\s*q\s*=\s*([^;]*))?\s*$"
@@ -263,7 +263,7 @@ def download_error_page(
         f"<title>{e(title)} · {e(suffix)}</title>\n<style>{_STYLE}</style>\n</head>\n"
         f"<body>\n<main>\n<h1>{e(title)}</h1>\n<p>{e(text)}</p>\n"
         f'<a href="{e(CENTER_HREF)}">{e(link)}</a>\n'
-        f'<p class="code">{e(code_label)}: <code>{e(code)}</code></p>\n</main>\n</body>\n</html>\n'
+        f'<p class="code">{e(code_label)}<code>{e(code)}</code></p>\n</main>\n</body>\n</html>\n'
     )
     return HTMLResponse(body, status_code=status, headers={**_HEADERS, **(headers or {})})
 

@@ -4,12 +4,13 @@ Three ASGI middlewares, outermost first (:func:`export_center.api.app.create_app
 them around every route, ``/ui/``, ``/docs``, ``/healthz``, ``/readyz``, ``/metrics`` and
 the mounted provider routes included):
 
-* :class:`SecurityHeaders` adds ``X-Content-Type-Options: nosniff`` to every answer;
-  to every HTML answer ``X-Frame-Options: DENY``, a Content-Security-Policy with
-  ``frame-ancestors 'none'`` (added to the route's own policy when it has none) and
-  ``Referrer-Policy: no-referrer``; and ``Cache-Control: no-store`` to every answer of
-  ``/api/`` and ``/internal/`` that does not set its own (they carry tokens, signed
-  download links, signed cursors, or data of one user).
+* :class:`SecurityHeaders` adds ``X-Content-Type-Options: nosniff``,
+  ``X-Frame-Options: DENY`` and a Content-Security-Policy with ``frame-ancestors
+  'none'`` to every answer (for HTML added to the route's own policy when it has
+  none), ``Referrer-Policy: no-referrer`` to every HTML answer, and
+  ``Cache-Control: no-store`` to every answer of ``/api/`` and ``/internal/`` that
+  does not set its own (they carry tokens, signed download links, signed cursors, or
+  data of one user).
 * :class:`HostGuard` answers 421 ``UNTRUSTED_HOST`` to a request whose ``Host`` is not
   one of this server's names (:mod:`export_center.hosts`: loopback names and addresses,
   ``api.allowed_hosts``, the host of ``api.public_base_url``), and 400 ``HOST_REQUIRED``
@@ -127,11 +128,15 @@ class SecurityHeaders:
 
 def _add_headers(headers: MutableHeaders, *, no_store: bool) -> None:
     headers.setdefault("x-content-type-options", "nosniff")
+    # Every answer, not only the HTML ones: a JSON answer opened in another site's
+    # frame (the host-proxy mode adds Authorization to it) is shown to nobody.
+    headers.setdefault("x-frame-options", "DENY")
     if no_store:
         headers.setdefault("cache-control", "no-store")
     if not headers.get("content-type", "").lower().startswith("text/html"):
+        if "content-security-policy" not in headers:
+            headers["content-security-policy"] = FRAME_ANCESTORS
         return
-    headers.setdefault("x-frame-options", "DENY")
     headers.setdefault("referrer-policy", "no-referrer")
     policy = headers.get("content-security-policy")
     if policy is None:

@@ -93,7 +93,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "REPEATED_PARAMETER": ("query parameter 'limit' is given more than once", "limit"),
     "MALFORMED_JSON": ("the request body is not valid JSON", None),
     "BODY_REQUIRED": ("send a JSON object body with content-type application/json", None),
-    "INVALID_BODY": ("the request body cannot be read: send UTF-8 JSON", None),
+    "INVALID_BODY": ("the request body cannot be read as JSON: it must be UTF-8, ...", None),
     "DUPLICATE_KEY": ("the JSON body names 'exportType' twice", None),
     "REPEATED_HEADER": ("the Idempotency-Key header is sent more than once; send it once", None),
     "BODY_TOO_LARGE": ("the request body may have at most 64 KB", None),

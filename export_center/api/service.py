@@ -19,6 +19,7 @@ sentence; the API maps them to HTTP in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,6 +59,9 @@ __all__ = [
     "task_in_scope",
     "visible_task",
 ]
+
+#: Characters a task name may not hold: it is shown in lists, mail and file names.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: API state names to stored statuses (the list's ``state`` filter).
 STATE_FILTER = {
@@ -180,6 +184,12 @@ def create_export(
             field="format",
         )
     key, key_name = _request_key(body, idempotency_key)
+    if body.taskName is not None and _CONTROL.search(body.taskName):
+        raise ValidationFailed(
+            "taskName must not contain control characters (U+0000-U+001F, U+007F-U+009F)",
+            code="INVALID_VALUE",
+            field="taskName",
+        )
     parameters = validate_parameters(etype, body.parameters)
     new = repository.NewTask(
         export_type=etype.code,

@@ -47,7 +47,7 @@ STATES: dict[str, dict[str, Any]] = {
         "started_at": db_now_plus(-5),
         "completed_at": db_now(),
         "failure_code": "PROVIDER_UNAVAILABLE",
-        "failure_message": "fetch: batch 3 (cursor 2000): provider answered 503 on 3 attempts",
+        "failure_message": "fetch: batch 3 (cursor 2000): provider answered 503 on 3 tries",
     },
 }
 

@@ -271,6 +271,38 @@ def test_the_page_and_the_api_docs_cannot_be_framed(victim, attacker, browser):
         context.close()
 
 
+def test_api_answers_framed_by_another_site_show_nothing(victim, attacker, proxied):
+    # The proxy adds Authorization to the frames' requests too: the list and the detail
+    # (with signed links) must not be rendered inside another site's page.
+    task_id = victim.stack.client("alice").get("/api/v1/exports").json()["items"][0]["taskId"]
+    attacker.pages["/json-frames"] = (
+        f'<iframe id="list" src="{victim.url}/api/v1/exports"></iframe>'
+        f'<iframe id="detail" src="{victim.url}/api/v1/exports/{task_id}"></iframe>'
+        f'<iframe id="me" src="{victim.url}/api/v1/me"></iframe>'
+    )
+    page = proxied()
+    blocked: list[str] = []
+    page.on("console", lambda m: "frame" in m.text.lower() and blocked.append(m.text))
+    page.goto(f"http://localhost:{attacker.port}/json-frames")
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(1000)
+    for frame in page.frames:
+        if frame == page.main_frame:
+            continue
+        text = frame.evaluate("document.body ? document.body.innerText : ''")
+        assert task_id not in text and "downloadUrl" not in text and '"user"' not in text
+    assert (
+        len(
+            [
+                line
+                for line in blocked
+                if "x-frame-options" in line.lower() or "frame-ancestors" in line.lower()
+            ]
+        )
+        >= 3
+    ), blocked
+
+
 @pytest.fixture
 def rebinding_browser(browser: Any) -> Iterator[Any]:
     """A second Chromium that resolves rebind.test to 127.0.0.1 (the rebound answer)."""

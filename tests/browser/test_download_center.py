@@ -257,6 +257,34 @@ def test_the_api_out_of_reach_shows_a_banner_until_it_answers_again(stack, ui):
     view.errors[:] = [e for e in view.errors if "net::ERR_CONNECTION_REFUSED" not in e]
 
 
+@pytest.mark.parametrize(
+    ("locale", "says"),
+    [("en-US", "database is not answering"), ("zh-CN", "导出中心的数据库暂时无响应")],
+)
+def test_a_database_outage_is_not_blamed_on_the_network(stack, ui, locale, says):
+    from export_center.testing import DatabaseOutage
+
+    alice = stack.client("alice")
+    create(alice, "csv", taskName="Keeps running", parameters=SEPTEMBER)
+    view = ui(stack, locale=locale).open().sign_in()
+    page = view.page
+    expect(view.row("Keeps running")).to_have_count(1)
+    outage = DatabaseOutage(stack.runtime.engine).start(3600)
+    try:
+        page.click("#refresh")
+        banner = page.locator("#banner")
+        expect(banner).to_be_visible()
+        expect(banner).to_contain_text(says)
+        assert "网络" not in banner.inner_text() and "connection" not in banner.inner_text()
+    finally:
+        outage.close()
+    page.click("#banner-retry")
+    expect(page.locator("#banner")).to_be_hidden()
+    expect(view.row("Keeps running")).to_have_count(1)
+    # The 503 answers are logged by Chromium; nothing else may appear.
+    view.errors[:] = [e for e in view.errors if "503" not in e]
+
+
 def test_an_expired_token_returns_to_sign_in_with_a_message(stack, ui):
     view = ui(stack)
     view.allow(401)

@@ -184,7 +184,7 @@ RETRIED = {
         "Retried at {time}, failed again: The data source refused the request. Try again "
         "later; if it fails again, tell an administrator."
     ),
-    "zh-CN": "{time} 已重试，仍然失败：数据源拒绝了该请求。请稍后重试；如仍失败，请联系管理员。",
+    "zh-CN": "已于 {time} 重试，仍然失败：数据源拒绝了该请求。请稍后重试；如仍失败，请联系管理员。",
 }
 UNLIKELY = {
     "en-US": "A retry will probably fail the same way until the data source is fixed.",

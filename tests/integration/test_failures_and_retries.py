@@ -57,7 +57,7 @@ def test_always_503_fails_after_max_attempts_naming_phase_and_batch(flaky_stack,
     assert detail["attempts"] == 3
     message = detail["error"]["message"]
     assert message.startswith("fetch: batch 3 (cursor "), message
-    assert "provider answered 503 on 3 attempts" in message
+    assert "provider answered 503 on 3 tries" in message
     assert detail["error"]["code"] == "PROVIDER_UNAVAILABLE"
     versions = {r["version"] for r in behaviour.requests}
     assert versions == {1, 2, 3}

@@ -112,7 +112,7 @@ def test_a_db_timeout_every_time_ends_each_attempt_transiently(flaky_stack, faul
     assert detail["error"]["code"] == "PROVIDER_UNAVAILABLE"
     assert detail["error"]["message"].startswith("fetch: batch 2 (cursor "), detail["error"]
     assert detail["error"]["message"].endswith(
-        ": provider answered 503 DB_TIMEOUT on 4 attempts (3 retries, after 0.1, 0.4, 1.6 s)"
+        ": provider answered 503 DB_TIMEOUT on 4 tries (3 retries, after 0.1, 0.4, 1.6 s)"
     )
     for version in (1, 2):
         tries = [r for r in behaviour.requests if r["version"] == version and r["batch"] == 2]

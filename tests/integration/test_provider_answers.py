@@ -86,7 +86,7 @@ def test_transient_answers_on_every_try_fail_the_batch(faulty: FaultProviderServ
     behaviour = faulty.reset(rows=250, scripted=[(503, {})] * 3)
     with pytest.raises(ProviderUnavailable) as caught:
         fetch(faulty)
-    assert caught.value.message == "provider answered 503 on 3 attempts"
+    assert caught.value.message == "provider answered 503 on 3 tries"
     assert not caught.value.permanent and len(behaviour.requests) == 3
 
 
@@ -155,7 +155,7 @@ def test_a_retry_after_beyond_the_bound_fails_without_waiting(
 
 def test_timeouts_and_connection_errors_are_transient(faulty: FaultProviderServer) -> None:
     behaviour = faulty.reset(rows=250, sleep_seconds=1.0)
-    with pytest.raises(ProviderUnavailable, match="^provider timed out on 2 attempts$"):
+    with pytest.raises(ProviderUnavailable, match="^provider timed out on 2 tries$"):
         fetch(faulty, read_timeout=0.3, attempts=2)
     assert len(behaviour.requests) == 2
     client = ProviderClient(token=TOKEN, retry_pause=0.01, attempts=2)
@@ -273,7 +273,7 @@ def test_a_db_timeout_on_every_try_fails_the_batch_naming_it(faulty: FaultProvid
     with pytest.raises(ProviderUnavailable) as caught:
         fetch(faulty, db_timeout_pauses=(0.01, 0.02, 0.04))
     assert caught.value.message == (
-        "provider answered 503 DB_TIMEOUT on 4 attempts (3 retries, after 0.01, 0.02, 0.04 s)"
+        "provider answered 503 DB_TIMEOUT on 4 tries (3 retries, after 0.01, 0.02, 0.04 s)"
     )
     assert caught.value.code == "PROVIDER_UNAVAILABLE" and not caught.value.permanent
     assert len(behaviour.requests) == 4
@@ -284,7 +284,7 @@ def test_other_503s_keep_the_usual_tries(faulty: FaultProviderServer) -> None:
     behaviour = faulty.reset(rows=250, db_timeouts=2, always_fail=True)
     with pytest.raises(ProviderUnavailable) as caught:
         fetch(faulty, db_timeout_pauses=(0.01, 0.01, 0.01))
-    assert caught.value.message == "provider answered 503 on 5 attempts"
+    assert caught.value.message == "provider answered 503 on 5 tries"
     assert [r["status"] for r in behaviour.requests] == [503] * 5
 
 

@@ -28,6 +28,10 @@ T = ExportTask.__table__
         ({"parameters": {"status": "X"}}, "INVALID_VALUE", "parameters.status"),
         ({"parameters": {"tenantId": "other"}}, "UNKNOWN_PARAMETER", "parameters.tenantId"),
         ({"taskName": "n" * 101}, "TOO_LONG", "taskName"),
+        ({"taskName": "a\x00b"}, "INVALID_VALUE", "taskName"),  # NUL, line breaks, C1
+        ({"taskName": "two\nlines"}, "INVALID_VALUE", "taskName"),
+        ({"taskName": "tab\there"}, "INVALID_VALUE", "taskName"),
+        ({"taskName": "c1\x85"}, "INVALID_VALUE", "taskName"),
         ({"requestId": "r" * 129}, "TOO_LONG", "requestId"),
         ({"callbackUrl": "http://x"}, "UNKNOWN_FIELD", "callbackUrl"),
     ],
@@ -338,3 +342,15 @@ def test_commands_lost_with_an_in_process_transport_are_sent_again_at_start(make
     second = make_stack()  # same database; the reconciler's stale window is 10 minutes
     detail = wait_state(second.client(), task_id, timeout=30)
     assert detail["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])
+def test_json_numbers_no_parser_agrees_on_are_refused_not_stored(stack, literal):
+    # Python's json reads NaN, Infinity and 1e999 (as inf); no other JSON reader does.
+    body = b'{"exportType": "ORDERS", "format": "csv", "parameters": {"status": ' + literal + b"}}"
+    answer = stack.client().post(
+        "/api/v1/exports", content=body, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code in (400, 422), answer.text
+    assert answer.json()["code"] in ("MALFORMED_JSON", "INVALID_VALUE", "INVALID_TYPE")
+    assert stack.client().get("/api/v1/exports").json()["items"] == []

@@ -121,3 +121,58 @@ def test_beyond_the_connection_limit_a_request_gets_a_json_503_at_once(make_stac
         client.join(30)
     assert all(client.cut for client in clients)
     assert httpx.get(f"{stack.url}/healthz", timeout=5).status_code == 200
+
+
+def _unread_download(port: int, path: str) -> socket.socket:
+    """A client that asks for a download and never reads its answer (small buffer)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return sock
+
+
+def _closed_by_the_server(sock: socket.socket, timeout: float) -> bool:
+    """Read what the server sent; True when it closed or reset the connection."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(1 << 20):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_downloads_nobody_reads_are_cut_and_cannot_lock_everyone_out(make_stack):
+    from tests.helpers import create, wait_state
+
+    stack = make_stack(api={"send_timeout_seconds": 2.0, "max_connections": 12})
+    client = stack.client()
+    detail = wait_state(client, create(client, "csv").json()["taskId"])
+    assert detail["state"] == "succeeded" and detail["sizeBytes"] > 1 << 20
+    port = port_of(stack)
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(20):  # unread downloads until they hold every connection
+            stalled.append(_unread_download(port, detail["downloadUrl"]))
+            time.sleep(0.05)
+            busy = httpx.get(f"{stack.url}/healthz", timeout=5)
+            if busy.status_code == 503:
+                break
+        assert busy.status_code == 503 and busy.json()["code"] == "SERVER_BUSY"
+        # Each took none of its bytes for 2 s: the server closed them all.
+        assert all(_closed_by_the_server(s, 10) for s in stalled)
+        health = httpx.get(f"{stack.url}/healthz", timeout=5)
+        assert health.status_code == 200
+    finally:
+        for sock in stalled:
+            sock.close()
+    # A slow client that keeps reading is never cut: the whole file arrives.
+    with httpx.stream("GET", f"{stack.url}{detail['downloadUrl']}", timeout=30) as answer:
+        got = 0
+        for chunk in answer.iter_bytes(1 << 16):
+            got += len(chunk)
+            time.sleep(0.01)
+    assert got == detail["sizeBytes"]

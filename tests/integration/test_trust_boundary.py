@@ -334,6 +334,29 @@ def test_a_rebound_page_cannot_sign_in_even_as_its_own_origin(make_stack):
     assert answer.status_code == 421 and "token" not in answer.text
 
 
+@pytest.mark.parametrize("name", ["exports.example.com", "10.1.2.3", "192.0.2.2"])
+def test_a_proxy_on_the_same_host_does_not_make_a_remote_browser_local(make_stack, name):
+    # A reverse proxy on this machine connects from 127.0.0.1 for every remote browser:
+    # the production name (or address) it is reached by says the browser is elsewhere.
+    stack = make_stack(
+        api={"dev_sign_in": True, "allowed_hosts": [name, "10.0.0.0/8", "192.0.2.0/24"]}
+    )
+    site = f"{name}:{port_of(stack)}"
+    own = {"host": site, "origin": f"http://{site}", "sec-fetch-site": "same-origin"}
+    client = stack.client(None)
+    answer = client.post(
+        "/api/v1/dev/sign-in", json={"user": "x", "tenant": "t1", "role": "admin"}, headers=own
+    )
+    assert answer.status_code == 403 and answer.json()["code"] == "NOT_LOOPBACK", answer.text
+    offered = client.get("/api/v1/dev/sign-in", headers={"host": site})
+    assert offered.json() == {"available": False}
+    # The same machine, by its loopback name, still signs in.
+    local = client.post(
+        "/api/v1/dev/sign-in", json={"user": "x", "tenant": "t1"}, headers={"origin": stack.url}
+    )
+    assert local.status_code == 200 and client.get("/api/v1/dev/sign-in").json()["available"]
+
+
 def test_signed_tokens_name_the_configured_audience(make_stack):
     stack = make_stack(api={"dev_sign_in": True, "jwt_audience": ["export-center"]})
     minted = stack.client(None).post(

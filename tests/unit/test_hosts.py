@@ -254,4 +254,12 @@ def test_api_answers_are_not_stored_unless_the_route_says_otherwise():
     kept = _headers_of("text/csv", "/api/v1/x", [(b"cache-control", b"private, max-age=5")])
     assert kept["cache-control"] == "private, max-age=5"
     assert "cache-control" not in _headers_of("text/javascript", "/ui/app.js", [])
-    assert "x-frame-options" not in _headers_of("application/json", "/api/v1/me", [])
+
+
+@pytest.mark.parametrize("kind", ["application/json", "text/csv; charset=utf-8", "text/javascript"])
+def test_no_answer_may_be_framed(kind):
+    # A JSON answer in another site's frame (the proxy adds Authorization) shows nothing.
+    headers = _headers_of(kind, "/api/v1/exports", [])
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert "referrer-policy" not in headers

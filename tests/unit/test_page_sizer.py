@@ -118,7 +118,7 @@ def test_other_failures_pass_through_and_leave_the_size() -> None:
     sizer = PageSizer(1000)
 
     def call(limit: int) -> Batch:
-        raise ProviderUnavailable("provider answered 503 on 3 attempts")
+        raise ProviderUnavailable("provider answered 503 on 3 tries")
 
     with pytest.raises(ProviderUnavailable):
         sizer.fetch(call)

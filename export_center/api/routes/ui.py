@@ -48,7 +48,7 @@ from export_center.auth import (
     issue_token,
 )
 from export_center.errors import Forbidden, NotFound
-from export_center.hosts import same_origin
+from export_center.hosts import is_loopback, same_origin
 
 __all__ = ["PAGE_HEADERS", "DevSignIn", "DevToken", "dev_sign_in_enabled", "router"]
 
@@ -173,11 +173,18 @@ def dev_sign_in_enabled(runtime: RuntimeDep) -> bool:
 
 
 def _loopback(request: Request) -> bool:
-    host = request.client.host if request.client else ""
+    """True when the caller is on this machine: the TCP peer is a loopback address AND
+    the request names this server by a loopback name or address (``Host``). A reverse
+    proxy on the same host makes every remote browser a loopback peer; the name it is
+    reached by (an allowed production name) tells the two apart."""
+    peer = request.client.host if request.client else ""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        if not ipaddress.ip_address(peer).is_loopback:
+            return False
     except ValueError:
         return False
+    authority = request_authority(request.scope)
+    return authority is not None and is_loopback(authority.host)
 
 
 @router.get("/api/v1/dev/sign-in", response_model=dict[str, bool], include_in_schema=False)
@@ -208,7 +215,8 @@ def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevTo
         raise NotFound("there is no development sign-in here", code="NOT_FOUND")
     if not _loopback(request):
         raise Forbidden(
-            "the development sign-in answers only on this machine (loopback)",
+            "the development sign-in answers only on this machine, to a page opened at a "
+            "loopback address or localhost (not through a proxy or another name)",
             code="NOT_LOOPBACK",
         )
     if not _same_origin(request, runtime):

@@ -20,8 +20,23 @@ export class ApiError extends Error {
   }
 }
 
-/** The API could not be reached (network down, server stopped, proxy 502/503/504). */
-export class Unreachable extends Error {}
+/**
+ * The API could not answer: `reason` is 'network' (no answer, the server stopped, a
+ * proxy's 502/504), 'database' (503 DATABASE_UNAVAILABLE: the server is up, its database
+ * is not), 'busy' (503 SERVER_BUSY) or 'storage' (503 STORAGE_UNAVAILABLE).
+ */
+export class Unreachable extends Error {
+  constructor(reason = 'network') {
+    super(reason);
+    this.reason = reason;
+  }
+}
+
+const UNAVAILABLE = {
+  DATABASE_UNAVAILABLE: 'database',
+  SERVER_BUSY: 'busy',
+  STORAGE_UNAVAILABLE: 'storage',
+};
 
 export function url(path) {
   return new URL(path.replace(/^\//, ''), BASE).href;
@@ -63,8 +78,12 @@ export async function call(path, { method = 'GET', body, bearer } = {}) {
   } catch {
     throw new Unreachable();
   }
-  if ([502, 503, 504].includes(response.status)) throw new Unreachable();
   let data = null;
+  if ([502, 503, 504].includes(response.status)) {
+    try { data = await response.json(); } catch { data = null; }
+    const code = data && typeof data.code === 'string' ? data.code : '';
+    throw new Unreachable(response.status === 503 ? UNAVAILABLE[code] || 'network' : 'network');
+  }
   try { data = await response.json(); } catch { data = null; }
   if (!response.ok) throw new ApiError(response.status, data, response.headers.get('Retry-After'));
   return { status: response.status, data, headers: response.headers };

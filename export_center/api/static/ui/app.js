@@ -124,11 +124,11 @@ function announce(message) {
   announceTimer = setTimeout(() => { live.textContent = message; }, 50);
 }
 
-function setOffline(retry) {
+function setOffline(retry, reason = 'network') {
   app.offline = true;
   app.retry = retry;
   app.offlineDelay = Math.min(OFFLINE_MAX_MS, Math.max(POLL_MS, app.offlineDelay * 2));
-  $('banner-text').textContent = t('offline');
+  $('banner-text').textContent = t(reason === 'network' ? 'offline' : `offline.${reason}`);
   $('banner').hidden = false;
 }
 
@@ -165,7 +165,7 @@ async function showSignIn(message) {
     app.devAvailable = Boolean(data?.available);
     setOnline();
   } catch (error) {
-    if (error instanceof api.Unreachable) return unreachableAt(() => showSignIn(message));
+    if (error instanceof api.Unreachable) return unreachableAt(() => showSignIn(message), error.reason);
     app.devAvailable = false;
   }
   $('dev-form').hidden = !app.devAvailable;
@@ -284,8 +284,8 @@ function scheduleExpiry(expiresAt) {
   else app.expiryTimer = setTimeout(enter, 15000); // host sign-in: ask again, not in a loop
 }
 
-function unreachableAt(retry) {
-  setOffline(retry);
+function unreachableAt(retry, reason) {
+  setOffline(retry, reason);
   clearTimeout(app.pollTimer);
   app.pollTimer = setTimeout(retry, app.offlineDelay);
 }
@@ -303,7 +303,7 @@ async function enter() {
     const serverNow = Date.parse(answers[0].headers.get('Date') || '');
     app.skew = Number.isFinite(serverNow) ? serverNow - Date.now() : 0;
   } catch (error) {
-    if (error instanceof api.Unreachable) return unreachableAt(enter);
+    if (error instanceof api.Unreachable) return unreachableAt(enter, error.reason);
     if (!(error instanceof api.ApiError)) throw error;
     if (error.status === 401) return unauthorized(error);
     notifyError(error);
@@ -352,7 +352,7 @@ async function showView(name, { focus = true, listing } = {}) {
   stopPolling();
   if (!ops) {
     const module = await import('./ops.js');
-    ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: () => setOffline(() => ops.refresh()), setOnline, typeTitle });
+    ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: (reason) => setOffline(() => ops.refresh(), reason), setOnline, typeTitle });
   }
   if (app.view === 'ops') ops.start(focus);
 }
@@ -449,7 +449,7 @@ async function refresh(asked) {
   } catch (error) {
     if (seq !== app.seq) return;
     if (!(error instanceof api.ApiError || error instanceof api.Unreachable)) throw error;
-    if (error instanceof api.Unreachable) setOffline(refresh);
+    if (error instanceof api.Unreachable) setOffline(refresh, error.reason);
     else if (error.status === 401) return unauthorized(error);
     else if (error.code === 'INVALID_CURSOR' && app.page) {
       app.cursors = [null];
@@ -602,7 +602,7 @@ async function onAction(action, task, event) {
     renderList();
   } catch (error) {
     if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
-    if (error instanceof api.Unreachable) setOffline(refresh);
+    if (error instanceof api.Unreachable) setOffline(refresh, error.reason);
     if (!(action === 'cancel' && error.code === 'NOT_CANCELLABLE' && await finishedFirst(task))) notifyError(error);
   } finally {
     delete button.dataset.busy;
@@ -777,7 +777,7 @@ const form = new CreateForm({
   typeTitle,
   onCreated: created,
   onUnauthorized: unauthorized,
-  onUnreachable: () => unreachableAt(refresh), // the list asks again soon; the banner goes then
+  onUnreachable: (reason) => unreachableAt(refresh, reason), // the list asks again soon
 });
 
 function switchLanguage() {

@@ -65,7 +65,9 @@ function zoneLabel(zone) {
 
 /** The text and, only for a code the page does not know, the server's sentence. */
 export function describe(error) {
-  if (error instanceof Unreachable) return { text: t('offline'), detail: null };
+  if (error instanceof Unreachable) {
+    return { text: t(error.reason === 'network' ? 'offline' : `offline.${error.reason}`), detail: null };
+  }
   if (!(error instanceof ApiError)) return { text: t('err.5xx'), detail: null };
   const key = i18n.errorKey(error.code, error.field);
   let text = t(key || (error.status >= 500 ? 'err.5xx' : 'err.4xx'));
@@ -79,7 +81,7 @@ export function errorNodes({ text, detail }) {
 }
 
 export class CreateForm {
-  /** @param {object} ctx `{typeTitle, onCreated(answer, body), onUnauthorized(error), onUnreachable()}` */
+  /** @param {object} ctx `{typeTitle, onCreated(answer, body), onUnauthorized(error), onUnreachable(reason)}` */
   constructor(ctx) {
     this.ctx = ctx;
     this.types = [];
@@ -302,8 +304,8 @@ export class CreateForm {
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) this.ctx.onUnauthorized(error);
       else if (error instanceof Unreachable) {
-        this.showError({ text: t('createOffline') });
-        this.ctx.onUnreachable();
+        this.showError({ text: t(error.reason === 'network' ? 'createOffline' : `createOffline.${error.reason}`) });
+        this.ctx.onUnreachable(error.reason);
       } else this.showError(describe(error), error);
     } finally {
       this.busy = false;

@@ -343,7 +343,7 @@ export class OpsView {
     } catch (error) {
       if (seq !== this.seq) return;
       if (error instanceof api.ApiError && error.status === 401) return this.ctx.unauthorized(error);
-      if (error instanceof api.Unreachable) this.ctx.onUnreachable();
+      if (error instanceof api.Unreachable) this.ctx.onUnreachable(error.reason);
       else {
         this.ctx.notifyError(error);
         if (error instanceof api.ApiError && error.status < 500) return; // asking again would not help
