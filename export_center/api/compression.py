@@ -9,6 +9,9 @@ compressed (``Content-Encoding: gzip``, ``Vary: Accept-Encoding``), except:
 * the development sign-in's answer, which holds a bearer token: compressing a secret
   with text an attacker can add to the same answer lets the size leak the secret
   (BREACH);
+* the provider routes mounted in the app (``/internal/``): their caller is a worker on
+  the same host or network, where deflating every 4 MB page costs the provider and the
+  worker more CPU than the bytes saved (the export's bottleneck is that CPU);
 * what Starlette never compresses: 206 answers, answers with their own
   ``Content-Encoding``, images, archives, event streams.
 """
@@ -25,7 +28,9 @@ __all__ = ["Compression", "MINIMUM_SIZE", "UNCOMPRESSED_PATHS"]
 #: Answers smaller than this many bytes travel as they are (gzip would not pay).
 MINIMUM_SIZE = 500
 #: Paths whose answers are never compressed (module docstring).
-UNCOMPRESSED_PATHS = re.compile(r"^/api/v1/exports/[^/]+/download$|^/api/v1/dev/sign-in$")
+UNCOMPRESSED_PATHS = re.compile(
+    r"^/api/v1/exports/[^/]+/download$|^/api/v1/dev/sign-in$|^/internal/"
+)
 
 
 class Compression:

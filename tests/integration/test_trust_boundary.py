@@ -442,6 +442,24 @@ def test_page_files_and_json_arrive_gzipped_downloads_do_not(served):
     part = alice.get(link, headers={**wanted, "range": "bytes=0-99"})
     assert part.status_code == 206 and "content-encoding" not in part.headers
     assert part.content == whole.content[:100]
+    # Nor a provider answer to a worker: deflating every page costs more CPU than it saves.
+    page = stack.client(None).post(
+        "/internal/exports/v1/ORDERS/batches",
+        headers={**wanted, "x-internal-service-token": stack.settings.internal_token},
+        json={
+            "taskId": task_id,
+            "tenantId": "t1",
+            "appCode": "PLATFORM",
+            "requestedBy": "alice",
+            "dispatchVersion": 1,
+            "parameters": {},
+            "cursor": None,
+            "snapshotToken": None,
+            "limit": 100,
+        },
+    )
+    assert page.status_code == 200 and len(page.json()["rows"]) == 100
+    assert "content-encoding" not in page.headers
     # What the gzip body really is: a gzip stream of the JSON.
     with httpx.stream(
         "GET", f"{stack.url}/api/v1/exports", headers={**alice.headers, **wanted}
