@@ -126,12 +126,12 @@ echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 if [ "$#" -eq 0 ] && [ "${EXPORT_CENTER_TEST_SPLIT:-1}" = "1" ]; then
     logs="$(mktemp -d)"
     step "Running pytest -rs in two processes: -m 'rocketmq or second_process' (log $logs/broker.log) and the rest"
-    EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider \
+    EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider --durations=25 \
         -m "rocketmq or second_process" \
         --basetemp "$logs/tmp-broker" >"$logs/broker.log" 2>&1 &
     broker_pid=$!
     status=0
-    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs -m "not rocketmq and not second_process" \
+    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs --durations=40 -m "not rocketmq and not second_process" \
         --basetemp "$logs/tmp-rest" || status=$?
     broker_status=0
     wait "$broker_pid" || broker_status=$?

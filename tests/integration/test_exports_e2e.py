@@ -374,8 +374,9 @@ def test_a_provider_request_cut_off_by_its_caller_is_a_normal_event(stack, caplo
     parts = urlsplit(stack.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /internal/exports/v1/ORDERS/batches HTTP/1.1\r\nhost: x\r\n"
-            b'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"taskId":'
+            b"POST /internal/exports/v1/ORDERS/batches HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            + f"x-internal-service-token: {stack.settings.internal_token}\r\n".encode()
+            + b'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"taskId":'
         )
         time.sleep(0.3)
     deadline = time.monotonic() + 5
