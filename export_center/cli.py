@@ -375,7 +375,12 @@ def worker(
     configure_logging()
     runtime = Runtime(settings, self_url=settings.api.public_base_url)
     exporter = (
-        start_metrics_server(runtime.engine, metrics_host, metrics_port)
+        start_metrics_server(
+            runtime.engine,
+            metrics_host,
+            metrics_port,
+            (runtime.storage, runtime.low_space_bytes),
+        )
         if metrics_port is not None
         else None
     )

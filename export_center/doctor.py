@@ -216,6 +216,16 @@ def _storage(settings: Settings) -> Check:
             f"{root} has {free / 2**20:,.0f} MB free, less than two full files "
             f"({need / 2**20:,.0f} MB); free space or lower EXPORT_CENTER_TASK__MAX_FILE_SIZE_MB",
         )
+    low = int(settings.storage.low_space_mb * 2**20)
+    if free < low:
+        return Check(
+            "storage",
+            False,
+            f"{root} has {free / 2**20:,.0f} MB free, below the low-space mark "
+            f"({low / 2**20:,.0f} MB, EXPORT_CENTER_STORAGE__LOW_SPACE_MB): the kept shard "
+            "parts of FAILED tasks are being deleted and exports may fail with "
+            "STORAGE_ERROR; free space or grow the volume",
+        )
     return Check("storage", True, f"{root} writable, {free / 2**30:,.1f} GB free")
 
 

@@ -21,6 +21,13 @@ apart) are not stored in any process: :class:`DatabaseGauges` computes them with
 :func:`export_center.repository.queue_figures` when a scrape collects, on the
 database clock, so every target reports the same database truth of that moment. Read
 them with ``max()`` across targets, never ``sum()``.
+
+The storage gauges (:class:`StorageGauges`) are read the same way, at each scrape, from
+the volume the process writes export files to: free bytes, size and the low-space
+threshold (``storage.low_space_mb``), so the alert ``ExportStorageLowSpace`` compares
+two series of the same target. Object storage has no fixed size and reports none. A
+volume is shared by the processes on one host: read these with ``min()`` by
+``instance``, never ``sum()``.
 """
 
 from __future__ import annotations
@@ -28,12 +35,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import REGISTRY, Counter, Histogram, generate_latest, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
+
+if TYPE_CHECKING:
+    from export_center.storage import Storage
 
 __all__ = [
     "DLQ_MESSAGES",
@@ -48,6 +59,7 @@ __all__ = [
     "TASKS_CREATED",
     "TASK_DURATION",
     "DatabaseGauges",
+    "StorageGauges",
     "MetricsServer",
     "ProcessMetrics",
     "exposition",
@@ -189,33 +201,94 @@ class DatabaseGauges(Collector):
         return (age, pending, oldest, max_attempt, scheduled)
 
 
+class StorageGauges(Collector):
+    """Free space of the volume export files are written to, read when a scrape collects.
+
+    Three gauges, none for object storage (its :meth:`Storage.space` is None):
+    ``export_storage_free_bytes`` (what an export may still write),
+    ``export_storage_size_bytes`` (the volume) and ``export_storage_low_space_bytes``
+    (``storage.low_space_mb`` in bytes; 0: low space is never reported). A volume that
+    cannot be read (unmounted, permission lost) reports free bytes 0, so the alert fires
+    instead of the series vanishing.
+
+    Args:
+        storage: the process's export storage.
+        low_space_bytes: the low-space threshold in bytes (>= 0).
+    """
+
+    def __init__(self, storage: Storage, low_space_bytes: int) -> None:
+        self.storage = storage
+        self.low_space_bytes = low_space_bytes
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily(
+                "export_storage_free_bytes",
+                "Bytes an export may still write on the volume of the export files",
+            ),
+            GaugeMetricFamily(
+                "export_storage_size_bytes", "Size in bytes of the volume of the export files"
+            ),
+            GaugeMetricFamily(
+                "export_storage_low_space_bytes",
+                "Free bytes below which the storage is low on space (storage.low_space_mb); "
+                "0: never",
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        """The three gauge families without values (no file-system call)."""
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        """The three gauges of one ``statvfs`` of the volume; nothing for object storage."""
+        try:
+            space = self.storage.space()
+            free, total = (space.free_bytes, space.total_bytes) if space else (None, 0)
+        except OSError:
+            free, total = 0, 0
+        if free is None:
+            return ()
+        families = self._families()
+        for family, value in zip(families, (free, total, self.low_space_bytes), strict=True):
+            family.add_metric([], value)
+        return families
+
+
 class ProcessMetrics(Collector):
     """What one process exposes: its counters and histograms (and prometheus-client's
-    process and Python collectors) from the default registry, then the database gauges.
+    process and Python collectors) from the default registry, then the database gauges
+    and, given a storage, the storage gauges.
 
     Args:
         engine: the process's database engine, read at every collect.
+        storage: the export storage and its low-space threshold in bytes, or None.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, storage: tuple[Storage, int] | None = None) -> None:
         self.database = DatabaseGauges(engine)
+        self.storage = StorageGauges(*storage) if storage else None
 
     def collect(self) -> Iterator[Metric]:
-        """Every metric family of this process, database gauges computed now."""
+        """Every metric family of this process, database and storage gauges computed now."""
         yield from REGISTRY.collect()
         yield from self.database.collect()
+        if self.storage is not None:
+            yield from self.storage.collect()
 
 
-def exposition(engine: Engine) -> bytes:
+def exposition(engine: Engine, storage: tuple[Storage, int] | None = None) -> bytes:
     """This process's metrics in the Prometheus text format (``GET /metrics``).
 
     Args:
         engine: the database the gauges are read from.
+        storage: the export storage and its low-space threshold in bytes, or None.
 
     Returns:
         UTF-8 text, content type ``prometheus_client.CONTENT_TYPE_LATEST``.
     """
-    return generate_latest(ProcessMetrics(engine))
+    return generate_latest(ProcessMetrics(engine, storage))
 
 
 @dataclass
@@ -237,7 +310,9 @@ class MetricsServer:
         self.thread.join(timeout=10)
 
 
-def start_metrics_server(engine: Engine, host: str, port: int) -> MetricsServer:
+def start_metrics_server(
+    engine: Engine, host: str, port: int, storage: tuple[Storage, int] | None = None
+) -> MetricsServer:
     """Serve this process's metrics (any path, ``/metrics`` included) on ``host:port``
     from a daemon thread; what ``export-center worker --metrics-port`` runs.
 
@@ -245,6 +320,7 @@ def start_metrics_server(engine: Engine, host: str, port: int) -> MetricsServer:
         engine: the database the gauges are read from at each scrape.
         host: bind address (``0.0.0.0`` for a Prometheus on another host).
         port: TCP port.
+        storage: the export storage and its low-space threshold in bytes, or None.
 
     Returns:
         The running server; :meth:`MetricsServer.close` stops it.
@@ -252,7 +328,7 @@ def start_metrics_server(engine: Engine, host: str, port: int) -> MetricsServer:
     Raises:
         OSError: the port cannot be bound.
     """
-    server, thread = start_http_server(port, addr=host, registry=ProcessMetrics(engine))
+    server, thread = start_http_server(port, addr=host, registry=ProcessMetrics(engine, storage))
     return MetricsServer(server, thread)
 
 
@@ -264,4 +340,5 @@ def series_names() -> frozenset[str]:
     """
     families: list[Metric] = [f for m in _PROCESS_METRICS for f in m.describe()]
     families.extend(DatabaseGauges._families())
+    families.extend(StorageGauges._families())
     return frozenset(f.name + suffix for f in families for suffix in _SUFFIXES[f.type])

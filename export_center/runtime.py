@@ -153,13 +153,15 @@ class Runtime:
             owner=settings.instance_id,
             threads=settings.consumer.concurrency,
         )
+        #: Free bytes below which the storage is low on space (``storage.low_space_mb``).
+        self.low_space_bytes = int(settings.storage.low_space_mb * 2**20)
         self.reconciler = Reconciler(
             self.engine,
             self.storage,
             settings.reconciler,
             topic=settings.command_topic,
             max_lease_recoveries=settings.task.max_lease_recoveries,
-            low_space_bytes=int(settings.storage.low_space_mb * 2**20),
+            low_space_bytes=self.low_space_bytes,
         )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None

@@ -98,6 +98,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case():
         "ExportQueueAge",
         "ExportDeadLetter",
         "ExportLeaseRecoveries",
+        "ExportStorageLowSpace",
         "ExportFailureRate",
         "ExportMetricsDown",
     }

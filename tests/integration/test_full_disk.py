@@ -178,3 +178,57 @@ def test_parts_of_failed_tasks_yield_when_space_runs_low(small_disk, make_stack,
     assert len(read_csv(download(client, done))) - 1 == done["total"]
     reconciler.run_once()  # enough room now: nothing else yields
     assert reconciler.last["part_yield"] == 0
+
+
+def _gauges(client) -> dict[str, float]:
+    """The export_storage_* samples of one ``GET /metrics``."""
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    return {
+        name: float(value)
+        for name, value in (
+            line.split(" ", 1)
+            for line in answer.text.splitlines()
+            if line.startswith("export_storage_") and " " in line
+        )
+    }
+
+
+def test_low_space_is_reported_by_metrics_readyz_and_doctor(small_disk, make_stack):
+    # Below storage.low_space_mb the metric pair crosses (ExportStorageLowSpace), /readyz
+    # says lowSpace (and stays 200: the API still serves) and doctor fails its storage
+    # check naming the setting; with room again all three say so.
+    from export_center.doctor import run_checks
+
+    files = small_disk(4096)
+    stack = make_stack(
+        storage={"low_space_mb": 2.5}, task={"max_file_size_mb": 1}, reconciler={"enabled": False}
+    )
+    client = stack.client()
+
+    def report() -> tuple[dict[str, float], dict, dict[str, object]]:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        storage = {c.name: c for c in run_checks(stack.settings)}["storage"]
+        return _gauges(client), ready.json()["storage"], {"ok": storage.ok, "text": storage.message}
+
+    gauges, ready, doctor = report()
+    assert gauges["export_storage_low_space_bytes"] == 2.5 * MB
+    assert gauges["export_storage_size_bytes"] == 4 * MB
+    assert gauges["export_storage_free_bytes"] > 2.5 * MB
+    assert ready["lowSpace"] is False and ready["freeBytes"] > 2.5 * MB
+    assert doctor["ok"] is True, doctor
+
+    filler = files / "filler.bin"
+    filler.write_bytes(b"\0" * (2 * MB))
+    gauges, ready, doctor = report()
+    assert gauges["export_storage_free_bytes"] < gauges["export_storage_low_space_bytes"]
+    assert ready["lowSpace"] is True and ready["freeBytes"] < 2.5 * MB
+    assert ready["freeBytes"] == pytest.approx(gauges["export_storage_free_bytes"], abs=64 * 1024)
+    assert doctor["ok"] is False
+    assert "LOW_SPACE_MB" in str(doctor["text"]) and "2 MB free" in str(doctor["text"])
+
+    filler.unlink()
+    gauges, ready, doctor = report()
+    assert gauges["export_storage_free_bytes"] > gauges["export_storage_low_space_bytes"]
+    assert ready["lowSpace"] is False and doctor["ok"] is True

@@ -240,3 +240,17 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
     rec = reconcile()
     assert rec.last["expire"] == 1 and task(engine, done["id"])["status"] == "EXPIRED"
     assert contents(s3, bucket).objects == {}
+
+
+def test_a_bucket_reports_no_free_space(make_stack, s3_endpoint, s3, bucket):
+    # A bucket has no fixed size: no export_storage_* gauges (ExportStorageLowSpace has
+    # nothing to compare) and no storage object in /readyz.
+    stack = s3_stack(make_stack, s3_endpoint, bucket)
+    client = stack.client()
+    scraped = client.get("/metrics")
+    assert scraped.status_code == 200 and "export_task_queue_age_seconds" in scraped.text
+    for gauge in ("free_bytes", "size_bytes", "low_space_bytes"):
+        assert f"\nexport_storage_{gauge} " not in scraped.text
+    assert "\nexport_storage_bytes_total " in scraped.text  # the counter is there
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and "storage" not in ready.json(), ready.json()

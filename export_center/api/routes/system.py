@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Depends, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from export_center import metrics, repository
 from export_center.api.deps import RuntimeDep, strict_query
 from export_center.db import reading
+
+if TYPE_CHECKING:
+    from export_center.runtime import Runtime
 
 __all__ = ["router"]
 
@@ -26,14 +31,37 @@ router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=Fa
 _NOT_READY = "The database does not answer, or the sample-provider process is down"
 
 
+def _storage_room(runtime: Runtime) -> dict[str, object] | None:
+    """``{"freeBytes": int, "lowSpace": bool}`` of the export storage's volume, or None
+    for object storage (no fixed size). An unreadable volume is 0 bytes free, low."""
+    try:
+        space = runtime.storage.space()
+    except OSError:
+        return {"freeBytes": 0, "lowSpace": True}
+    if space is None:
+        return None
+    low = runtime.low_space_bytes > 0 and space.free_bytes < runtime.low_space_bytes
+    return {"freeBytes": space.free_bytes, "lowSpace": low}
+
+
 @router.get("/readyz", responses={503: {"description": _NOT_READY}})
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
-    """Ready when the database answers, the registry is loaded and the sample providers serve."""
+    """Ready when the database answers, the registry is loaded and the sample providers serve.
+
+    The body also carries ``storage: {freeBytes, lowSpace}`` for a local storage (low
+    space below ``storage.low_space_mb``); low space alone keeps the answer 200.
+    """
     # The embedded default's sample-provider child is the data source of its export
     # types: while it is down every export that starts fails its attempt, so this
     # process is not ready (the child is restarted by itself, within seconds).
     samples = runtime.sample_providers.health() if runtime.sample_providers else None
     extra: dict[str, object] = {} if samples is None else {"sampleProviders": samples}
+    # Low space is reported, not "not ready": the API still lists, creates and serves
+    # downloads, and taking it out of a load balancer frees no byte. The alert
+    # ExportStorageLowSpace and doctor tell the operator.
+    storage = _storage_room(runtime)
+    if storage is not None:
+        extra["storage"] = storage
     try:
         with reading(runtime.engine) as conn:
             repository.ping(conn)
@@ -52,4 +80,5 @@ router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=Fals
 @router.get("/metrics")
 def prometheus_metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics of this process; database gauges are read now (database clock)."""
-    return Response(metrics.exposition(runtime.engine), media_type=CONTENT_TYPE_LATEST)
+    storage = (runtime.storage, runtime.low_space_bytes)
+    return Response(metrics.exposition(runtime.engine, storage), media_type=CONTENT_TYPE_LATEST)
