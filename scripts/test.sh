@@ -38,6 +38,7 @@ import export_center
 import providers
 import pytest  # noqa: F401
 import pytest_timeout  # noqa: F401
+import xdist  # noqa: F401
 import hypothesis  # noqa: F401
 import rocketmq  # noqa: F401
 import boto3  # noqa: F401
@@ -121,18 +122,30 @@ echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 
 # The whole suite (no arguments) runs as two pytest processes at once, each with its own
 # log: the RocketMQ tests (-m rocketmq: they share one broker, some stop it, so they run
-# one at a time) with the long tests marked second_process, and everything else. Much of the suite waits on servers and browsers,
-# so the two overlap well on 2 cores. With arguments, one pytest runs them as given.
+# one at a time) with the long tests marked second_process, and everything else, which
+# pytest-xdist spreads over EXPORT_CENTER_TEST_REST_WORKERS (2) worker processes, a test
+# file at a time (--dist loadfile: a file's fixtures and order stay together). Much of
+# the suite waits on servers, browsers and subprocesses, so they overlap well on 2 cores.
+# With arguments, one pytest runs them as given.
 if [ "$#" -eq 0 ] && [ "${EXPORT_CENTER_TEST_SPLIT:-1}" = "1" ]; then
     logs="$(mktemp -d)"
-    step "Running pytest -rs in two processes: -m 'rocketmq or second_process' (log $logs/broker.log) and the rest"
-    EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider --durations=25 \
-        -m "rocketmq or second_process" \
-        --basetemp "$logs/tmp-broker" >"$logs/broker.log" 2>&1 &
+    rest_workers="${EXPORT_CENTER_TEST_REST_WORKERS:-2}"
+    step "Running pytest -rs in two processes: -m 'rocketmq or second_process' (log $logs/broker.log) and the rest ($rest_workers workers)"
+    started=$SECONDS
+    (
+        status=0
+        EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider --durations=25 \
+            -m "rocketmq or second_process" \
+            --basetemp "$logs/tmp-broker" >"$logs/broker.log" 2>&1 || status=$?
+        echo "the RocketMQ and second_process group took $((SECONDS - started)) s" >>"$logs/broker.log"
+        exit "$status"
+    ) &
     broker_pid=$!
     status=0
-    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs --durations=40 -m "not rocketmq and not second_process" \
+    EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs --durations=40 -n "$rest_workers" \
+        --dist loadfile -m "not rocketmq and not second_process" \
         --basetemp "$logs/tmp-rest" || status=$?
+    echo "the rest took $((SECONDS - started)) s"
     broker_status=0
     wait "$broker_pid" || broker_status=$?
     step "The RocketMQ and second_process tests: pytest exit code $broker_status"

@@ -108,7 +108,15 @@ def sample_url(dialect: str, sample_dir: Path, scale: float = SAMPLE_SCALE) -> s
     else:
         # One sample database per concurrent pytest process of scripts/test.sh (its
         # EXPORT_CENTER_TEST_GROUP): two processes loading one database at once would race.
-        worker = os.environ.get("EXPORT_CENTER_TEST_GROUP", "")
+        # With pytest-xdist each worker process of a group loads its own too.
+        worker = "_".join(
+            part
+            for part in (
+                os.environ.get("EXPORT_CENTER_TEST_GROUP", ""),
+                os.environ.get("PYTEST_XDIST_WORKER", ""),
+            )
+            if part
+        )
         name = f"export_center_sample_{suffix}{'_' + worker if worker else ''}"
         url = make_url(mariadb_base_url()).set(database=name).render_as_string(hide_password=False)
         admin = create_engine(make_url(mariadb_base_url()))

@@ -136,10 +136,18 @@ def test_raw_deflate_and_several_gzip_members_are_one_body() -> None:
 @pytest.mark.parametrize(
     ("coding", "packed", "message"),
     [
-        ("gzip", gzip.compress(b"abc")[:-4], "the answer's gzip data ends before the end of its"),
+        (
+            "gzip",
+            gzip.compress(b"abc", mtime=0)[:-4],
+            "the answer's gzip data ends before the end of its",
+        ),
         ("deflate", zlib.compress(b"abc")[:-2], "the answer's deflate data ends before the end"),
         ("gzip", b"plain text", "the answer's gzip data cannot be inflated (Error -3"),
-        ("gzip", gzip.compress(b"abc") + b"\0\0", "the answer's gzip data cannot be inflated"),
+        (
+            "gzip",
+            gzip.compress(b"abc", mtime=0) + b"\0\0",
+            "the answer's gzip data cannot be inflated",
+        ),
         ("deflate", zlib.compress(b"abc") + b"\0", "the answer's deflate data has bytes after"),
     ],
 )
