@@ -171,7 +171,7 @@ start_server() {
             --sync-binlog=0 \
             --innodb-flush-log-at-trx-commit=2 \
             --innodb-buffer-pool-size=512M \
-            --max-connections=300 \
+            --max-connections=1000 \
             --local-infile=1 \
             --character-set-server=utf8mb4 \
             --collation-server=utf8mb4_unicode_ci \
