@@ -185,7 +185,7 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
     bucket,
 ):
     from export_center.settings import S3Settings
-    from export_center.storage_s3 import S3Storage
+    from export_center.storage.s3 import S3Storage
 
     settings = S3Settings.model_validate(
         storage_settings(s3_endpoint, bucket, part_size_mb=5)["s3"]

@@ -440,7 +440,7 @@ def open_storage(settings: Settings) -> Storage:
         ValueError: ``s3`` without a bucket.
     """
     if settings.storage.backend == "s3":
-        from export_center.storage_s3 import S3Storage
+        from export_center.storage.s3 import S3Storage
 
         return S3Storage(settings.storage.s3)
     return LocalStorage(settings.files_dir)

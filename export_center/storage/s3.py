@@ -56,7 +56,7 @@ from botocore.exceptions import (
 from export_center.errors import StorageError
 from export_center.filenames import content_disposition
 from export_center.settings import S3Settings
-from export_center.storage import (
+from export_center.storage.local import (
     EXPORT_PREFIX,
     PART_PREFIX,
     DownloadAnswer,
