@@ -1,18 +1,9 @@
 """S3-compatible object storage: the production adapter of the storage port.
 
-Client: boto3 (the AWS SDK for Python, maintained by AWS, thread-safe clients, SigV4,
-presigning, paginators, retries with backoff). It talks to AWS S3 and to S3-compatible
-servers (S3Proxy, MinIO, Ceph) through ``endpoint_url`` and path-style addressing.
-
-Writing (:meth:`S3Storage.open_write`): the writer renders into a
-:class:`MultipartWriter`, which cuts the bytes into parts of ``part_size_mb`` and
-uploads them while the writer goes on (at most ``upload_concurrency`` parts in flight,
-so memory stays at ``(upload_concurrency + 1) x part size`` per export). Neither CSV nor
-XLSX needs local disk: the XLSX writer streams its ZIP strictly forward. The multipart
-upload is started with the first full part; a file smaller than one part is stored with
-one PUT at commit. The object carries ``Content-Type`` and ``Content-Disposition`` (RFC
-6266 with the RFC 5987/8187 ``filename*``). It is visible only once
-``CompleteMultipartUpload`` succeeded, so a half-written file is never listed or served.
+Writing (:meth:`S3Storage.open_write`) streams into a multipart upload
+(:class:`~export_center.storage.s3_multipart.MultipartWriter`) that is completed at
+:meth:`S3Storage.commit`. The object carries ``Content-Type`` and
+``Content-Disposition`` (RFC 6266 with the RFC 5987/8187 ``filename*``).
 
 Failure paths: :meth:`S3Storage.delete` aborts the upload this process holds for the
 key, then every other upload listed under the key (one of a worker that died: the
@@ -24,31 +15,22 @@ Downloads: ``download = redirect`` answers a presigned GET (SigV4 query signatur
 ``response-content-disposition`` and ``response-content-type``), signed per click;
 ``download = proxy`` lets the API stream the object with ``Range``.
 
-Errors: every S3 failure (connection refused, timeout, 5xx after botocore's retries,
-access denied) becomes :class:`~export_center.errors.StorageError`, a transient export
-error; the message names the operation, the key and the S3 error code, never a
-credential.
+Errors: every S3 failure becomes :class:`~export_center.errors.StorageError`, a
+transient export error (:mod:`export_center.storage.s3_client`), never naming a
+credential. The client is boto3 (:func:`~export_center.storage.s3_client.make_client`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import threading
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
     NoCredentialsError,
     PartialCredentialsError,
 )
@@ -56,297 +38,25 @@ from botocore.exceptions import (
 from export_center.errors import StorageError
 from export_center.filenames import content_disposition
 from export_center.settings import S3Settings
-from export_center.storage.local import (
+from export_center.storage.base import DownloadAnswer, Proxied, Redirect, StoredObject
+from export_center.storage.keys import (
     EXPORT_PREFIX,
     PART_PREFIX,
-    DownloadAnswer,
-    Proxied,
-    Redirect,
-    StoredObject,
-    is_export_key,
-    task_no_of_part,
+    check_export_key,
+    check_part_key,
+    check_task_no,
 )
+from export_center.storage.s3_client import describe_error, http_status, make_client
+from export_center.storage.s3_multipart import MultipartWriter, abort_upload
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
-__all__ = ["BucketCheck", "MultipartWriter", "S3Storage", "make_client"]
+__all__ = ["BucketCheck", "S3Storage"]
 
-log = logging.getLogger(__name__)
 _MB = 1024 * 1024
 #: Bytes a proxied download reads from S3 per chunk.
 _READ_CHUNK = 1 * _MB
-
-
-def make_client(settings: S3Settings) -> S3Client:
-    """A boto3 S3 client for ``settings``.
-
-    Credentials: ``access_key_id`` and ``secret_access_key`` when both are set, else
-    boto3's default chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, the shared
-    credentials file, a container or instance role). They are never logged.
-
-    Args:
-        settings: the ``storage.s3`` settings.
-
-    Returns:
-        A thread-safe client (SigV4, path-style when ``path_style``, ``standard`` retries
-        with ``max_attempts`` tries per call, the connect and read timeouts in seconds).
-
-    Raises:
-        ValueError: the environment holds an access key without its secret (or the
-            reverse), said as a sentence instead of botocore's traceback.
-    """
-    config = Config(
-        region_name=settings.region,
-        signature_version="s3v4",
-        s3={"addressing_style": "path" if settings.path_style else "auto"},
-        connect_timeout=settings.connect_timeout_seconds,
-        read_timeout=settings.read_timeout_seconds,
-        retries={"max_attempts": settings.max_attempts, "mode": "standard"},
-        max_pool_connections=settings.max_connections,
-        # Checksums only where S3 requires them: several S3-compatible servers refuse
-        # the flexible checksums that boto3 adds by default since 1.36.
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-    )
-    keys: dict[str, str] = {}
-    if settings.access_key_id is not None and settings.secret_access_key is not None:
-        keys = {
-            "aws_access_key_id": settings.access_key_id.get_secret_value(),
-            "aws_secret_access_key": settings.secret_access_key.get_secret_value(),
-        }
-    try:
-        client: S3Client = boto3.session.Session().client(
-            "s3", endpoint_url=settings.endpoint_url, config=config, **keys
-        )
-    except PartialCredentialsError as exc:
-        raise ValueError(
-            f"incomplete S3 credentials ({type(exc).__name__}): set both AWS_ACCESS_KEY_ID "
-            "and AWS_SECRET_ACCESS_KEY, or neither to use the AWS chain's other sources"
-        ) from exc
-    return client
-
-
-def _describe(exc: Exception) -> str:
-    """A short reason that a task's owner may read: the S3 error code and message, or
-    the client error's class with a plain cause. Never the endpoint, the bucket or a
-    credential (botocore's own text names the endpoint URL); the full error stays
-    chained to the :class:`StorageError` for the logs."""
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = error.get("Code") or str(
-            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
-        )
-        message = error.get("Message") or ""
-        return f"{code} {message}".strip()
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
-        return f"{type(exc).__name__}: the object storage does not answer"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return f"{type(exc).__name__}: the object storage credentials are missing or incomplete"
-    return type(exc).__name__
-
-
-def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-
-
-def _abort(client: S3Client, bucket: str, key: str, upload_id: str) -> None:
-    """Abort one multipart upload; one that is gone already (aborted by someone else,
-    or completed) counts as aborted."""
-    try:
-        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
-            raise
-
-
-class MultipartWriter(io.RawIOBase):
-    """A write-only stream that uploads its bytes as an S3 multipart upload.
-
-    Bytes are buffered until a part is full (``part_size`` bytes), then uploaded on a
-    background thread while writing goes on; at most ``concurrency`` parts are in
-    flight (a write waits for the oldest beyond that). :meth:`finish` uploads the rest
-    and completes the upload; :meth:`abort` stops and aborts it. ``close`` only ends
-    writing (the storage commits or deletes), so the writers may close their stream.
-
-    Args:
-        client: the S3 client.
-        bucket: the bucket.
-        key: the object key (checked by the storage).
-        content_type: ``Content-Type`` stored on the object.
-        disposition: ``Content-Disposition`` stored on the object.
-        part_size: bytes per part (at least 5 MiB, S3's minimum except for the last).
-        concurrency: parts uploaded at once (at least 1).
-
-    Raises:
-        StorageError: from ``write`` or ``finish`` when S3 refuses or does not answer.
-    """
-
-    def __init__(
-        self,
-        client: S3Client,
-        bucket: str,
-        key: str,
-        *,
-        content_type: str,
-        disposition: str,
-        part_size: int,
-        concurrency: int,
-    ) -> None:
-        super().__init__()
-        self._client = client
-        self._bucket = bucket
-        self.key = key
-        self._content_type = content_type
-        self._disposition = disposition
-        self._part_size = part_size
-        self._concurrency = max(1, concurrency)
-        self._buffer = bytearray()
-        self._pool: ThreadPoolExecutor | None = None
-        self._in_flight: list[Future[dict[str, Any]]] = []
-        self._parts: list[dict[str, Any]] = []
-        self.upload_id: str | None = None
-        self.size = 0
-        self._done = False
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        """Buffer ``data`` (bytes-like); upload a part once the buffer holds one.
-
-        Returns:
-            The number of bytes taken (all of them).
-
-        Raises:
-            StorageError: a part upload failed, or the writer was finished or aborted.
-        """
-        if self._done:
-            raise StorageError(f"write to a finished or aborted upload of {self.key}")
-        size = data.nbytes if isinstance(data, memoryview) else len(data)
-        self._buffer += data
-        self.size += size
-        if len(self._buffer) >= self._part_size:
-            self._send_part()
-        return size
-
-    def _send_part(self) -> None:
-        """Upload the buffer as the next part on the pool (starting the upload first)."""
-        if self.upload_id is None:
-            self.upload_id = self._call(
-                "start the upload of",
-                lambda: self._client.create_multipart_upload(
-                    Bucket=self._bucket,
-                    Key=self.key,
-                    ContentType=self._content_type,
-                    ContentDisposition=self._disposition,
-                )["UploadId"],
-            )
-            self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="s3-part")
-        while len(self._in_flight) >= self._concurrency:
-            self._parts.append(self._wait(self._in_flight.pop(0)))
-        body = bytes(self._buffer)
-        self._buffer.clear()
-        number = len(self._parts) + len(self._in_flight) + 1
-        assert self._pool is not None
-        self._in_flight.append(self._pool.submit(self._upload_part, number, body))
-
-    def _upload_part(self, number: int, body: bytes) -> dict[str, Any]:
-        assert self.upload_id is not None
-        answer = self._client.upload_part(
-            Bucket=self._bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
-        )
-        return {"PartNumber": number, "ETag": answer["ETag"]}
-
-    def _wait(self, future: Future[dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return future.result()
-        except (BotoCoreError, ClientError) as exc:
-            raise StorageError(f"cannot upload a part of {self.key}: {_describe(exc)}") from exc
-
-    def _call(self, what: str, action: Any) -> Any:
-        try:
-            return action()
-        except (BotoCoreError, ClientError) as exc:
-            raise StorageError(f"cannot {what} {self.key}: {_describe(exc)}") from exc
-
-    def finish(self) -> int:
-        """Upload what is left and complete the upload (or PUT a small file whole).
-
-        Returns:
-            The object's size in bytes.
-
-        Raises:
-            StorageError: S3 refused or did not answer; the caller deletes the key.
-        """
-        if self._done:
-            raise StorageError(f"the upload of {self.key} was already finished or aborted")
-        if self.upload_id is None:
-            body = bytes(self._buffer)
-            self._call(
-                "store",
-                lambda: self._client.put_object(
-                    Bucket=self._bucket,
-                    Key=self.key,
-                    Body=body,
-                    ContentType=self._content_type,
-                    ContentDisposition=self._disposition,
-                ),
-            )
-        else:
-            if self._buffer:
-                self._send_part()
-            while self._in_flight:
-                self._parts.append(self._wait(self._in_flight.pop(0)))
-            parts: list[CompletedPartTypeDef] = [
-                {"PartNumber": int(part["PartNumber"]), "ETag": str(part["ETag"])}
-                for part in sorted(self._parts, key=lambda part: int(part["PartNumber"]))
-            ]
-            upload_id = self.upload_id
-            self._call(
-                "complete the upload of",
-                lambda: self._client.complete_multipart_upload(
-                    Bucket=self._bucket,
-                    Key=self.key,
-                    UploadId=upload_id,
-                    MultipartUpload={"Parts": parts},
-                ),
-            )
-        self._done = True
-        self._shutdown_pool()
-        return self.size
-
-    def abort(self) -> None:
-        """Stop uploading and abort the multipart upload; idempotent.
-
-        Parts not started are cancelled and parts in flight are waited for (an abort
-        that overtakes an upload could leave that part behind).
-
-        Raises:
-            StorageError: S3 did not take the abort (the reconciler's scan retries it).
-        """
-        self._done = True
-        self._buffer = bytearray()
-        for future in self._in_flight:
-            future.cancel()
-        for future in self._in_flight:
-            if not future.cancelled():
-                with contextlib.suppress(Exception):  # the part goes with the upload
-                    future.result()
-        self._in_flight.clear()
-        self._shutdown_pool()
-        upload_id, self.upload_id = self.upload_id, None
-        if upload_id is not None:
-            self._call(
-                "abort the upload of",
-                lambda: _abort(self._client, self._bucket, self.key, upload_id),
-            )
-
-    def _shutdown_pool(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +68,7 @@ class BucketCheck:
 
 
 class S3Storage:
-    """:class:`~export_center.storage.Storage` on an S3-compatible bucket.
+    """:class:`~export_center.storage.base.Storage` on an S3-compatible bucket.
 
     Args:
         settings: the ``storage.s3`` settings (bucket required).
@@ -381,14 +91,8 @@ class S3Storage:
         #: Keys per listing request (S3 answers at most 1,000).
         self.page_size = 1000
 
-    @staticmethod
-    def _check(key: str) -> str:
-        if not is_export_key(key):
-            raise StorageError(f"refused object key {key!r}: not made by this server")
-        return key
-
     def _fail(self, what: str, key: str, exc: Exception) -> StorageError:
-        return StorageError(f"cannot {what} {key}: {_describe(exc)}")
+        return StorageError(f"cannot {what} {key}: {describe_error(exc)}")
 
     # ------------------------------------------------------------------ writing
 
@@ -398,7 +102,7 @@ class S3Storage:
         Raises:
             StorageError: the key is not a server-made key, or is open already here.
         """
-        self._check(key)
+        check_export_key(key)
         writer = MultipartWriter(
             self.client,
             self.bucket,
@@ -425,7 +129,7 @@ class S3Storage:
                 upload stays open for :meth:`delete` to abort).
         """
         with self._lock:
-            writer = self._open.get(self._check(key))
+            writer = self._open.get(check_export_key(key))
         if writer is None:
             raise StorageError(f"no upload of {key} is open in this process")
         size = writer.finish()
@@ -439,7 +143,7 @@ class S3Storage:
         Raises:
             StorageError: S3 refused or did not answer (after trying every step).
         """
-        self._check(key)
+        check_export_key(key)
         with self._lock:
             writer = self._open.pop(key, None)
         errors: list[StorageError] = []
@@ -450,7 +154,7 @@ class S3Storage:
                 errors.append(exc)
         try:
             for upload_id in self._upload_ids(key):
-                _abort(self.client, self.bucket, key, upload_id)
+                abort_upload(self.client, self.bucket, key, upload_id)
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except (BotoCoreError, ClientError) as exc:
             errors.append(self._fail("delete", key, exc))
@@ -473,9 +177,9 @@ class S3Storage:
 
     def _head(self, key: str) -> dict[str, Any] | None:
         try:
-            return dict(self.client.head_object(Bucket=self.bucket, Key=self._check(key)))
+            return dict(self.client.head_object(Bucket=self.bucket, Key=check_export_key(key)))
         except ClientError as exc:
-            if _status(exc) == 404:
+            if http_status(exc) == 404:
                 return None
             raise self._fail("read", key, exc) from exc
         except BotoCoreError as exc:
@@ -505,7 +209,7 @@ class S3Storage:
         Raises:
             StorageError: (proxy) the object is missing or S3 does not answer.
         """
-        self._check(key)
+        check_export_key(key)
         if self.settings.download == "redirect":
             url = self.client.generate_presigned_url(
                 "get_object",
@@ -574,12 +278,6 @@ class S3Storage:
 
     # ------------------------------------------------------------------ shard parts
 
-    @staticmethod
-    def _check_part(key: str) -> str:
-        if task_no_of_part(key) is None:
-            raise StorageError(f"refused part key {key!r}: not made by this server")
-        return key
-
     def put_part(self, key: str, data: bytes) -> None:
         """Store one segment with a single PUT (S3 replaces an object whole).
 
@@ -587,7 +285,7 @@ class S3Storage:
             StorageError: the key is not a part key, or S3 refused or did not answer.
         """
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._check_part(key), Body=data)
+            self.client.put_object(Bucket=self.bucket, Key=check_part_key(key), Body=data)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("store", key, exc) from exc
 
@@ -595,17 +293,18 @@ class S3Storage:
         """The segment's bytes in chunks.
 
         Raises:
-            StorageError: the segment is missing, or S3 refused or did not answer.
+            StorageError: the key is not a part key, the segment is missing, or S3
+                refused or did not answer.
         """
-        return self._read(self._check_part(key), 0)
+        return self._read(check_part_key(key), 0)
 
     def delete_parts(self, task_no: str) -> int:
         """Delete every segment under ``parts/{task_no}/`` (1,000 keys per request).
 
         Raises:
-            StorageError: S3 refused or did not answer.
+            StorageError: ``task_no`` is not a task id, or S3 refused or did not answer.
         """
-        prefix = f"{PART_PREFIX}{task_no}/"
+        prefix = f"{PART_PREFIX}{check_task_no(task_no)}/"
         keys = [item.key for item in self.list(prefix) if not item.temporary]
         try:
             for start in range(0, len(keys), 1000):
@@ -637,7 +336,7 @@ class S3Storage:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
-            status = _status(exc)
+            status = http_status(exc)
             if status == 404:
                 return BucketCheck(
                     False,
@@ -648,11 +347,13 @@ class S3Storage:
             if status in (401, 403):
                 return BucketCheck(
                     False,
-                    f"{where} refuses these credentials ({_describe(exc)}); fix "
+                    f"{where} refuses these credentials ({describe_error(exc)}); fix "
                     "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the storage.s3 keys) "
                     "or the bucket policy",
                 )
-            return BucketCheck(False, f"{where} answers {_describe(exc)}; check the S3 service")
+            return BucketCheck(
+                False, f"{where} answers {describe_error(exc)}; check the S3 service"
+            )
         except (NoCredentialsError, PartialCredentialsError) as exc:
             return BucketCheck(
                 False,
@@ -662,7 +363,7 @@ class S3Storage:
         except BotoCoreError as exc:
             return BucketCheck(
                 False,
-                f"{where} does not answer ({_describe(exc)}); start it or fix "
+                f"{where} does not answer ({describe_error(exc)}); start it or fix "
                 "EXPORT_CENTER_STORAGE__S3__ENDPOINT_URL",
             )
         probe = f"doctor/{uuid.uuid4().hex}"
@@ -676,7 +377,7 @@ class S3Storage:
         except (BotoCoreError, ClientError) as exc:
             return BucketCheck(
                 False,
-                f"{where} is not writable ({_describe(exc)}); allow s3:PutObject, "
+                f"{where} is not writable ({describe_error(exc)}); allow s3:PutObject, "
                 "s3:DeleteObject, s3:AbortMultipartUpload and s3:ListBucketMultipartUploads "
                 "on it for these credentials",
             )

@@ -15,7 +15,8 @@ import pytest
 from export_center.errors import StorageError
 from export_center.filenames import content_disposition
 from export_center.settings import S3Settings
-from export_center.storage import Proxied, Redirect, new_object_key
+from export_center.storage.base import Proxied, Redirect
+from export_center.storage.keys import new_object_key
 from export_center.storage.s3 import S3Storage
 from tests.s3 import contents, s3_client, storage_settings
 

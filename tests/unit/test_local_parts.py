@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from export_center.errors import StorageError
-from export_center.storage import LocalStorage, part_key, task_no_of_part
+from export_center.storage.keys import part_key, task_no_of_part
+from export_center.storage.local import LocalStorage
 
 TASK = "exp_01JA2B3C4D5E6F7G8H9J0KMNPQ"
 OTHER = "exp_01JA2B3C4D5E6F7G8H9J0KMNPR"
