@@ -103,7 +103,7 @@ def _settings(
 
 def _clean_storage(settings: Any) -> None:
     """Delete the files this run stored (local directory or bucket)."""
-    from export_center.storage import open_storage
+    from export_center.runtime import open_storage
 
     if settings.storage.backend == "local":
         shutil.rmtree(settings.files_dir, ignore_errors=True)

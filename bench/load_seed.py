@@ -44,7 +44,7 @@ from export_center.filenames import download_file_name
 from export_center.ids import new_trace_id
 from export_center.repository import canonical_parameters
 from export_center.repository.tables import AUDIT, OUTBOX, REQUEST_KEYS, TASKS
-from export_center.storage import new_object_key
+from export_center.storage.keys import new_object_key
 
 __all__ = ["CHUNK", "SPREAD_DAYS", "TENANTS", "USERS_PER_TENANT", "Seeded", "seed_tasks"]
 

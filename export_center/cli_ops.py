@@ -35,7 +35,7 @@ from export_center.errors import RequestError
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import api_state
-from export_center.storage import Storage
+from export_center.storage.base import Storage
 from export_center.terminal import console, print_json, print_table, visible
 
 __all__ = ["HELP_SETTINGS", "dlq_app", "doctor", "outbox_app", "register", "tasks_app"]
@@ -128,7 +128,7 @@ class _Context:
 
     @cached_property
     def storage(self) -> Storage:
-        from export_center.storage import open_storage
+        from export_center.runtime import open_storage
 
         return open_storage(self.settings)
 

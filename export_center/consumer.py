@@ -42,7 +42,7 @@ from export_center.outages import is_database_blip, retry_transaction
 from export_center.pipeline import ExportRun, RunContext
 from export_center.repository import Task
 from export_center.states import TaskStatus
-from export_center.storage import file_extension, new_object_key
+from export_center.storage.keys import file_extension, new_object_key
 from export_center.transport.base import Delivery, Transport
 
 __all__ = [

@@ -23,6 +23,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Mapping
+from typing import Protocol
 
 from sqlalchemy import Engine
 
@@ -42,14 +43,21 @@ _FIRST_PAUSE_SECONDS = 0.5
 _MAX_PAUSE_SECONDS = 30.0
 
 
-class DlqReceiver:
-    """What the handler reads from: ``receive(timeout) -> Delivery | None`` and ``close()``."""
+class DlqReceiver(Protocol):
+    """The port the handler reads dead letters from; its adapters satisfy it
+    structurally (the in-process queue's
+    :meth:`~export_center.transport.memory.MemoryTransport.dead_letter_receiver`, and
+    :class:`~export_center.transport.rocketmq.RocketMQDeadLetters`)."""
 
-    def receive(self, timeout_seconds: float) -> Delivery | None:  # pragma: no cover - protocol
-        raise NotImplementedError
+    def receive(self, timeout_seconds: float) -> Delivery | None:
+        """Wait up to ``timeout_seconds`` for one dead letter; None when none arrived.
 
-    def close(self) -> None:  # pragma: no cover - protocol
-        raise NotImplementedError
+        Raises:
+            Exception: the broker does not answer (the handler backs off and retries).
+        """
+
+    def close(self) -> None:
+        """Release connections and threads."""
 
 
 class DlqHandler:

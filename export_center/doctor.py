@@ -254,7 +254,7 @@ def _storage_to_come(settings: Settings, root: Path) -> Check:
 def _s3_storage(settings: Settings) -> Check:
     """The bucket exists and takes writes, multipart uploads and deletes."""
     try:
-        from export_center.storage_s3 import S3Storage
+        from export_center.storage.s3 import S3Storage
 
         storage = S3Storage(settings.storage.s3)
     except ImportError:

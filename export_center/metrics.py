@@ -44,7 +44,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 if TYPE_CHECKING:
-    from export_center.storage import Storage
+    from export_center.storage.base import Storage
 
 __all__ = [
     "DLQ_MESSAGES",

@@ -25,7 +25,7 @@ from export_center.registry import Registry
 from export_center.repository import AuditEntry, OutboxEntry, QueueFigures, Task
 from export_center.settings import Settings
 from export_center.states import OutboxStatus, TaskStatus, api_state, state_phrase
-from export_center.storage import Storage
+from export_center.storage.base import Storage
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ from export_center.run_context import CONTENT_TYPES, AttemptOutcome, RunContext,
 from export_center.sharded import ShardedProducer
 from export_center.single import SingleStreamProducer
 from export_center.states import Phase
-from export_center.storage import file_extension, new_object_key
+from export_center.storage.keys import file_extension, new_object_key
 from export_center.stream_guard import GuardedStream, storage_error
 from export_center.watchdog import Watchdog
 from export_center.writers import ExportWriter, WriterStats

@@ -53,7 +53,8 @@ from export_center.commands import COMMAND_TAG
 from export_center.outages import is_database_blip
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
-from export_center.storage import PART_PREFIX, Storage, task_no_of_key, task_no_of_part
+from export_center.storage.base import Storage
+from export_center.storage.keys import PART_PREFIX, task_no_of_key, task_no_of_part
 
 __all__ = ["Reconciler"]
 

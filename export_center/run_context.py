@@ -19,7 +19,7 @@ from typing import Any
 from export_center.provider_client import ProviderClient
 from export_center.registry import Registry
 from export_center.settings import Settings
-from export_center.storage import Storage
+from export_center.storage.base import Storage
 
 __all__ = ["CONTENT_TYPES", "AttemptOutcome", "RunContext", "change_warning"]
 

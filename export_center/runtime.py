@@ -27,7 +27,8 @@ from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError, load_registry
 from export_center.settings import Settings, private_dir
-from export_center.storage import Storage, open_storage
+from export_center.storage.base import Storage
+from export_center.storage.local import LocalStorage
 from export_center.transport import MemoryTransport, Transport
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ __all__ = [
     "Runtime",
     "alembic_config",
     "default_registry_path",
+    "open_storage",
     "tune_gc",
     "upgrade_database",
 ]
@@ -87,6 +89,21 @@ def tune_gc(gen0_threshold: int) -> None:
     first, *older = gc.get_threshold()
     if gen0_threshold > first:
         gc.set_threshold(gen0_threshold, *older)
+
+
+def open_storage(settings: Settings) -> Storage:
+    """The storage the settings choose: ``storage.backend`` ``local`` (a directory under
+    the data dir) or ``s3`` (:class:`export_center.storage.s3.S3Storage`; needs boto3,
+    the ``s3`` extra, imported only then).
+
+    Raises:
+        ValueError: ``s3`` without a bucket, or with incomplete credentials.
+    """
+    if settings.storage.backend == "s3":
+        from export_center.storage.s3 import S3Storage
+
+        return S3Storage(settings.storage.s3)
+    return LocalStorage(settings.files_dir)
 
 
 class Runtime:
@@ -196,12 +213,12 @@ class Runtime:
         if not s.dlq_enabled:
             return None
         if isinstance(self.transport, MemoryTransport):
-            return self.transport.dead_letter_receiver()  # type: ignore[return-value]
+            return self.transport.dead_letter_receiver()
         if s.transport != "rocketmq":
             return None
         from export_center.transport.rocketmq import RocketMQDeadLetters
 
-        return RocketMQDeadLetters(  # type: ignore[return-value]
+        return RocketMQDeadLetters(
             s.rocketmq.endpoint,
             s.dlq_topic,
             s.dlq_group,

@@ -76,7 +76,7 @@ from export_center.registry import ExportType
 from export_center.repository import ShardCheckpoint, ShardStatus
 from export_center.shards import Shard, plan_shards
 from export_center.states import Phase
-from export_center.storage import part_key
+from export_center.storage.keys import part_key
 from export_center.stream_guard import storage_error
 from export_center.writers import WriterStats
 from export_center.writers.parts import (

@@ -1,7 +1,7 @@
 """How a download answers once a signed link was verified: the file, a redirect to a
 presigned GET, or the object streamed through the API with ``Range``.
 
-Which one is the storage's choice (:meth:`export_center.storage.Storage.download`):
+Which one is the storage's choice (:meth:`export_center.storage.base.Storage.download`):
 a local directory is served by Starlette's ``FileResponse`` (which answers ``Range``
 itself); S3 with ``download = redirect`` answers 307 to a presigned GET signed for this
 click, valid ``storage.s3.link_seconds`` (5 min by default) and never past the file's
@@ -25,7 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Stre
 from export_center.api.service import FileGrant
 from export_center.filenames import content_disposition
 from export_center.runtime import Runtime
-from export_center.storage import LocalFile, Proxied, Redirect
+from export_center.storage.base import LocalFile, Proxied, Redirect
 
 __all__ = ["file_response", "parse_range"]
 

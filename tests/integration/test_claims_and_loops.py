@@ -19,7 +19,8 @@ from export_center.models import ExportOutbox, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.runtime import upgrade_database
 from export_center.settings import ReconcilerSettings
-from export_center.storage import LocalStorage, new_object_key
+from export_center.storage.keys import new_object_key
+from export_center.storage.local import LocalStorage
 from export_center.testing import MemoryTransport, Publisher
 from tests.helpers import stack_settings
 

@@ -12,7 +12,7 @@ from export_center.models import ExportOutbox
 from export_center.publisher import message_for_row
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
-from export_center.storage import LocalStorage
+from export_center.storage.local import LocalStorage
 from export_center.testing import MemoryTransport, Publisher
 from export_center.transport import OutgoingMessage
 from tests.integration.test_claims_and_loops import (  # noqa: F401 - fixture

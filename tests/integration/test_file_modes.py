@@ -10,7 +10,8 @@ import os
 import stat
 from pathlib import Path
 
-from export_center.storage import LocalStorage, new_object_key, part_key
+from export_center.storage.keys import new_object_key, part_key
+from export_center.storage.local import LocalStorage
 from tests.helpers import create, wait_state
 
 

@@ -22,7 +22,7 @@ from export_center.db import db_now_plus
 from export_center.filenames import content_disposition
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
-from export_center.storage import new_object_key, task_no_of_key
+from export_center.storage.keys import new_object_key, task_no_of_key
 from tests.helpers import create, in_shard_order, read_csv, read_xlsx, wait_state
 from tests.integration.test_claims_and_loops import engine, new_task, set_task, task  # noqa: F401
 from tests.s3 import contents, storage_settings
@@ -185,7 +185,7 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
     bucket,
 ):
     from export_center.settings import S3Settings
-    from export_center.storage_s3 import S3Storage
+    from export_center.storage.s3 import S3Storage
 
     settings = S3Settings.model_validate(
         storage_settings(s3_endpoint, bucket, part_size_mb=5)["s3"]

@@ -28,7 +28,7 @@ from export_center.errors import ProviderUnavailable
 from export_center.models import ExportAudit, ExportShard, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
-from export_center.storage import PART_PREFIX
+from export_center.storage.keys import PART_PREFIX
 from export_center.testing import FaultInjectingRun
 from providers import tpch
 from tests.cases_provider import CASES_TOKEN, cases_registry

@@ -17,7 +17,7 @@ from export_center.registry import Registry
 from export_center.repository.tables import TASKS
 from export_center.runtime import upgrade_database
 from export_center.settings import Settings
-from export_center.storage import LocalStorage
+from export_center.storage.local import LocalStorage
 from export_center.testing import FaultInjectingRun, MemoryTransport
 
 
