@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from export_center.errors import StorageError
 from export_center.stream_guard import storage_error
+from export_center.writers.formats import extension_pattern
 
 if TYPE_CHECKING:
     from export_center.settings import Settings
@@ -51,7 +52,6 @@ __all__ = [
     "Storage",
     "Space",
     "StoredObject",
-    "file_extension",
     "is_export_key",
     "new_object_key",
     "open_storage",
@@ -66,17 +66,12 @@ EXPORT_PREFIX = "exports/"
 _TASK_NO = r"exp_[0-9A-Z]{26}"
 _KEY = re.compile(
     rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
-    rf"({_TASK_NO})/[0-9a-f]{{32}}\.(csv|xlsx)$"
+    rf"({_TASK_NO})/[0-9a-f]{{32}}\.({extension_pattern()})$"
 )
 #: Shard parts of sharded exports live under this prefix until the file is finalized.
 PART_PREFIX = "parts/"
 _PART_KEY = re.compile(rf"^parts/({_TASK_NO})/\d{{5}}/\d{{6}}\.v\d{{1,9}}$")
 _PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def file_extension(task_format: str) -> str:
-    """The file extension of a task's format: ``xlsx`` for XLSX, ``csv`` otherwise."""
-    return "xlsx" if str(task_format).upper() == "XLSX" else "csv"
 
 
 def tenant_segment(tenant_id: str) -> str:
@@ -99,7 +94,7 @@ def new_object_key(
 
     Args:
         task_no: public task id (``exp_`` + 26 ULID characters).
-        extension: ``csv`` or ``xlsx``.
+        extension: a format's extension (``writers.formats``: ``csv``, ``xlsx``).
         tenant: the task's tenant id (made safe by :func:`tenant_segment`).
         now: the moment naming the year and month folders (default: now, UTC).
 
