@@ -23,6 +23,7 @@ itself, a presigned URL the API redirects to, or a ranged reader the API streams
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -36,7 +37,6 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from export_center.errors import StorageError
 from export_center.stream_guard import storage_error
-from export_center.writers.formats import extension_pattern
 
 if TYPE_CHECKING:
     from export_center.settings import Settings
@@ -64,14 +64,25 @@ __all__ = [
 #: Every export file lives under this prefix (the orphan scan looks only here).
 EXPORT_PREFIX = "exports/"
 _TASK_NO = r"exp_[0-9A-Z]{26}"
-_KEY = re.compile(
-    rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
-    rf"({_TASK_NO})/[0-9a-f]{{32}}\.({extension_pattern()})$"
-)
 #: Shard parts of sharded exports live under this prefix until the file is finalized.
 PART_PREFIX = "parts/"
 _PART_KEY = re.compile(rf"^parts/({_TASK_NO})/\d{{5}}/\d{{6}}\.v\d{{1,9}}$")
 _PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@functools.cache
+def _export_key() -> re.Pattern[str]:
+    """The pattern of a server-made key (either layout); group 1 is the task number.
+
+    The extensions are the format table's (``writers.formats``), imported at the first
+    key checked so that a command that never touches a file does not load the writers.
+    """
+    from export_center.writers.formats import extension_pattern
+
+    return re.compile(
+        rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
+        rf"({_TASK_NO})/[0-9a-f]{{32}}\.({extension_pattern()})$"
+    )
 
 
 def tenant_segment(tenant_id: str) -> str:
@@ -124,12 +135,12 @@ def task_no_of_part(key: str) -> str | None:
 
 def is_export_key(key: str) -> bool:
     """True when ``key`` has the shape this server makes (either layout)."""
-    return _KEY.match(key) is not None
+    return _export_key().match(key) is not None
 
 
 def task_no_of_key(key: str) -> str | None:
     """The task id inside a server-made key, or None for any other key."""
-    match = _KEY.match(key)
+    match = _export_key().match(key)
     return match.group(1) if match else None
 
 
@@ -270,7 +281,7 @@ class LocalStorage:
         _private(self.root)
 
     def _path(self, key: str) -> Path:
-        if not _KEY.match(key):
+        if not _export_key().match(key):
             raise StorageError(f"refused object key {key!r}: not made by this server")
         path = (self.root / key).resolve()
         if not path.is_relative_to(self.root):  # defence in depth next to the pattern

@@ -9,12 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from export_center.writers.formats import DEFAULT_FORMAT, format_choices, format_names
 
+#: Formats, as the API writes them (a create accepts any letter case): the names of
+#: ``writers.formats.FORMATS``, a ``Literal`` of them so the schema lists the enum (mypy,
+#: which cannot read a ``Literal`` built at run time, sees ``str``).
 if TYPE_CHECKING:
     Format = str
 else:
-    # The names of writers.formats.FORMATS; a Literal of them gives the schema its enum.
     Format = Literal[tuple(format_names())]
-"""Formats, as the API writes them (a create accepts any letter case)."""
 _FORMAT_ENUM: list[JsonValue] = [*format_names()]
 #: Task states in the API (DESIGN.md "API").
 State = Literal["queued", "running", "succeeded", "failed", "cancelled", "expired"]
