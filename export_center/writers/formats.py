@@ -5,9 +5,12 @@ and their error message, the OpenAPI enum and download content types, the export
 ``formats``, the object key's extension, the attempt's content type, the single-stream
 writer, and the sharded path's part writer, size-cap check and assembler.
 
-Adding a format is one writer module in ``export_center/writers/`` (a writer, a part
-writer and an assembler, see :class:`FileFormat`) and one :class:`FileFormat` entry in
-:data:`_ENTRIES` below.
+Adding a format is one writer module in ``export_center/writers/`` and one
+:class:`FileFormat` entry in ``_ENTRIES`` below. The module holds the writer (a
+``base.StreamingWriter`` with its ``content_type`` and ``extension``), the part writer of
+a shard (a ``parts.CheckpointedWriter``) and the assembler that joins the parts into the
+writer's file byte for byte. The download center's page lists its formats itself (a
+radio button in ``api/static/ui/index.html``, labels in ``i18n.js``).
 
 Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
 the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
