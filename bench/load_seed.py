@@ -45,6 +45,7 @@ from export_center.ids import new_trace_id
 from export_center.repository import canonical_parameters
 from export_center.repository.tables import AUDIT, OUTBOX, REQUEST_KEYS, TASKS
 from export_center.storage.keys import new_object_key
+from export_center.writers.formats import FORMATS
 
 __all__ = ["CHUNK", "SPREAD_DAYS", "TENANTS", "USERS_PER_TENANT", "Seeded", "seed_tasks"]
 
@@ -58,10 +59,6 @@ APP_CODE = "PLATFORM"
 TOPIC = "export-center-command-v1"
 """The command topic of the embedded default (no environment prefix)."""
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
-CONTENT_TYPES = {
-    "CSV": "text/csv; charset=utf-8",
-    "XLSX": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-}
 RETENTION = timedelta(days=7)
 
 
@@ -195,7 +192,7 @@ def _task_row(
         row.update(
             object_key=new_object_key(task_no, ext, tenant=tenant, now=finished),
             file_name=download_file_name(name, ext),
-            content_type=CONTENT_TYPES[fmt],
+            content_type=FORMATS[ext].content_type,
             size_bytes=rows * (140 if fmt == "CSV" else 70),
             row_count=rows,
             expires_at=finished + RETENTION,

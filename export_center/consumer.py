@@ -42,8 +42,9 @@ from export_center.outages import is_database_blip, retry_transaction
 from export_center.pipeline import ExportRun, RunContext
 from export_center.repository import Task
 from export_center.states import TaskStatus
-from export_center.storage.keys import file_extension, new_object_key
+from export_center.storage.keys import new_object_key
 from export_center.transport.base import Delivery, Transport
+from export_center.writers.formats import task_format
 
 __all__ = [
     "CLAIM_RETRY_SECONDS",
@@ -303,7 +304,8 @@ class Consumer:
                 and task.dispatch_version == command.dispatch_version
             ):
                 return task, task.object_key, True  # an earlier try committed the claim
-            key = new_object_key(task.task_no, file_extension(task.format), tenant=task.tenant_id)
+            extension = task_format(task.format).extension
+            key = new_object_key(task.task_no, extension, tenant=task.tenant_id)
             claimed = repository.claim_task(
                 conn,
                 task.id,

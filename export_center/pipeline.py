@@ -56,16 +56,17 @@ from export_center.outages import is_database_blip
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import AttemptEnd
-from export_center.run_context import CONTENT_TYPES, AttemptOutcome, RunContext, change_warning
+from export_center.run_context import AttemptOutcome, RunContext, change_warning
 from export_center.sharded import ShardedProducer
 from export_center.single import SingleStreamProducer
 from export_center.states import Phase
-from export_center.storage.keys import file_extension, new_object_key
+from export_center.storage.keys import new_object_key
 from export_center.stream_guard import GuardedStream, storage_error
 from export_center.watchdog import Watchdog
 from export_center.writers import ExportWriter, WriterStats
+from export_center.writers.formats import find_format, format_choices, task_format
 
-__all__ = ["CONTENT_TYPES", "AttemptOutcome", "ExportRun", "RunContext"]
+__all__ = ["AttemptOutcome", "ExportRun", "RunContext"]
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ class ExportRun:
         self.task_id: int = task["id"]
         self.version = version
         self.owner = owner
-        self.ext = file_extension(task["format"])
+        self.file_format = task_format(task["format"])
+        self.ext = self.file_format.extension
         self.object_key = object_key or new_object_key(
             task["task_no"], self.ext, tenant=task["tenant_id"]
         )
@@ -251,7 +253,7 @@ class ExportRun:
         try:
             raw = self.ctx.storage.open_write(
                 self.object_key,
-                content_type=CONTENT_TYPES[self.ext],
+                content_type=self.file_format.content_type,
                 content_disposition=content_disposition(self.file_name),
             )
         except OSError as exc:
@@ -272,9 +274,9 @@ class ExportRun:
                 f"export type {self.task['export_type']} is no longer registered",
                 code="UNKNOWN_EXPORT_TYPE",
             )
-        if str(self.task["format"]).upper() not in ("CSV", "XLSX"):
+        if find_format(self.task["format"]) is None:
             raise PermanentExportError(
-                f"unknown file format {self.task['format']!r} (csv or xlsx)",
+                f"unknown file format {self.task['format']!r} ({format_choices()})",
                 code="UNKNOWN_FORMAT",
             )
         return etype
@@ -351,7 +353,7 @@ class ExportRun:
     @property
     def content_type(self) -> str:
         """The file's MIME type."""
-        return CONTENT_TYPES[self.ext]
+        return self.file_format.content_type
 
     def _stored(
         self, stats: WriterStats, size: int, converter: BatchConverter
@@ -371,7 +373,7 @@ class ExportRun:
         return repository.StoredFile(
             object_key=self.object_key,
             file_name=self.file_name,
-            content_type=CONTENT_TYPES[self.ext],
+            content_type=self.file_format.content_type,
             size_bytes=size,
             row_count=self.processed,
             warning=warning,

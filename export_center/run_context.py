@@ -3,7 +3,6 @@
 * :class:`RunContext`: settings, registry, storage, provider client, the command topic
   and the stopping flag, built once per process and handed to every attempt;
 * :class:`AttemptOutcome`: how an attempt ended (a metric label and a log field);
-* :data:`CONTENT_TYPES`: the MIME type of each file format;
 * :func:`change_warning`: the sentence a succeeded export carries when the writer had to
   change what the provider sent.
 """
@@ -21,7 +20,7 @@ from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.storage.base import Storage
 
-__all__ = ["CONTENT_TYPES", "AttemptOutcome", "RunContext", "change_warning"]
+__all__ = ["AttemptOutcome", "RunContext", "change_warning"]
 
 
 class AttemptOutcome(StrEnum):
@@ -33,12 +32,6 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
     RELEASED = "released"
     LEASE_LOST = "lease_lost"
-
-
-CONTENT_TYPES = {
-    "csv": "text/csv; charset=utf-8",
-    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-}
 
 
 @dataclass(slots=True)

@@ -79,12 +79,6 @@ from export_center.states import Phase
 from export_center.storage.keys import part_key
 from export_center.stream_guard import storage_error
 from export_center.writers import WriterStats
-from export_center.writers.parts import (
-    CsvPartWriter,
-    XlsxFragmentWriter,
-    assemble_csv,
-    assemble_xlsx,
-)
 
 if TYPE_CHECKING:
     from export_center.pipeline import ExportRun
@@ -434,8 +428,7 @@ class ShardedProducer:
             columns = self.columns
         if state.cp.snapshot_token is None:
             state.cp.snapshot_token = first.snapshot_token
-        part = CsvPartWriter if self.run.ext == "csv" else XlsxFragmentWriter
-        writer = part(
+        writer = self.run.file_format.open_part(
             state.buffer,
             columns,
             time_zone=self.run.task["time_zone"],
@@ -505,7 +498,8 @@ class ShardedProducer:
             "total": state.rows if ended else state.total,
         }
         cap = run.ctx.settings.file_size_cap_bytes
-        if run.ext == "csv" and cap is not None:  # XLSX: checked on the compressed file
+        # A compressed file (XLSX) is checked by its assembler, on the compressed bytes.
+        if run.file_format.parts_sum_to_file and cap is not None:
             with self.lock:
                 size = sum(s.cp.bytes for s in self.states)
             if size > cap:
@@ -554,9 +548,10 @@ class ShardedProducer:
         parts = (self._segments(s) for s in self.states)
         cap = run.ctx.settings.file_size_cap_bytes
         try:
-            assemble = assemble_csv if run.ext == "csv" else assemble_xlsx
             try:
-                stats = assemble(stream, self.columns, parts, part_stats=part_stats, max_bytes=cap)
+                stats = run.file_format.assemble(
+                    stream, self.columns, parts, part_stats=part_stats, max_bytes=cap
+                )
             except OSError as exc:
                 raise storage_error(exc, "cannot assemble the file from its parts") from exc
             size = run._store(stream)

@@ -22,7 +22,7 @@ from export_center.provider_client import Batch
 from export_center.registry import ExportType
 from export_center.states import Phase
 from export_center.stream_guard import storage_error
-from export_center.writers import ExportWriter, WriterStats, open_writer
+from export_center.writers import ExportWriter, WriterStats
 
 if TYPE_CHECKING:
     from export_center.pipeline import ExportRun
@@ -106,8 +106,7 @@ class SingleStreamProducer:
         if first.columns is None:
             raise ProviderContractError("the first batch has no columns")
         run.total = first.total_rows
-        writer = open_writer(
-            run.ext,
+        writer = run.file_format.open_writer(
             stream,
             first.columns,
             time_zone=run.task["time_zone"],

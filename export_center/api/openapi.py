@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from export_center.api.schemas import ErrorBody
+from export_center.writers.formats import format_choices
 
 __all__ = [
     "AUTH",
@@ -108,7 +109,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_TYPE": ("parameters: Input should be a valid dictionary", "parameters"),
     "INVALID_VALUE": ("status must be one of O, F, P", "parameters.status"),
     "UNKNOWN_EXPORT_TYPE": ("unknown export type 'ORDRES'", "exportType"),
-    "INVALID_FORMAT": ("format must be csv or xlsx, got 'pdf'", "format"),
+    "INVALID_FORMAT": (f"format must be {format_choices()}, got 'pdf'", "format"),
     "INVALID_TIME_ZONE": (
         "timeZone must be an IANA time zone name such as Asia/Shanghai or UTC, got '+08:00'",
         "timeZone",

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-#: Formats, as the API writes them (a create accepts any letter case).
-Format = Literal["csv", "xlsx"]
+from export_center.writers.formats import DEFAULT_FORMAT, format_choices, format_names
+
+#: Formats, as the API writes them (a create accepts any letter case): the names of
+#: ``writers.formats.FORMATS``, a ``Literal`` of them so the schema lists the enum (mypy,
+#: which cannot read a ``Literal`` built at run time, sees ``str``).
+if TYPE_CHECKING:
+    Format = str
+else:
+    Format = Literal[tuple(format_names())]
+_FORMAT_ENUM: list[JsonValue] = [*format_names()]
 #: Task states in the API (DESIGN.md "API").
 State = Literal["queued", "running", "succeeded", "failed", "cancelled", "expired"]
 #: Where a task is: waiting, fetching from the provider, writing the file, storing it.
@@ -51,8 +59,8 @@ class ExportCreate(BaseModel):
 
     exportType: str = Field(min_length=1, max_length=64, description="Registered export type")
     format: str = Field(
-        description="csv or xlsx (any letter case)",
-        json_schema_extra={"enum": ["csv", "xlsx"]},
+        description=f"{format_choices()} (any letter case)",
+        json_schema_extra={"enum": _FORMAT_ENUM},
     )
     taskName: str | None = Field(
         default=None, max_length=100, description="Shown in the download center"
@@ -79,7 +87,7 @@ class LegacyOrderExport(BaseModel):
     requestId: str | None = Field(default=None, min_length=1, max_length=128)
     from_: str | None = Field(default=None, alias="from")
     to: str | None = None
-    format: str = "csv"
+    format: str = DEFAULT_FORMAT.name
 
 
 class ExportAccepted(BaseModel):

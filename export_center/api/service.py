@@ -44,6 +44,7 @@ from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, state_phrase
+from export_center.writers.formats import find_format, format_choices
 
 __all__ = [
     "STATE_FILTER",
@@ -176,10 +177,10 @@ def create_export(
             export is expected to end.
     """
     etype = _export_type_for(runtime, user, body.exportType)
-    fmt = body.format.strip().upper()
-    if fmt not in ("CSV", "XLSX"):
+    file_format = find_format(body.format.strip())
+    if file_format is None:
         raise ValidationFailed(
-            f"format must be csv or xlsx, got {body.format!r}",
+            f"format must be {format_choices()}, got {body.format!r}",
             code="INVALID_FORMAT",
             field="format",
         )
@@ -193,7 +194,7 @@ def create_export(
     parameters = validate_parameters(etype, body.parameters)
     new = repository.NewTask(
         export_type=etype.code,
-        format=fmt,
+        format=file_format.task_value,
         task_name=(body.taskName or "").strip() or f"{etype.title} export",
         parameters=parameters,
         tenant_id=user.tenant,

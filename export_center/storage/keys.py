@@ -15,6 +15,7 @@ the refusals read the same whatever the store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -28,7 +29,6 @@ __all__ = [
     "check_export_key",
     "check_part_key",
     "check_task_no",
-    "file_extension",
     "is_export_key",
     "is_task_no",
     "new_object_key",
@@ -41,19 +41,25 @@ __all__ = [
 #: Every export file lives under this prefix (the orphan scan looks only here).
 EXPORT_PREFIX = "exports/"
 _TASK_NO = r"exp_[0-9A-Z]{26}"
-_KEY = re.compile(
-    rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
-    rf"({_TASK_NO})/[0-9a-f]{{32}}\.(csv|xlsx)$"
-)
 #: Shard parts of sharded exports live under this prefix until the file is finalized.
 PART_PREFIX = "parts/"
 _PART_KEY = re.compile(rf"^parts/({_TASK_NO})/\d{{5}}/\d{{6}}\.v\d{{1,9}}$")
 _PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def file_extension(task_format: str) -> str:
-    """The file extension of a task's format: ``xlsx`` for XLSX, ``csv`` otherwise."""
-    return "xlsx" if str(task_format).upper() == "XLSX" else "csv"
+@functools.cache
+def _export_key() -> re.Pattern[str]:
+    """The pattern of a server-made key (either layout); group 1 is the task number.
+
+    The extensions are the format table's (``writers.formats``), imported at the first
+    key checked so that a command that never touches a file does not load the writers.
+    """
+    from export_center.writers.formats import extension_pattern
+
+    return re.compile(
+        rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
+        rf"({_TASK_NO})/[0-9a-f]{{32}}\.({extension_pattern()})$"
+    )
 
 
 def tenant_segment(tenant_id: str) -> str:
@@ -76,7 +82,7 @@ def new_object_key(
 
     Args:
         task_no: public task id (``exp_`` + 26 ULID characters).
-        extension: ``csv`` or ``xlsx``.
+        extension: a format's extension (``writers.formats``: ``csv``, ``xlsx``).
         tenant: the task's tenant id (made safe by :func:`tenant_segment`).
         now: the moment naming the year and month folders (default: now, UTC).
 
@@ -115,12 +121,12 @@ def task_no_of_part(key: str) -> str | None:
 
 def is_export_key(key: str) -> bool:
     """True when ``key`` has the shape this server makes (either layout)."""
-    return _KEY.match(key) is not None
+    return _export_key().match(key) is not None
 
 
 def task_no_of_key(key: str) -> str | None:
     """The task id inside a server-made key, or None for any other key."""
-    match = _KEY.match(key)
+    match = _export_key().match(key)
     return match.group(1) if match else None
 
 

@@ -1,6 +1,8 @@
 """Streaming export file writers (DESIGN.md "Files").
 
-``open_writer`` picks the writer for a format; both writers take typed Python values
+``formats.FORMATS`` is the table of file formats (extension, content type, writer,
+part writer, assembler, what each supports); ``open_writer`` opens the writer of a
+format named there. Both writers take typed Python values
 (see ``export_center.values``) batch by batch, enforce the file size cap while
 writing and never close the stream they write to.
 
@@ -13,6 +15,7 @@ Modules:
 * ``xlsx``: ``XlsxWriter`` (chunks, sheets, the ZIP archive), with
   ``xlsx_cells`` (cell rules and per-column renderers), ``xlsx_text`` (text rules)
   and ``xlsx_parts`` (the static package parts and style indices).
+* ``formats``: the table of formats, asked by every place that depends on the format.
 * ``parts``: a sharded export's parts (CSV rows without head, XLSX fragments without
   row numbers), their checkpointed stats, and the file assembled from them, byte for
   byte the single writer's.
@@ -21,11 +24,12 @@ Modules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 from export_center.columns import Column
 from export_center.writers.base import CountingStream, ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
+from export_center.writers.formats import FORMATS, format_choices
 from export_center.writers.parts import (
     CsvPartWriter,
     XlsxFragmentWriter,
@@ -53,7 +57,7 @@ __all__ = [
 
 
 def open_writer(
-    fmt: Literal["csv", "xlsx"] | str,
+    fmt: str,
     stream: BinaryIO,
     columns: Sequence[Column],
     *,
@@ -64,8 +68,8 @@ def open_writer(
     """Open a streaming writer of one export file.
 
     Args:
-        fmt: ``"csv"`` or ``"xlsx"`` (case-insensitive, so the task's ``CSV``/``XLSX``
-            format works as is).
+        fmt: a name in ``formats.FORMATS`` (``"csv"``, ``"xlsx"``), case-insensitive
+            (its lower case is looked up), so the task's ``CSV``/``XLSX`` works as is.
         stream: binary output; the writer writes forward only and never closes it.
         columns: the export's columns, in file order.
         time_zone: IANA zone for datetimes (CASES E13), e.g. ``"Asia/Shanghai"``:
@@ -74,7 +78,7 @@ def open_writer(
         max_bytes: file size cap in bytes, None for none (DESIGN.md: default 50 MB is
             the caller's setting); ``errors.FileTooLarge`` is raised while writing.
         sheet_row_limit: XLSX data rows per sheet (1..1,048,575; CASES E12); ignored
-            for CSV.
+            by formats without sheets (CSV).
 
     Returns:
         An ``ExportWriter``: call ``write_rows`` per batch, then ``close()``.
@@ -84,15 +88,13 @@ def open_writer(
         zoneinfo.ZoneInfoNotFoundError: unknown time zone.
         FileTooLarge: ``max_bytes`` is smaller than the file's first bytes.
     """
-    kind = str(fmt).lower()
-    if kind == "csv":
-        return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-    if kind == "xlsx":
-        return XlsxWriter(
-            stream,
-            columns,
-            time_zone=time_zone,
-            max_bytes=max_bytes,
-            sheet_row_limit=sheet_row_limit,
-        )
-    raise ValueError(f"unknown export format: {fmt!r} (expected 'csv' or 'xlsx')")
+    entry = FORMATS.get(str(fmt).lower())
+    if entry is None:
+        raise ValueError(f"unknown export format: {fmt!r} (expected {format_choices(quoted=True)})")
+    return entry.open_writer(
+        stream,
+        columns,
+        time_zone=time_zone,
+        max_bytes=max_bytes,
+        sheet_row_limit=sheet_row_limit,
+    )

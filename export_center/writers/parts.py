@@ -64,6 +64,7 @@ from export_center.writers.xlsx_cells import CellRenderer
 
 __all__ = [
     "ROW_NUMBER_MARK",
+    "CheckpointedWriter",
     "CsvPartWriter",
     "XlsxFragmentWriter",
     "assemble_csv",
@@ -81,8 +82,13 @@ _ROW_END = b"</row>"
 _MB = 1024 * 1024
 
 
-class _Checkpointed(StreamingWriter):
-    """A part writer: its running stats can be read at any segment boundary."""
+class CheckpointedWriter(StreamingWriter):
+    """The frame of a part writer: its running stats can be read at any segment boundary.
+
+    A format's part writer (``formats.FileFormat.open_part``) is a subclass: the
+    format's cell rules (often its whole writer, as :class:`CsvPartWriter` shows) plus
+    :meth:`checkpoint`.
+    """
 
     def checkpoint(self) -> WriterStats:
         """The part's stats so far, for a checkpoint: every byte counted has been written.
@@ -103,7 +109,7 @@ class _Checkpointed(StreamingWriter):
         return self._snapshot()
 
 
-class CsvPartWriter(_Checkpointed, CsvWriter):
+class CsvPartWriter(CheckpointedWriter, CsvWriter):
     """Stream one shard's rows as a CSV part: ``CsvWriter`` rows without BOM and header.
 
     Every rule is ``CsvWriter``'s (same renderers), so ``csv_head(columns)`` followed by
@@ -222,7 +228,7 @@ def assemble_csv(
     return stats
 
 
-class XlsxFragmentWriter(_Checkpointed):
+class XlsxFragmentWriter(CheckpointedWriter):
     """Stream one shard's rows as an XLSX fragment (see the module docstring).
 
     The cells are ``XlsxWriter``'s (:class:`CellRenderer`: E03-E15, time zone, the

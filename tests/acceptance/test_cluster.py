@@ -44,10 +44,10 @@ from export_center import repository
 from export_center.auth import issue_token
 from export_center.db import make_engine
 from export_center.embedded import free_port
-from export_center.pipeline import CONTENT_TYPES
 from export_center.registry import load_registry
 from export_center.runtime import default_registry_path
 from export_center.shards import plan_shards
+from export_center.writers.formats import FORMATS
 from tests.conftest import _fresh_mariadb, sample_url
 from tests.helpers import read_csv, read_xlsx
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
@@ -375,7 +375,7 @@ def test_thirty_exports_from_ten_users_on_both_apis(cluster: Cluster) -> None:
         assert key.split("/")[1] == "acme" and key.split("/")[4] == task_id
         assert key.endswith(f".{fmt}")
         head = cluster.s3.head_object(Bucket=BUCKET, Key=key)
-        assert head["ContentType"] == CONTENT_TYPES[fmt]
+        assert head["ContentType"] == FORMATS[fmt].content_type
         assert head["ContentDisposition"].startswith("attachment; ")
 
     # Metrics of the five processes add up to the 30 exports (each counted once).

@@ -8,6 +8,7 @@ from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, errors
 from export_center.api.schemas import ExportTypePublic, ParameterPublic
 from export_center.registry import ExportType
+from export_center.writers.formats import format_names
 
 __all__ = ["router", "type_public"]
 
@@ -20,7 +21,7 @@ def type_public(etype: ExportType) -> ExportTypePublic:
         exportType=etype.code,
         title=etype.title,
         titleZh=etype.title_zh or etype.title,
-        formats=["csv", "xlsx"],
+        formats=format_names(),
         parameters=[
             ParameterPublic(
                 name=p.name,

@@ -29,6 +29,7 @@ from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic
 from export_center.errors import Unauthorized
 from export_center.repository import CreateReason
 from export_center.states import api_state
+from export_center.writers.formats import FORMATS
 
 __all__ = [
     "CREATE_ERRORS",
@@ -89,22 +90,18 @@ CREATE_REPLAYED: dict[int | str, dict[str, Any]] = {
 TASK_CODES: dict[int, list[str]] = {404: ["TASK_NOT_FOUND"]}
 TASK_ERRORS = errors(AUTH, TASK_CODES)
 _CONTENT_FILE = {"schema": {"type": "string", "format": "binary"}}
+#: The download's media types: one per format of the table, without parameters.
+_FILE_CONTENT = {entry.media_type: _CONTENT_FILE for entry in FORMATS.values()}
 DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The file, with `Content-Disposition: attachment; filename=...; "
         "filename*=UTF-8''...` (answered to a signed link).",
-        "content": {
-            "text/csv": _CONTENT_FILE,
-            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _CONTENT_FILE,
-        },
+        "content": _FILE_CONTENT,
     },
     206: {
         "description": "One byte range of the file (S3 storage with `download = proxy`: "
         "`Range: bytes=first-last`, `Content-Range` in the answer).",
-        "content": {
-            "text/csv": _CONTENT_FILE,
-            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _CONTENT_FILE,
-        },
+        "content": _FILE_CONTENT,
     },
     307: {
         "description": "With a bearer token: redirect to a signed link (valid 24 h by "

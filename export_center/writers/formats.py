@@ -1,0 +1,281 @@
+"""The one table of export file formats: :data:`FORMATS`.
+
+Every place that depends on the file format asks this table: the API's accepted values
+and their error message, the OpenAPI enum and download content types, the export types'
+``formats``, the object key's extension, the attempt's content type, the single-stream
+writer, and the sharded path's part writer, size-cap check and assembler.
+
+Adding a format is one writer module in ``export_center/writers/`` and one
+:class:`FileFormat` entry in ``_ENTRIES`` below. The module holds the writer (a
+``base.StreamingWriter`` with its ``content_type`` and ``extension``), the part writer of
+a shard (a ``parts.CheckpointedWriter``) and the assembler that joins the parts into the
+writer's file byte for byte. The download center's page lists its formats itself (a
+radio button in ``api/static/ui/index.html``, labels in ``i18n.js``).
+
+Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
+the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
+letter case (:func:`find_format`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import BinaryIO, Protocol
+
+from export_center.columns import Column
+from export_center.writers.base import ExportWriter, WriterStats
+from export_center.writers.csv import CsvWriter
+from export_center.writers.parts import (
+    CsvPartWriter,
+    XlsxFragmentWriter,
+    assemble_csv,
+    assemble_xlsx,
+)
+from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "Assembler",
+    "FileFormat",
+    "PartFactory",
+    "PartWriter",
+    "WriterFactory",
+    "extension_pattern",
+    "find_format",
+    "format_choices",
+    "format_names",
+    "task_format",
+]
+
+
+class PartWriter(ExportWriter, Protocol):
+    """A shard's part writer: an :class:`ExportWriter` whose running stats can be read
+    at a segment boundary (``writers.parts``)."""
+
+    def checkpoint(self) -> WriterStats:
+        """The part's cumulative stats so far (every byte counted has been written)."""
+        ...
+
+
+class WriterFactory(Protocol):
+    """Opens the streaming writer of one whole file (the single-stream path)."""
+
+    def __call__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        *,
+        time_zone: str,
+        max_bytes: int | None,
+        sheet_row_limit: int | None = None,
+    ) -> ExportWriter:
+        """Open the writer.
+
+        ``sheet_row_limit`` is the data rows per sheet, None for the format's most
+        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it.
+        """
+        ...
+
+
+class PartFactory(Protocol):
+    """Opens a shard's part writer (the sharded path), resumed from a checkpoint or new."""
+
+    def __call__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        *,
+        time_zone: str,
+        resume_from: WriterStats | None,
+    ) -> PartWriter:
+        """Open the part writer; ``resume_from`` is the part's last checkpoint or None."""
+        ...
+
+
+class Assembler(Protocol):
+    """Joins the shards' parts into the file, byte for byte the single writer's."""
+
+    def __call__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        parts: Iterable[Iterable[bytes]],
+        /,
+        *,
+        part_stats: WriterStats,
+        max_bytes: int | None,
+    ) -> WriterStats:
+        """Write the file from the parts (per shard in order, its chunks in order).
+
+        Returns:
+            The file's stats, equal to the single writer's for the same rows.
+
+        Raises:
+            FileTooLarge: the file would pass ``max_bytes``.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileFormat:
+    """One export file format and everything the service needs to write it.
+
+    Attributes:
+        name: the API value, lower-case ASCII (``csv``); a task stores it upper-cased.
+        extension: the file name extension without the dot (``csv``), used in object
+            keys and download names.
+        content_type: the MIME type stored with the file and sent with its download
+            (``text/csv; charset=utf-8``).
+        open_writer: opens the writer of a whole file (:class:`WriterFactory`).
+        open_part: opens a shard's part writer (:class:`PartFactory`).
+        assemble: joins the parts into the file (:class:`Assembler`).
+        sheet_rows: the most data rows one sheet holds (XLSX: 1,048,575, the header
+            row taking the 1,048,576th), or None for a format without sheets.
+        parts_sum_to_file: the file is a fixed head followed by the parts' bytes as
+            they are, so a sharded export checks the size cap on the sum of its parts
+            at every checkpoint; when False (a compressed file) only the assembler can
+            check it.
+    """
+
+    name: str
+    extension: str
+    content_type: str
+    open_writer: WriterFactory
+    open_part: PartFactory
+    assemble: Assembler
+    sheet_rows: int | None
+    parts_sum_to_file: bool
+
+    @property
+    def task_value(self) -> str:
+        """The format as a task row stores it: the name in upper case (``CSV``)."""
+        return self.name.upper()
+
+    @property
+    def media_type(self) -> str:
+        """The content type without its parameters (``text/csv``): the OpenAPI key."""
+        return self.content_type.partition(";")[0].strip()
+
+
+def _open_csv(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    max_bytes: int | None,
+    sheet_row_limit: int | None = None,
+) -> ExportWriter:
+    """A :class:`CsvWriter` (one table, so no sheet row limit)."""
+    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+
+
+def _open_xlsx(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    max_bytes: int | None,
+    sheet_row_limit: int | None = None,
+) -> ExportWriter:
+    """An :class:`XlsxWriter` with ``sheet_row_limit`` data rows per sheet (None: the
+    most a sheet holds, 1,048,575)."""
+    return XlsxWriter(
+        stream,
+        columns,
+        time_zone=time_zone,
+        max_bytes=max_bytes,
+        sheet_row_limit=EXCEL_MAX_ROWS - 1 if sheet_row_limit is None else sheet_row_limit,
+    )
+
+
+_ENTRIES = (
+    FileFormat(
+        name="csv",
+        extension=CsvWriter.extension,
+        content_type=CsvWriter.content_type,
+        open_writer=_open_csv,
+        open_part=CsvPartWriter,
+        assemble=assemble_csv,
+        sheet_rows=None,
+        parts_sum_to_file=True,
+    ),
+    FileFormat(
+        name="xlsx",
+        extension=XlsxWriter.extension,
+        content_type=XlsxWriter.content_type,
+        open_writer=_open_xlsx,
+        open_part=XlsxFragmentWriter,
+        assemble=assemble_xlsx,
+        sheet_rows=EXCEL_MAX_ROWS - 1,
+        parts_sum_to_file=False,
+    ),
+)
+
+FORMATS: Mapping[str, FileFormat] = MappingProxyType({entry.name: entry for entry in _ENTRIES})
+"""Every format the service writes, by name, in the order the API lists them."""
+
+DEFAULT_FORMAT = FORMATS["csv"]
+"""The format of an older order-export request that names none; also the one an
+attempt is set up with when its task names an unknown format (it then fails with
+``UNKNOWN_FORMAT``, see :func:`task_format`)."""
+
+_BY_TASK_VALUE = {entry.task_value: entry for entry in _ENTRIES}
+
+
+def find_format(value: str) -> FileFormat | None:
+    """The format a request or a task row names, in any letter case.
+
+    Rule: ``value.upper()`` equals the format's :attr:`~FileFormat.task_value`, so
+    ``csv``, ``CSV`` and ``Csv`` all name CSV. Whitespace is not removed here.
+
+    Args:
+        value: e.g. the API's ``format`` field or a task row's ``format`` column.
+
+    Returns:
+        The :class:`FileFormat`, or None when no format has that name.
+    """
+    return _BY_TASK_VALUE.get(str(value).upper())
+
+
+def task_format(value: str) -> FileFormat:
+    """The format of a task row, :data:`DEFAULT_FORMAT` when it names no known one.
+
+    The fallback lets an attempt set up its object key and file name before its
+    format check fails the task with ``UNKNOWN_FORMAT``.
+
+    Args:
+        value: the task's ``format`` column (``CSV``, ``XLSX``...).
+
+    Returns:
+        The :class:`FileFormat` (see :func:`find_format`), or the default.
+    """
+    return find_format(value) or DEFAULT_FORMAT
+
+
+def format_names() -> list[str]:
+    """The API values of every format, in table order (``["csv", "xlsx"]``)."""
+    return list(FORMATS)
+
+
+def format_choices(*, quoted: bool = False) -> str:
+    """The formats as a sentence lists them: ``csv or xlsx`` (``a, b or c`` for three).
+
+    Args:
+        quoted: put each name in single quotes (``'csv' or 'xlsx'``).
+
+    Returns:
+        The names in table order, the last joined with ``or``.
+    """
+    names = [f"'{name}'" if quoted else name for name in FORMATS]
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def extension_pattern() -> str:
+    """A regular-expression alternation of every format's extension (``csv|xlsx``)."""
+    return "|".join(re.escape(entry.extension) for entry in _ENTRIES)

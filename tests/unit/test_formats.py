@@ -1,0 +1,328 @@
+"""The table of file formats (``writers.formats.FORMATS``): every entry has all its parts
+and each part keeps its promise (read back by a real reader), and every place that
+depends on the format (the API's accepted values, its OpenAPI enum and download content
+types, the object keys) asks the table; no module outside ``writers/`` names a format."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from export_center.api.app import create_app
+from export_center.columns import Column, ColumnType
+from export_center.errors import FileTooLarge
+from export_center.settings import Settings
+from export_center.storage import keys as storage
+from export_center.writers import ExportWriter, WriterStats, formats, open_writer
+from export_center.writers.formats import (
+    DEFAULT_FORMAT,
+    FORMATS,
+    FileFormat,
+    extension_pattern,
+    find_format,
+    format_choices,
+    format_names,
+    task_format,
+)
+from tests.helpers import read_csv, read_xlsx
+from tests.unit.writer_helpers import frozen_package_time
+
+#: A real reader per format: the file's rows as lists of cells, header first (a new
+#: format brings its reader here; ``test_every_format_has_a_reader`` holds them equal).
+READERS: dict[str, Callable[[bytes], list[list[Any]]]] = {"csv": read_csv, "xlsx": read_xlsx}
+
+COLUMNS = [Column("id", "Id", ColumnType.STRING), Column("name", "Name", ColumnType.STRING)]
+ROWS = [{"id": f"r{i}", "name": f"name {i}"} for i in range(5)]
+EXPECTED = [["Id", "Name"]] + [[row["id"], row["name"]] for row in ROWS]
+ENTRIES = list(FORMATS.values())
+ROOT = Path(__file__).resolve().parents[2] / "export_center"
+
+
+def _file(entry: FileFormat, rows: list[dict[str, Any]], **options: Any) -> tuple[bytes, Any]:
+    """The single writer's file of ``rows`` and its stats."""
+    out = io.BytesIO()
+    writer = entry.open_writer(out, COLUMNS, time_zone="UTC", max_bytes=None, **options)
+    writer.write_rows(rows)
+    stats = writer.close()
+    return out.getvalue(), stats
+
+
+def _parts(entry: FileFormat, shards: list[list[dict[str, Any]]]) -> tuple[list[bytes], Any]:
+    """One part per shard from the format's part writer, and the total of their stats."""
+    parts, stats = [], []
+    for rows in shards:
+        out = io.BytesIO()
+        part = entry.open_part(out, COLUMNS, time_zone="UTC", resume_from=None)
+        part.write_rows(rows)
+        stats.append(part.checkpoint())
+        part.close()
+        parts.append(out.getvalue())
+    return parts, WriterStats.total(stats)
+
+
+def _assembled(entry: FileFormat, parts: list[bytes], part_stats: Any, cap: int | None) -> bytes:
+    out = io.BytesIO()
+    entry.assemble(out, COLUMNS, [[p] for p in parts], part_stats=part_stats, max_bytes=cap)
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------ the entries
+
+
+def test_every_format_has_a_reader_and_the_table_lists_csv_then_xlsx() -> None:
+    assert set(READERS) == set(FORMATS)
+    assert format_names() == list(FORMATS) == ["csv", "xlsx"]
+    assert DEFAULT_FORMAT is FORMATS["csv"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_every_format_names_itself_consistently(entry: FileFormat) -> None:
+    assert re.fullmatch(r"[a-z][a-z0-9]*", entry.name)
+    assert re.fullmatch(r"[a-z0-9]+", entry.extension)
+    assert entry.task_value == entry.name.upper()
+    assert re.fullmatch(r"[a-z]+/[a-z0-9.+-]+", entry.media_type)
+    assert entry.content_type.startswith(entry.media_type)
+    assert FORMATS[entry.name] is entry
+    assert len({e.extension for e in ENTRIES}) == len({e.media_type for e in ENTRIES}) == 2
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_the_writer_writes_a_file_its_reader_reads_and_names_its_type(entry: FileFormat) -> None:
+    out = io.BytesIO()
+    writer = entry.open_writer(out, COLUMNS, time_zone="UTC", max_bytes=None)
+    assert isinstance(writer, ExportWriter)
+    assert (writer.extension, writer.content_type) == (entry.extension, entry.content_type)
+    writer.write_rows(ROWS)
+    stats = writer.close()
+    assert stats.rows == len(ROWS) and stats.bytes == len(out.getvalue())
+    assert READERS[entry.name](out.getvalue()) == EXPECTED
+    # open_writer is the same table lookup, in any letter case.
+    again = io.BytesIO()
+    same = open_writer(entry.name.upper(), again, COLUMNS)
+    same.write_rows(ROWS)
+    same.close()
+    assert READERS[entry.name](again.getvalue()) == EXPECTED
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+@pytest.mark.parametrize("cut", [0, 2, 5])
+def test_parts_assemble_into_the_single_writers_file(entry: FileFormat, cut: int) -> None:
+    with frozen_package_time():
+        single, single_stats = _file(entry, ROWS)
+        parts, part_stats = _parts(entry, [ROWS[:cut], ROWS[cut:]])
+        out = io.BytesIO()
+        stats = entry.assemble(
+            out, COLUMNS, [[p] for p in parts], part_stats=part_stats, max_bytes=None
+        )
+    assert out.getvalue() == single
+    assert stats == single_stats
+    assert READERS[entry.name](out.getvalue()) == EXPECTED
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_the_assembler_enforces_the_size_cap(entry: FileFormat) -> None:
+    with frozen_package_time():
+        single, _ = _file(entry, ROWS)
+        parts, part_stats = _parts(entry, [ROWS[:2], ROWS[2:]])
+        assert _assembled(entry, parts, part_stats, len(single)) == single
+        with pytest.raises(FileTooLarge):
+            _assembled(entry, parts, part_stats, len(single) - 1)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_parts_sum_to_file_means_a_fixed_head_plus_the_parts(entry: FileFormat) -> None:
+    heads = set()
+    for rows in ([], ROWS[:1], ROWS):
+        parts, part_stats = _parts(entry, [rows[:1], rows[1:]])
+        heads.add(len(_assembled(entry, parts, part_stats, None)) - sum(map(len, parts)))
+    if entry.parts_sum_to_file:
+        assert heads == {len(_file(entry, [])[0])}  # the file without rows is the head
+    else:  # compressed: the parts' bytes do not add up to the file's
+        assert len(heads) > 1
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_sheet_rows_is_the_most_rows_a_sheet_holds(entry: FileFormat) -> None:
+    if entry.sheet_rows is None:  # no sheets: the limit is ignored, one table
+        data, stats = _file(entry, ROWS, sheet_row_limit=2)
+        assert stats.sheets == 1
+        assert READERS[entry.name](data) == EXPECTED
+        return
+    assert entry.sheet_rows == 1_048_575  # Excel's 1,048,576 rows, one of them the header
+    data, stats = _file(entry, ROWS, sheet_row_limit=2)
+    assert stats.sheets == 3  # 2 + 2 + 1, the header repeated on each
+    assert READERS[entry.name](data) == EXPECTED
+    assert _file(entry, ROWS)[1].sheets == 1  # no limit given: the format's most
+    _file(entry, ROWS, sheet_row_limit=entry.sheet_rows)
+    with pytest.raises(ValueError):
+        _file(entry, ROWS, sheet_row_limit=entry.sheet_rows + 1)
+
+
+# ------------------------------------------------------------------ lookups
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_a_format_is_found_by_its_name_in_any_letter_case(entry: FileFormat) -> None:
+    name = entry.name
+    for value in (name, name.upper(), name.capitalize(), name[:-1] + name[-1].upper()):
+        assert find_format(value) is entry
+        assert task_format(value) is entry
+    for value in (f" {name}", f"{name} ", f".{name}", f"{name}x", name[:-1], ""):
+        assert find_format(value) is None
+        assert task_format(value) is DEFAULT_FORMAT  # the attempt then fails UNKNOWN_FORMAT
+
+
+def test_the_upper_case_rule_is_the_one_the_api_always_applied() -> None:
+    # "ſ" (long s) upper-cases to "S": the API's old check (value.upper() in CSV, XLSX)
+    # accepted "cſv" as CSV, and so does the table.
+    assert find_format("cſv") is FORMATS["csv"]
+    assert find_format("pdf") is None and find_format("PDF") is None
+
+
+def test_format_choices_reads_like_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert format_choices() == "csv or xlsx"
+    assert format_choices(quoted=True) == "'csv' or 'xlsx'"
+    three = {name: FORMATS["csv"] for name in ("a", "b", "c")}
+    monkeypatch.setattr(formats, "FORMATS", MappingProxyType(three))
+    assert format_choices() == "a, b or c"
+    monkeypatch.setattr(formats, "FORMATS", MappingProxyType({"a": FORMATS["csv"]}))
+    assert format_choices(quoted=True) == "'a'"
+
+
+def test_open_writer_refuses_a_name_outside_the_table_naming_the_table() -> None:
+    with pytest.raises(
+        ValueError, match=r"^unknown export format: 'pdf' \(expected 'csv' or 'xlsx'\)$"
+    ):
+        open_writer("pdf", io.BytesIO(), COLUMNS)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_object_keys_carry_the_tables_extensions_only(entry: FileFormat) -> None:
+    assert re.fullmatch(extension_pattern(), entry.extension)
+    key = storage.new_object_key("exp_" + "0" * 26, entry.extension, tenant="t1")
+    assert key.endswith(f".{entry.extension}")
+    assert storage.is_export_key(key)
+    assert storage.task_no_of_key(key) == "exp_" + "0" * 26
+    stem = key.rpartition(".")[0]
+    for other in ("pdf", entry.extension.upper(), entry.extension + "x", "", "part"):
+        assert not storage.is_export_key(f"{stem}.{other}")
+
+
+# ------------------------------------------------------------------ the API asks the table
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    settings = Settings(
+        environment="test", mount_sample_providers=True, data_dir=tmp_path_factory.mktemp("data")
+    )
+    return create_app(settings).openapi()
+
+
+def _examples(node: Any) -> list[dict[str, Any]]:
+    """Every example value with a ``code`` anywhere in the OpenAPI document."""
+    found = []
+    if isinstance(node, dict):
+        value = node.get("value")
+        if isinstance(value, dict) and "code" in value:
+            found.append(value)
+        for child in node.values():
+            found.extend(_examples(child))
+    elif isinstance(node, list):
+        for child in node:
+            found.extend(_examples(child))
+    return found
+
+
+def test_openapi_download_content_types_are_the_tables(schema: dict[str, Any]) -> None:
+    answers = schema["paths"]["/api/v1/exports/{task_id}/download"]["get"]["responses"]
+    media = [e.media_type for e in ENTRIES]
+    assert [m for m in answers["200"]["content"] if m != "application/json"] == media
+    assert list(answers["206"]["content"]) == media
+
+
+def test_openapi_format_enums_and_the_invalid_format_message_are_the_tables(
+    schema: dict[str, Any],
+) -> None:
+    models = schema["components"]["schemas"]
+    create = models["ExportCreate"]["properties"]["format"]
+    assert create["enum"] == format_names()
+    assert create["description"] == f"{format_choices()} (any letter case)"
+    assert models["ExportPublic"]["properties"]["format"]["enum"] == format_names()
+    assert models["ExportTypePublic"]["properties"]["formats"]["items"]["enum"] == format_names()
+    messages = {e["message"] for e in _examples(schema) if e["code"] == "INVALID_FORMAT"}
+    assert messages == {f"format must be {format_choices()}, got 'pdf'"}
+
+
+# ------------------------------------------------------------------ nobody else knows
+
+
+#: String constants outside ``writers/`` that may name a format, with the reason.
+ALLOWED = {
+    # OpenAPI examples: one concrete request and answer, shown as a client would see it.
+    ("api/schemas.py", "xlsx"): "the example create body and task",
+    ("api/schemas.py", "September orders.xlsx"): "the example task's file name",
+    ("api/openapi.py", "requestId '7d1c0e2a' was already used for another export (ORDERS, csv);"
+     " this request differs in parameters; use a new key"): "the example of a reused key",
+    # The demo exports a fixed pair and says so in its help and README.
+    ("cli.py", "csv"): "demo: the formats it demonstrates",
+    ("cli.py", "xlsx"): "demo: the formats it demonstrates",
+    ("cli.py", "Where orders.csv, orders.xlsx and summary.json go"): "demo: its output files",
+}  # fmt: skip
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the constant nodes that are docstrings (or bare string statements)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def _format_words() -> re.Pattern[str]:
+    words = {w.lower() for e in ENTRIES for w in (e.name, e.extension)}
+    types = {e.media_type for e in ENTRIES} | {e.content_type for e in ENTRIES}
+    alternatives = [rf"\b{re.escape(w)}\b" for w in sorted(words)]
+    alternatives += [re.escape(t) for t in sorted(types)]
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def test_no_module_outside_writers_names_a_format() -> None:
+    words = _format_words()
+    found, allowed = [], set()
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(("writers/", "migrations/")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and words.search(node.value)
+            ):
+                if (relative, node.value) in ALLOWED:
+                    allowed.add((relative, node.value))
+                else:
+                    found.append(f"{relative}:{node.lineno}: {node.value!r}")
+    assert found == []
+    assert allowed == set(ALLOWED)  # no stale exception
+
+
+def test_the_scan_finds_a_format_where_one_is_named() -> None:
+    words = _format_words()
+    for text in ("csv", "XLSX", "a.xlsx", "text/csv", "application/vnd.openxmlformats-"
+                 "officedocument.spreadsheetml.sheet", "csv or xlsx"):  # fmt: skip
+        assert words.search(text), text
+    for text in ("csvx", "ORDERS", "export", "text/plain"):
+        assert not words.search(text), text
