@@ -46,7 +46,7 @@ from export_center.db import make_engine
 from export_center.embedded import free_port
 from export_center.pipeline import CONTENT_TYPES
 from export_center.registry import load_registry
-from export_center.runtime import default_registry_path
+from export_center.registry_source import default_registry_path
 from export_center.shards import plan_shards
 from tests.conftest import _fresh_mariadb, sample_url
 from tests.helpers import read_csv, read_xlsx
