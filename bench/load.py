@@ -81,6 +81,7 @@ from bench.e2e import ROOT
 from bench.load_explain import explain_all, explain_report
 from bench.load_seed import seed_tasks
 from bench.procs import CpuMeter, pids_matching
+from bench.tables import markdown_table
 
 __all__ = [
     "FULL",
@@ -601,9 +602,8 @@ def run_load(
     return result
 
 
-def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
-    """The Markdown table of ``load.<database>.<route>`` (``table``: the bench's
-    Markdown table maker, ``(headers, rows, left=...)``)."""
+def load_report(load: dict[str, Any]) -> str:
+    """The Markdown table of ``load.<database>.<route>``."""
     rows = []
     for database, r in load.items():
         if "skipped" in r:
@@ -640,7 +640,7 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
         if first
         else "\nAPI under load:\n"
     )
-    body = table(
+    body = markdown_table(
         [
             "database",
             "route",
@@ -697,8 +697,6 @@ def _databases(names: list[str], say: Callable[[str], None]) -> list[tuple[str, 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.load`` (module docstring)."""
-    from bench.__main__ import _table
-
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n")[0]
     )
@@ -749,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         say("\n" + explain_report(database, results[database]["explain"]) + "\n")
     if not args.explain:
-        say(load_report(results, _table))
+        say(load_report(results))
     if args.json:
         args.json.write_text(json.dumps({"load": results}, indent=2) + "\n")
     return 0
