@@ -363,6 +363,7 @@ def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[A
         RuntimeError: it stopped or did not answer ``/healthz`` within 120 s.
     """
     from export_center.embedded import free_port
+    from export_center.healthz import NotHealthy, wait_healthy
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
@@ -396,18 +397,18 @@ def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[A
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"export-center serve stopped (exit {proc.returncode}); see {log}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    _stop(proc)
-    raise RuntimeError(f"export-center serve did not answer on {url} within 120 s; see {log}")
+    try:
+        wait_healthy(url, timeout=120, alive=lambda: proc.poll() is None, interval=0.2)
+    except NotHealthy as exc:
+        if exc.stopped:
+            raise RuntimeError(
+                f"export-center serve stopped (exit {proc.returncode}); see {log}"
+            ) from None
+        _stop(proc)
+        raise RuntimeError(
+            f"export-center serve did not answer on {url} within 120 s; see {log}"
+        ) from None
+    return proc, url
 
 
 def _stop(proc: Any) -> None:
