@@ -81,6 +81,7 @@ from bench.peers import PEER_LABELS, run_peers
 from bench.shards import run_shards, run_shards_database
 from bench.stages import run_stages
 from bench.storage import run_storage, s3_server
+from bench.tables import markdown_table
 from bench.writers import run_writers
 
 FULL: dict[str, Any] = {
@@ -107,29 +108,6 @@ WRITER_LABELS = {
     "ours_csv": "export_center CSV",
     "python_csv": "Python csv module",
 }
-
-
-def _table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
-    """A Markdown table; columns in ``left`` are left-aligned, the others right-aligned."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
-    rule = (
-        "|"
-        + "|".join(
-            "-" * (w + 2) if i in left else "-" * (w + 1) + ":" for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    body = [
-        "| "
-        + " | ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        + " |"
-        for r in rows
-    ]
-    return "\n".join([line, rule, *body])
 
 
 def _goal(
@@ -401,7 +379,7 @@ def print_report(results: dict[str, Any]) -> str:
             f"\nWriters, {results['writerRows']:,} ORDERS rows "
             f"(load {results['writerLoad']:.2f}):\n"
         )
-        out.append(_table(["writer", "rows/s", "rows/CPU-s", "vs openpyxl", "MB"], rows))
+        out.append(markdown_table(["writer", "rows/s", "rows/CPU-s", "vs openpyxl", "MB"], rows))
     e2e = results.get("e2e")
     if e2e:
         rows = []
@@ -426,7 +404,7 @@ def print_report(results: dict[str, Any]) -> str:
                 )
         out.append("\nEnd to end (create over HTTP -> provider over HTTP -> file -> download):\n")
         out.append(
-            _table(
+            markdown_table(
                 [
                     "database",
                     "format",
@@ -472,7 +450,7 @@ def print_report(results: dict[str, Any]) -> str:
             "5,000 rows, one subprocess each):\n"
         )
         out.append(
-            _table(
+            markdown_table(
                 [
                     "database",
                     "peer",
@@ -504,7 +482,7 @@ def print_report(results: dict[str, Any]) -> str:
         ]
         out.append("\nScaling on SQLite:\n")
         out.append(
-            _table(
+            markdown_table(
                 ["format", "orders", "seconds", "s per 100k", "peak RSS MB", "load"],
                 rows,
                 left=(0,),
@@ -540,7 +518,7 @@ def print_report(results: dict[str, Any]) -> str:
             "downloaded = create -> file downloaded):\n"
         )
         out.append(
-            _table(
+            markdown_table(
                 [
                     "format",
                     "storage",
@@ -587,7 +565,7 @@ def print_report(results: dict[str, Any]) -> str:
             f"CSV; CPU-seconds per group of processes; ratio {cluster['ratio']:.2f}):\n"
         )
         out.append(
-            _table(
+            markdown_table(
                 [
                     "phase",
                     "exports",
@@ -631,7 +609,7 @@ def print_report(results: dict[str, Any]) -> str:
             ]
             out.append(
                 "\nORDERS over every date on MariaDB (day shards, CSV):\n\n"
-                + _table(
+                + markdown_table(
                     [
                         "shards",
                         "count",
@@ -661,13 +639,13 @@ def print_report(results: dict[str, Any]) -> str:
         out.append(
             f"\nWhere the worker's CPU goes, stage by stage ({stages['rows']:,} orders, one"
             f" thread, GC threshold {stages['gcThreshold'][0]:,}):\n\n"
-            + _table(["stage", "CPU s", "CPU s per 100k", "us per row"], rows)
+            + markdown_table(["stage", "CPU s", "CPU s per 100k", "us per row"], rows)
             + f"\n\nAnswer bodies: {stages['bodyBytes']['arrays']:,} bytes as arrays,"
             f" {stages['bodyBytes']['objects']:,} as objects."
         )
     load = results.get("load")
     if load:
-        out.append(load_report(load, _table))
+        out.append(load_report(load))
     big = results.get("big")
     if big:
         out.append(_big_report(big))
@@ -684,7 +662,7 @@ def print_report(results: dict[str, Any]) -> str:
             for g in goals
         ]
         out.append("\nGoals (computed, not asserted):\n")
-        out.append(_table(["goal", "measured", "target", "met"], rows, left=(0, 3)))
+        out.append(markdown_table(["goal", "measured", "target", "met"], rows, left=(0, 3)))
     return "\n".join(out)
 
 
@@ -706,7 +684,7 @@ def _big_report(big: dict[str, Any]) -> str:
         )
     out.append(f'\nBig sample, TPC-H scale {big["scale"]:g} ("-": loaded by an earlier run):\n')
     out.append(
-        _table(
+        markdown_table(
             ["database", "orders", "generate s", "load s", "CSV MB", "database MB"],
             rows,
             left=(0,),
@@ -745,7 +723,7 @@ def _big_report(big: dict[str, Any]) -> str:
             f"{big['baseScale']:g}-scale run:\n"
         )
         out.append(
-            _table(
+            markdown_table(
                 [
                     "database",
                     "format",

@@ -54,6 +54,8 @@ from typing import Any
 
 import httpx
 
+from bench.procs import status_mb
+
 TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 WHOLE_RANGE = {"from": "1992-01-01", "to": "1998-12-31"}
 """Every TPC-H order date: with these the ORDERS export runs as day shards."""
@@ -125,25 +127,14 @@ def _poll_pause(detail: dict[str, Any], elapsed: float) -> float:
     return min(1.0, max(0.05, remaining / 2))
 
 
-def _status_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
 def _rss_now_mb() -> float:
-    return _status_mb("VmRSS") or 0.0
+    return status_mb("VmRSS") or 0.0
 
 
 def _peak_rss_mb() -> float:
     """Peak RSS of this process: ``VmHWM`` (``ru_maxrss`` survives ``execve`` and
     would report the parent's peak when that was larger)."""
-    peak = _status_mb("VmHWM")
+    peak = status_mb("VmHWM")
     if peak is not None:
         return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

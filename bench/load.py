@@ -81,6 +81,7 @@ from bench.e2e import ROOT
 from bench.load_explain import explain_all, explain_report
 from bench.load_seed import seed_tasks
 from bench.procs import CpuMeter, pids_matching
+from bench.tables import markdown_table
 
 __all__ = [
     "FULL",
@@ -362,6 +363,7 @@ def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[A
         RuntimeError: it stopped or did not answer ``/healthz`` within 120 s.
     """
     from export_center.embedded import free_port
+    from export_center.healthz import NotHealthy, wait_healthy
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
@@ -395,18 +397,18 @@ def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[A
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"export-center serve stopped (exit {proc.returncode}); see {log}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    _stop(proc)
-    raise RuntimeError(f"export-center serve did not answer on {url} within 120 s; see {log}")
+    try:
+        wait_healthy(url, timeout=120, alive=lambda: proc.poll() is None, interval=0.2)
+    except NotHealthy as exc:
+        if exc.stopped:
+            raise RuntimeError(
+                f"export-center serve stopped (exit {proc.returncode}); see {log}"
+            ) from None
+        _stop(proc)
+        raise RuntimeError(
+            f"export-center serve did not answer on {url} within 120 s; see {log}"
+        ) from None
+    return proc, url
 
 
 def _stop(proc: Any) -> None:
@@ -601,9 +603,8 @@ def run_load(
     return result
 
 
-def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
-    """The Markdown table of ``load.<database>.<route>`` (``table``: the bench's
-    Markdown table maker, ``(headers, rows, left=...)``)."""
+def load_report(load: dict[str, Any]) -> str:
+    """The Markdown table of ``load.<database>.<route>``."""
     rows = []
     for database, r in load.items():
         if "skipped" in r:
@@ -640,7 +641,7 @@ def load_report(load: dict[str, Any], table: Callable[..., str]) -> str:
         if first
         else "\nAPI under load:\n"
     )
-    body = table(
+    body = markdown_table(
         [
             "database",
             "route",
@@ -697,8 +698,6 @@ def _databases(names: list[str], say: Callable[[str], None]) -> list[tuple[str, 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.load`` (module docstring)."""
-    from bench.__main__ import _table
-
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n")[0]
     )
@@ -749,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         say("\n" + explain_report(database, results[database]["explain"]) + "\n")
     if not args.explain:
-        say(load_report(results, _table))
+        say(load_report(results))
     if args.json:
         args.json.write_text(json.dumps({"load": results}, indent=2) + "\n")
     return 0

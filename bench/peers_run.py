@@ -59,21 +59,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.procs import status_mb
+
 Page = Sequence[Sequence[Any]]
 PEERS = ("query", "csv", "xlsxwriter", "openpyxl", "pandas_csv", "pandas_xlsx")
 """Peer names, in the order ``bench.peers`` runs them."""
 _LIBRARY = {"xlsxwriter": "xlsxwriter", "openpyxl": "openpyxl"}
-
-
-def _status_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
 
 
 def _cpu_seconds() -> float:
@@ -275,7 +266,7 @@ def run_peer(spec: dict[str, Any], peer: str, out: Path) -> dict[str, Any]:
         import pymysql  # noqa: F401
     else:
         import sqlite3  # noqa: F401
-    rss_start = _status_mb("VmRSS") or 0.0
+    rss_start = status_mb("VmRSS") or 0.0
     cpu = _cpu_seconds()
     started = time.perf_counter()
     if peer.startswith("pandas"):
@@ -290,7 +281,7 @@ def run_peer(spec: dict[str, Any], peer: str, out: Path) -> dict[str, Any]:
     cpu = _cpu_seconds() - cpu
     size = out.stat().st_size if out.exists() else 0
     out.unlink(missing_ok=True)
-    peak = _status_mb("VmHWM")
+    peak = status_mb("VmHWM")
     if peak is None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     result: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""CPU time and peak memory of processes other than this one, read from ``/proc``.
+"""CPU time and memory of processes, this one or others, read from ``/proc``.
 
 The storage and cluster parts of the bench say where the time goes: how many
 CPU-seconds each server (MariaDB, the broker, S3Proxy) and each export-center process
@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CpuMeter", "cpu_seconds", "peak_rss_mb", "pids_matching", "read_pid"]
+__all__ = [
+    "CpuMeter",
+    "cpu_seconds",
+    "peak_rss_mb",
+    "pids_matching",
+    "read_pid",
+    "status_mb",
+]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -29,16 +36,26 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """Peak resident memory of process ``pid`` (``VmHWM``) in MiB, or None."""
+def status_mb(field: str, pid: int | str = "self") -> float | None:
+    """A memory line of ``/proc/<pid>/status`` in MiB, or None when it is unreadable.
+
+    Args:
+        field: the line's name: ``VmRSS`` (resident now), ``VmHWM`` (peak resident).
+        pid: the process; ``"self"`` is this one.
+    """
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """Peak resident memory of process ``pid`` (``VmHWM``) in MiB, or None."""
+    return status_mb("VmHWM", pid)
 
 
 def pids_matching(*needles: str) -> list[int]:

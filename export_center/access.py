@@ -10,7 +10,8 @@ collation so that SQL agrees with this module; see :class:`~export_center.db.Exa
 :class:`Scope` is the rule's input: the list query filters by it in SQL, and
 :func:`in_scope` decides for one task row in Python (the list re-checks every row with
 it, so a database whose collation were wrong still could not widen the view). A signed
-download link carries the scope it was issued for (:mod:`export_center.links`).
+download link carries the scope it was issued for (:func:`link_scope`, signed by
+:mod:`export_center.links`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from export_center.auth import DOWNLOAD_ALL, Identity
 
-__all__ = ["Scope", "in_scope", "scope_of"]
+__all__ = ["Scope", "in_scope", "link_scope", "scope_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +59,12 @@ def in_scope(task: Mapping[str, Any], scope: Scope) -> bool:
     if not (_same(task["tenant_id"], scope.tenant_id) and _same(task["app_code"], scope.app_code)):
         return False
     return scope.owner is None or _same(task["requested_by"], scope.owner)
+
+
+def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
+    """The narrowest scope in which ``viewer`` sees ``task``, for its download link: the
+    owner's own scope, else the tenant-wide scope of the download-all permission."""
+    scope = scope_of(viewer)
+    if task["requested_by"] == viewer.user:
+        return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
+    return scope

@@ -34,7 +34,6 @@ from export_center.auth import (
     issue_token,
 )
 from export_center.places import announce as _announce
-from export_center.places import registry_path as _registry_path
 from export_center.settings import Settings, private_dir, settings_problems
 from export_center.terminal import cell
 
@@ -129,14 +128,14 @@ def _check_startup(settings: Settings) -> None:
 
 
 def _registry_permissions(settings: Settings) -> list[str]:
-    from export_center.registry import load_registry
+    """The permissions of the registry the settings name (``registry_source``).
 
-    registry = load_registry(
-        _registry_path(settings),
-        allowed_hosts=set(settings.provider_allowed_hosts),
-        allow_self=settings.mount_sample_providers,
-    )
-    return sorted({t.required_permission for t in registry})
+    Raises:
+        RegistryError: there is none, or it is invalid.
+    """
+    from export_center.registry_source import open_registry
+
+    return sorted({t.required_permission for t in open_registry(settings)})
 
 
 @app.command()
@@ -190,7 +189,14 @@ def token(
             "server using this data directory accepts this token.",
             err=True,
         )
-    known = _registry_permissions(settings)
+    from export_center.registry import RegistryError
+    from export_center.registry_source import registry_problem
+
+    try:
+        known = _registry_permissions(settings)
+    except RegistryError as exc:
+        typer.echo(f"cannot issue a token: {registry_problem(exc)}", err=True)
+        raise typer.Exit(2) from None
     perms = list(perm) if perm else known
     unknown = sorted(set(perms) - set(known) - {DOWNLOAD_ALL, ADMIN})
     if unknown:
@@ -250,6 +256,7 @@ def registry_check(
 ) -> None:
     """Validate a registry file; exits 1 naming the first invalid key and rule."""
     from export_center.registry import RegistryError, load_registry
+    from export_center.registry_source import registry_source
 
     settings = _settings()
     typer.echo(f"export-center registry check: {file.resolve()}", err=True)
@@ -257,7 +264,7 @@ def registry_check(
         registry = load_registry(
             file,
             allowed_hosts=set(settings.provider_allowed_hosts),
-            allow_self=settings.mount_sample_providers,
+            allow_self=registry_source(settings).samples_mounted,
         )
     except RegistryError as exc:
         typer.echo(f"invalid: {exc}", err=True)
@@ -296,6 +303,7 @@ def serve(
     from export_center.http_server import server_config
     from export_center.logs import configure_logging
     from export_center.registry import RegistryError
+    from export_center.registry_source import registry_problem
 
     settings = _settings()
     host = host or settings.api.host
@@ -310,7 +318,7 @@ def serve(
     try:  # fail before binding, with one line naming the key and the rule
         _registry_permissions(settings)
     except RegistryError as exc:
-        typer.echo(f"cannot start: invalid export-type registry: {exc}", err=True)
+        typer.echo(f"cannot start: {registry_problem(exc)}", err=True)
         raise typer.Exit(2) from None
     configure_logging()
     app = build_app(settings, self_url=self_url)

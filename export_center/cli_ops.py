@@ -45,13 +45,20 @@ HELP_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 
 class _OperatorGroup(typer.core.TyperGroup):
-    """Runs a command and turns a database error into one line that says what to do."""
+    """Runs a command and turns a database or registry error into one line that says
+    what to do."""
 
     def invoke(self, ctx: Any) -> Any:
         from sqlalchemy.exc import SQLAlchemyError
 
+        from export_center.registry import RegistryError
+        from export_center.registry_source import registry_problem
+
         try:
             return super().invoke(ctx)
+        except RegistryError as exc:  # the registry a command needed (tasks retry)
+            typer.echo(visible(registry_problem(exc)), err=True)
+            raise typer.Exit(1) from None
         except SQLAlchemyError as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
             try:
@@ -118,13 +125,9 @@ class _Context:
 
     @cached_property
     def registry(self) -> Registry:
-        from export_center.registry import load_registry
+        from export_center.registry_source import open_registry
 
-        return load_registry(
-            places.registry_path(self.settings),
-            allowed_hosts=set(self.settings.provider_allowed_hosts),
-            allow_self=self.settings.mount_sample_providers,
-        )
+        return open_registry(self.settings)
 
     @cached_property
     def storage(self) -> Storage:

@@ -37,7 +37,7 @@ from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
 from export_center.errors import DatabaseUnavailable
 from export_center.logs import log_context
-from export_center.loops import ReceiveFailures
+from export_center.loops import receive_loop
 from export_center.outages import is_database_blip, retry_transaction
 from export_center.pipeline import ExportRun, RunContext
 from export_center.repository import Task
@@ -158,16 +158,14 @@ class Consumer:
         self._workers.clear()
 
     def _loop(self) -> None:
-        failures = ReceiveFailures("command receive", log)
-        while not self._stop.is_set():
-            try:
-                delivery = self.transport.receive(0.5)
-            except Exception as exc:  # the broker is down or restarting
-                self._stop.wait(failures.failed(exc))
-                continue
-            failures.worked()
-            if delivery is not None:
-                self.handle_delivery(delivery)
+        receive_loop(
+            self.transport.receive,
+            self.handle_delivery,
+            self._stop,
+            what="command receive",
+            logger=log,
+            timeout_seconds=0.5,
+        )
 
     def handle_delivery(self, delivery: Delivery) -> ClaimBranch:
         """Parse, handle and settle one delivery, exactly once: acknowledged as soon as

@@ -28,8 +28,8 @@ from typing import Protocol
 from sqlalchemy import Engine
 
 from export_center import commands, metrics, repository
-from export_center.loops import ReceiveFailures
-from export_center.outages import is_database_blip, outage_log
+from export_center.loops import receive_loop
+from export_center.outages import Backoff, is_database_blip, outage_log
 from export_center.transport.base import Delivery
 
 __all__ = ["DlqHandler", "DlqReceiver"]
@@ -177,21 +177,15 @@ class DlqHandler:
 
     def _loop(self) -> None:
         assert self.receiver is not None
-        pause = _FIRST_PAUSE_SECONDS
-        failures = ReceiveFailures("dead-letter receive", log)
-        while not self._stop.is_set():
-            try:
-                delivery = self.receiver.receive(1.0)
-            except Exception as exc:  # the broker is down or restarting
-                self._stop.wait(failures.failed(exc))
-                continue
-            failures.worked()
-            if delivery is None:
-                continue
-            if self.handle_delivery(delivery) == "error":
-                # The database failed and the message went back: wait before the next
-                # try (doubling up to 30 s) instead of spinning on the same failure.
-                self._stop.wait(pause)
-                pause = min(pause * 2, _MAX_PAUSE_SECONDS)
-            else:
-                pause = _FIRST_PAUSE_SECONDS
+        # After a letter the database could not handle (it went back), wait before the
+        # next one: 0.5 s doubling up to 30 s, instead of spinning on the same failure.
+        receive_loop(
+            self.receiver.receive,
+            self.handle_delivery,
+            self._stop,
+            what="dead-letter receive",
+            logger=log,
+            timeout_seconds=1.0,
+            failed=lambda outcome: outcome == "error",
+            pause=Backoff(_FIRST_PAUSE_SECONDS, _MAX_PAUSE_SECONDS),
+        )

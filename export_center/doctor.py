@@ -38,7 +38,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from export_center import places, repository
 from export_center.db import db_now, make_engine
-from export_center.registry import Registry, RegistryError, load_registry
+from export_center.registry import Registry, RegistryError
+from export_center.registry_source import NoRegistry, open_registry, registry_source
 from export_center.settings import Settings
 from export_center.terminal import visible
 
@@ -270,13 +271,12 @@ def _s3_storage(settings: Settings) -> Check:
 
 
 def _registry(settings: Settings) -> tuple[Check, Registry | None]:
-    path = places.registry_path(settings)
+    source = registry_source(settings)
+    path = source.path
     try:
-        registry = load_registry(
-            path,
-            allowed_hosts=set(settings.provider_allowed_hosts),
-            allow_self=settings.mount_sample_providers,
-        )
+        registry = open_registry(settings, source)
+    except NoRegistry as exc:
+        return Check("registry", False, str(exc)), None
     except RegistryError as exc:
         return Check(
             "registry", False, f"{path}: {exc}; fix the file and run the check again"

@@ -24,6 +24,7 @@ from fastapi import FastAPI
 
 from export_center.api.app import create_app
 from export_center.db import make_engine
+from export_center.healthz import NotHealthy, wait_healthy
 from export_center.http_server import server_config
 from export_center.runtime import Runtime
 from export_center.sample_process import SampleProviderProcess
@@ -132,17 +133,14 @@ class ServerThread:
             RuntimeError: the server stopped or did not answer in time.
         """
         self.thread.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.thread.is_alive():
-                raise RuntimeError("the server stopped during start-up (see the log)")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"the server did not answer on {self.url} within {timeout:.0f} s")
+        try:
+            wait_healthy(self.url, timeout=timeout, alive=self.thread.is_alive)
+        except NotHealthy as exc:
+            if exc.stopped:
+                raise RuntimeError("the server stopped during start-up (see the log)") from None
+            raise RuntimeError(
+                f"the server did not answer on {self.url} within {timeout:.0f} s"
+            ) from None
 
     def stop(self) -> None:
         """Hand running exports back, then ask uvicorn to exit and wait for it."""

@@ -36,6 +36,8 @@
     │                               lasted, the process was paused): hand the attempt back
     │                               as soon as the database answers, no retry used
     ├── DatabaseUnavailable         the database did not answer for a caller's whole budget
+    ├── TransportError              the broker did not take or hand out a message (the
+    │                               publisher and the receive loops back off)
     └── ExportCancelled             the user asked to cancel: stop, delete the file, CANCELLED
 
 Each failure carries a machine-readable ``code`` that lands in ``failure_code``.
@@ -71,6 +73,7 @@ __all__ = [
     "StorageFull",
     "TooManyActiveTasks",
     "TransientExportError",
+    "TransportError",
     "Unauthorized",
     "ValidationFailed",
     "WorkerInterrupted",
@@ -349,6 +352,14 @@ class DatabaseUnavailable(ExportCenterError):
         self.what = what
         self.seconds = seconds
         self.cause = cause
+
+
+class TransportError(ExportCenterError):
+    """The transport could not take or hand out a message (the publisher backs off).
+
+    Raised by the transport adapters (:mod:`export_center.transport`), which export it
+    under the same name.
+    """
 
 
 class ExportCancelled(ExportCenterError):

@@ -17,16 +17,13 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
-from export_center.access import Scope, scope_of
-from export_center.auth import Identity
+from export_center.access import Scope
 from export_center.errors import Forbidden
 
-__all__ = ["LinkGrant", "link_expiry", "link_scope", "sign_download", "verify_download"]
+__all__ = ["LinkGrant", "link_expiry", "sign_download", "verify_download"]
 
 _EXPIRES = re.compile(r"^[1-9][0-9]{0,11}$")
 _SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
@@ -49,15 +46,6 @@ def _mac(secret: str, task_no: str, user: str, scope: Scope, expires: int) -> st
         ["download-v2", task_no, user, scope.tenant_id, scope.app_code, kind, str(expires)]
     ).encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-
-
-def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
-    """The narrowest scope in which ``viewer`` sees ``task``, for its download link: the
-    owner's own scope, else the tenant-wide scope of the download-all permission."""
-    scope = scope_of(viewer)
-    if task["requested_by"] == viewer.user:
-        return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
-    return scope
 
 
 def link_expiry(ttl_seconds: int, *, now: float | None = None) -> int:

@@ -15,16 +15,20 @@ per loop instead of one traceback every half second.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from export_center.outages import Backoff, OutageLog, is_database_blip
+from export_center.transport.base import Delivery
 
-__all__ = ["GuardedPass", "LoopRunner", "PassLoop", "ReceiveFailures"]
+__all__ = ["GuardedPass", "LoopRunner", "PassLoop", "ReceiveFailures", "receive_loop"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 # "skipped: maximum number of running instances reached" is the point of max_instances=1.
@@ -168,3 +172,57 @@ class ReceiveFailures:
                 self.failures,
             )
             self.failures = 0
+
+
+def receive_loop(
+    receive: Callable[[float], Delivery | None],
+    handle: Callable[[Delivery], T],
+    stop: threading.Event,
+    *,
+    what: str,
+    logger: logging.Logger,
+    timeout_seconds: float,
+    failed: Callable[[T], bool] | None = None,
+    pause: Backoff | None = None,
+) -> None:
+    """Receive and handle deliveries until ``stop`` is set (the body of a receive thread).
+
+    A receive that raises (the broker is down or restarting) is ridden out as
+    :class:`ReceiveFailures` says: quiet logs, 1 s doubling up to 10 s between tries.
+    When ``failed`` says a handled delivery failed (it went back to the broker because
+    the database failed), the loop waits ``pause`` before the next receive (doubling,
+    :class:`~export_center.outages.Backoff`) instead of spinning on the same failure; a
+    delivery handled without failure resets the pause.
+
+    Args:
+        receive: ``receive(timeout_seconds) -> Delivery | None`` of the source.
+        handle: handles and settles one delivery; returns its outcome.
+        stop: set to end the loop (checked between receives; waits end at once).
+        what: the loop's name in the log lines ("command receive").
+        logger: where the outage lines go.
+        timeout_seconds: the longest one receive waits for a message, seconds.
+        failed: tells from an outcome that the handling failed; None: never.
+        pause: the waits after failed handlings; given together with ``failed``.
+
+    Raises:
+        ValueError: only one of ``failed`` and ``pause`` is given.
+    """
+    if (failed is None) != (pause is None):
+        raise ValueError("failed and pause are given together")
+    failures = ReceiveFailures(what, logger)
+    while not stop.is_set():
+        try:
+            delivery = receive(timeout_seconds)
+        except Exception as exc:  # the broker is down or restarting
+            stop.wait(failures.failed(exc))
+            continue
+        failures.worked()
+        if delivery is None:
+            continue
+        outcome = handle(delivery)
+        if failed is None or pause is None:
+            continue
+        if failed(outcome):
+            stop.wait(pause.next())
+        else:
+            pause.reset()

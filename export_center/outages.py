@@ -213,6 +213,10 @@ class Backoff:
         self.tries += 1
         return pause
 
+    def reset(self) -> None:
+        """Start again from ``first`` (a try worked)."""
+        self.tries = 0
+
 
 def retry_transaction(
     engine: Engine,

@@ -20,16 +20,10 @@ from pathlib import Path
 import typer
 from sqlalchemy.engine import make_url
 
+from export_center.registry_source import registry_source
 from export_center.settings import Settings
 
-__all__ = ["announce", "files_place", "missing_database", "registry_path", "shown_database"]
-
-
-def registry_path(settings: Settings) -> Path:
-    """The export-type registry file the settings name, else the samples' file."""
-    from export_center.runtime import default_registry_path
-
-    return Path(settings.export_types_file or default_registry_path())
+__all__ = ["announce", "files_place", "missing_database", "shown_database"]
 
 
 def files_place(settings: Settings) -> str:
@@ -62,7 +56,7 @@ def announce(settings: Settings, *, what: str = "", also: dict[str, str] | None 
     where = {
         "data directory": f"{settings.data_dir.resolve()} ({origin})",
         "database": shown_database(settings),
-        "registry": str(registry_path(settings).resolve()),
+        "registry": registry_source(settings).shown,
         "files": files_place(settings),
         **(also or {}),
     }

@@ -25,7 +25,8 @@ from export_center.pipeline import RunContext
 from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
-from export_center.registry import Registry, RegistryError, load_registry
+from export_center.registry import Registry, RegistryError
+from export_center.registry_source import open_registry
 from export_center.settings import Settings, private_dir
 from export_center.storage.base import Storage
 from export_center.storage.local import LocalStorage
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Runtime",
     "alembic_config",
-    "default_registry_path",
     "open_storage",
     "tune_gc",
     "upgrade_database",
@@ -62,13 +62,6 @@ def upgrade_database(engine: Engine) -> None:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
         conn.commit()
-
-
-def default_registry_path() -> Path:
-    """The sample registry shipped with the ``providers`` package."""
-    import providers
-
-    return Path(providers.__file__).parent / "export_types.yaml"
 
 
 def tune_gc(gen0_threshold: int) -> None:
@@ -235,24 +228,13 @@ class Runtime:
             )
 
     def load_registry(self) -> Registry:
-        """Read the registry file named by the settings (or the samples' file).
+        """Read the registry :func:`~export_center.registry_source.registry_source`
+        decides for the settings.
 
         Raises:
-            RegistryError: the file is invalid (start-up stops).
+            RegistryError: there is none, or the file is invalid (start-up stops).
         """
-        path = self.settings.export_types_file
-        allow_self = self.settings.mount_sample_providers
-        if path is None:
-            if not allow_self:
-                raise RegistryError(
-                    "EXPORT_CENTER_EXPORT_TYPES_FILE must be set when sample providers are off"
-                )
-            path = default_registry_path()
-        return load_registry(
-            Path(path),
-            allowed_hosts=set(self.settings.provider_allowed_hosts),
-            allow_self=allow_self,
-        )
+        return open_registry(self.settings)
 
     def reload_registry(self, actor: str = "system:sighup") -> Registry:
         """Reload the registry file; keeps the old one and raises when the new one is

@@ -177,7 +177,7 @@ class SampleProviderProcess:
             RuntimeError: it exited or did not serve within ``timeout`` seconds, or this
                 object is stopping.
         """
-        import httpx
+        from export_center.healthz import NotHealthy, wait_healthy
 
         proc = subprocess.Popen(
             [sys.executable, "-m", "export_center.sample_process"],
@@ -202,15 +202,15 @@ class SampleProviderProcess:
             deadline = time.monotonic() + timeout
             port = _read_port(proc, proc.stdout, deadline)
             url = f"http://127.0.0.1:{port}"
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the sample provider process did not answer on {url}")
-                time.sleep(0.05)
+            try:
+                wait_healthy(
+                    url,
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    alive=lambda: proc.poll() is None,
+                    interval=0.05,
+                )
+            except NotHealthy:
+                raise RuntimeError(f"the sample provider process did not answer on {url}") from None
         except BaseException:
             with self._lock:
                 if self._proc is proc:

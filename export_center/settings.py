@@ -104,7 +104,9 @@ class Settings(BaseSettings):
         None, description="Database of the sample data; unset: database_url"
     )
     export_types_file: Path | None = Field(
-        None, description="Registry file (YAML or TOML); unset: the samples'"
+        None,
+        description="Registry file (YAML or TOML); unset: the samples' when the sample "
+        "providers are mounted, else none (set it)",
     )
     provider_allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1", "localhost"],

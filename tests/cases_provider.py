@@ -188,7 +188,7 @@ class CasesServer:
 def cases_registry(directory: Path, provider_url: str) -> Path:
     """Registry: the samples plus CASES, EVENTS and DAY_EVENTS (sharded by day) at
     ``provider_url`` (batch size 50)."""
-    from export_center.runtime import default_registry_path
+    from export_center.registry_source import default_registry_path
 
     extra = ""
     for code, params in (

@@ -235,7 +235,7 @@ def registry_file(
     batch_timeout_seconds: int | None = None,
 ) -> Path:
     """A registry with the sample ORDERS type and the FLAKY type at ``provider_url``."""
-    from export_center.runtime import default_registry_path
+    from export_center.registry_source import default_registry_path
 
     text = (
         default_registry_path().read_text()

@@ -168,23 +168,6 @@ def read_xlsx(data: bytes) -> list[list[Any]]:
     return rows
 
 
-def wait_healthy(base_url: str, timeout: float = 120.0) -> None:
-    """Wait until a served export center answers ``GET /healthz`` with 200.
-
-    Raises:
-        AssertionError: it did not within ``timeout`` seconds.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{base_url} did not answer /healthz in {timeout} s")
-
-
 def in_shard_order(
     stack: Stack, parameters: dict[str, Any], rows: Iterable[tuple[dt.date, int]]
 ) -> list[int]:

@@ -17,11 +17,12 @@ from typing import Any
 import orjson
 
 from export_center import repository
+from export_center.access import link_scope
 from export_center.api.schemas import ActorPublic, ExportPublic, RetryPublic, TaskError
 from export_center.auth import Identity
 from export_center.db import reading
 from export_center.errors import RETRY_CANNOT_HELP
-from export_center.links import link_expiry, link_scope, sign_download
+from export_center.links import link_expiry, sign_download
 from export_center.repository import Disposition, Task
 from export_center.runtime import Runtime
 from export_center.settings import Settings

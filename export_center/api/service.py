@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from export_center import metrics, operations, repository
-from export_center.access import Scope, in_scope, scope_of
+from export_center.access import Scope, in_scope, link_scope, scope_of
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
@@ -39,7 +39,7 @@ from export_center.errors import (
     ValidationFailed,
 )
 from export_center.ids import TASK_NO_PATTERN
-from export_center.links import LinkGrant, link_scope, sign_download, verify_download
+from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime

@@ -15,11 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from export_center.errors import TransportError
+
 __all__ = ["Delivery", "OutgoingMessage", "Transport", "TransportError"]
-
-
-class TransportError(Exception):
-    """The transport could not take or hand out a message (the publisher backs off)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from export_center.embedded import free_port
-from tests.helpers import wait_healthy
+from export_center.healthz import wait_healthy
 from tests.slowloris import hold
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 
 from export_center.embedded import free_port
+from export_center.healthz import wait_healthy
 from tests.conftest import sample_url
-from tests.helpers import read_xlsx, wait_healthy
+from tests.helpers import read_xlsx
 
 ROOT = Path(__file__).resolve().parents[2]
 

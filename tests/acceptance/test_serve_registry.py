@@ -14,9 +14,9 @@ import httpx
 
 from export_center.auth import ADMIN, issue_token
 from export_center.embedded import free_port
-from export_center.runtime import default_registry_path
+from export_center.healthz import wait_healthy
+from export_center.registry_source import default_registry_path
 from export_center.settings import load_or_create_secret
-from tests.helpers import wait_healthy
 
 
 def _env(tmp_path: Path, registry: Path) -> dict[str, str]:

@@ -143,6 +143,52 @@ def test_an_invalid_registry(seeded, tmp_path):
     assert not any(name.startswith("provider") for name in checks)
 
 
+@pytest.mark.parametrize(
+    ("environment", "samples", "named"),
+    [("embedded", "false", None), ("production", None, None), ("embedded", None, "missing")],
+)
+def test_no_registry_doctor_and_serve_give_the_same_advice(environment, samples, named, tmp_path):
+    """With no registry to read (the sample providers off and no file, or a file that
+    does not exist), ``doctor`` and ``serve``'s start-up check say the same sentence,
+    which names EXPORT_CENTER_EXPORT_TYPES_FILE (not the shipped sample file)."""
+    database_url = f"sqlite:///{tmp_path / 'export-center.db'}"
+    command.upgrade(alembic_config(database_url), "head")
+    env = _env(tmp_path, database_url)
+    env["EXPORT_CENTER_ENVIRONMENT"] = environment
+    env.pop("EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS")
+    if samples is not None:
+        env["EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS"] = samples
+    if environment == "production":
+        secret = "p" * 40
+        env.update(
+            EXPORT_CENTER_API__JWT_SECRET=secret,
+            EXPORT_CENTER_API__DOWNLOAD_SECRET=secret,
+            EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN=secret,
+            EXPORT_CENTER_TOPIC_PREFIX="prod-",
+        )
+    if named is None:
+        advice = (
+            "no export-type registry: the sample providers are off, so set "
+            "EXPORT_CENTER_EXPORT_TYPES_FILE to your registry file (export-center registry "
+            "check FILE validates it)"
+        )
+    else:
+        path = tmp_path / "no-such-types.yaml"
+        env["EXPORT_CENTER_EXPORT_TYPES_FILE"] = str(path)
+        advice = (
+            f"no export-type registry: EXPORT_CENTER_EXPORT_TYPES_FILE names {path}, which "
+            "does not exist; set it to your registry file (export-center registry check "
+            "FILE validates it)"
+        )
+    code, checks, table = doctor(env)
+    assert code == 1 and failed(checks) == {"registry": advice}, checks
+    assert "Traceback" not in table
+    serve = run_cli(["serve"], env)
+    assert serve.returncode == 2, serve.stderr
+    assert " ".join(serve.stderr.split()).endswith(f"cannot start: {advice}")
+    assert not any(name.startswith("provider") for name in checks)
+
+
 def test_a_provider_host_that_does_not_answer(seeded, tmp_path):
     closed = f"http://127.0.0.1:{free_port()}"
     registry = registry_file(tmp_path, closed)
