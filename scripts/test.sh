@@ -80,7 +80,7 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
 fi
 
 # Debian's prometheus package provides promtool (alert-rule tests) and the prometheus
-# server the alert tests start on loopback (tests/prometheus.py); with CI set they fail
+# server the alert tests start on loopback (tests/support/prometheus.py); with CI set they fail
 # without it. --no-install-recommends: the node exporter is not needed.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     step "Installing prometheus (promtool) from Debian's packages"

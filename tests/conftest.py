@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.cases_provider import CASES_TOKEN, CasesServer
-from tests.fault_provider import FAULT_TOKEN, FaultProviderServer, registry_file
-from tests.helpers import Stack
-from tests.operator_seed import Seeded, seed
+from tests.support.cases_provider import CASES_TOKEN, CasesServer
+from tests.support.fault_provider import FAULT_TOKEN, FaultProviderServer, registry_file
+from tests.support.helpers import Stack
+from tests.support.operator_seed import Seeded, seed
 
 SAMPLE_SCALE = 0.01  # 15,000 orders, 1,500 customers
 
@@ -163,7 +163,7 @@ def stack(make_stack: Callable[..., Stack]) -> Stack:
 
 @pytest.fixture
 def cases(tmp_path: Path) -> Iterator[CasesServer]:
-    """The CASES provider (tests/cases_provider.py) serving on loopback."""
+    """The CASES provider (tests/support/cases_provider.py) serving on loopback."""
     server = CasesServer(CASES_TOKEN, tmp_path / "events.db")
     server.start()
     yield server
@@ -172,7 +172,7 @@ def cases(tmp_path: Path) -> Iterator[CasesServer]:
 
 @pytest.fixture
 def faulty() -> Iterator[FaultProviderServer]:
-    """The FLAKY provider (tests/fault_provider.py) serving on loopback."""
+    """The FLAKY provider (tests/support/fault_provider.py) serving on loopback."""
     server = FaultProviderServer(FAULT_TOKEN)
     server.start()
     yield server
@@ -215,7 +215,7 @@ def seeded(flaky_stack: Callable[..., Stack], faulty: FaultProviderServer) -> Se
 @pytest.fixture
 def s3_endpoint() -> str:
     """The shared S3Proxy (skipped locally, failed in CI when missing)."""
-    from tests.s3 import s3_endpoint as endpoint
+    from tests.support.s3 import s3_endpoint as endpoint
 
     return endpoint()
 
@@ -223,7 +223,7 @@ def s3_endpoint() -> str:
 @pytest.fixture
 def s3(s3_endpoint: str) -> Any:
     """A boto3 client of the shared S3Proxy."""
-    from tests.s3 import s3_client
+    from tests.support.s3 import s3_client
 
     return s3_client(s3_endpoint)
 
@@ -231,7 +231,7 @@ def s3(s3_endpoint: str) -> Any:
 @pytest.fixture
 def bucket(s3: Any) -> Iterator[str]:
     """A fresh empty bucket on the shared S3Proxy, removed afterwards."""
-    from tests.s3 import fresh_bucket
+    from tests.support.s3 import fresh_bucket
 
     with fresh_bucket(s3) as name:
         yield name
@@ -240,7 +240,7 @@ def bucket(s3: Any) -> Iterator[str]:
 @pytest.fixture
 def private_s3(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Factory of private S3Proxy servers a test may stop; all stopped afterwards."""
-    from tests.s3 import PrivateS3Proxy
+    from tests.support.s3 import PrivateS3Proxy
 
     servers: list[PrivateS3Proxy] = []
 

@@ -49,9 +49,9 @@ from export_center.registry_source import default_registry_path
 from export_center.shards import plan_shards
 from export_center.writers.formats import FORMATS
 from tests.conftest import _fresh_mariadb, sample_url
-from tests.helpers import read_csv, read_xlsx
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
-from tests.s3 import PrivateS3Proxy, contents, s3_client, s3_keys
+from tests.support.helpers import read_csv, read_xlsx
+from tests.support.s3 import PrivateS3Proxy, contents, s3_client, s3_keys
 
 pytestmark = [
     pytest.mark.mariadb,

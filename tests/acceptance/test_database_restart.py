@@ -36,7 +36,7 @@ from export_center.embedded import free_port
 from providers import tpch
 from tests.acceptance.test_cluster import BUCKET, RUN, Cluster, check_file, download
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
-from tests.s3 import PrivateS3Proxy, s3_client, s3_keys
+from tests.support.s3 import PrivateS3Proxy, s3_client, s3_keys
 
 pytestmark = [
     pytest.mark.mariadb,

@@ -11,7 +11,7 @@ evaluates deploy/prometheus/alerts.yml against the running service:
   retried after the fix and succeed.
 
 The rules' ``for:`` durations are shortened to 2 s in the copy Prometheus loads
-(tests/prometheus.py); expressions and thresholds are the production ones.
+(tests/support/prometheus.py); expressions and thresholds are the production ones.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from sqlalchemy import update
 
 from export_center import repository
 from export_center.models import ExportOutbox
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import Stack, create, wait_state
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
 from tests.integration.test_rocketmq_transport import _broker, mq_settings
 from tests.integration.test_runbook import sections
-from tests.operator_seed import cli_env, run_cli
-from tests.prometheus import Prometheus
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import Stack, create, wait_state
+from tests.support.operator_seed import cli_env, run_cli
+from tests.support.prometheus import Prometheus
 
 pytestmark = [
     pytest.mark.prometheus,

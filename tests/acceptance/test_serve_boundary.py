@@ -16,7 +16,7 @@ import httpx
 
 from export_center.embedded import free_port
 from export_center.healthz import wait_healthy
-from tests.slowloris import hold
+from tests.support.slowloris import hold
 
 
 def test_serve_cuts_slow_requests_and_answers_only_its_own_names_and_page(tmp_path: Path):

@@ -17,7 +17,7 @@ import httpx
 from export_center.embedded import free_port
 from export_center.healthz import wait_healthy
 from tests.conftest import sample_url
-from tests.helpers import read_xlsx
+from tests.support.helpers import read_xlsx
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ MariaDB.
 
 The API and the sample provider run in the test process behind a probe that counts
 the rows served per task; workers are separate processes (``python -m
-tests.fault_worker``) sharing the database and the file store, one export at a time.
+tests.support.fault_worker``) sharing the database and the file store, one export at a time.
 Four exports (two CSV, two XLSX) are created; 20 times a worker is started, left to
 run for a random 0.5-4 s once it has claimed an export, and killed with SIGKILL: five
 kills per export (an export that had its five runs on to its end). A last
@@ -33,9 +33,9 @@ from sqlalchemy import select
 
 from export_center.models import ExportTask
 from providers import tpch
-from tests.helpers import Stack, create, download, in_shard_order, read_csv, wait_state
 from tests.integration.test_crash_recovery import start_worker
-from tests.shard_probe import ServedRows
+from tests.support.helpers import Stack, create, download, in_shard_order, read_csv, wait_state
+from tests.support.shard_probe import ServedRows
 
 pytestmark = [pytest.mark.slow, pytest.mark.second_process, pytest.mark.timeout(1500)]
 

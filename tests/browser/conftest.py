@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Stack
+from tests.support.helpers import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"

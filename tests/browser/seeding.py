@@ -10,7 +10,7 @@ from sqlalchemy import update
 from export_center import repository
 from export_center.db import db_now, db_now_plus
 from export_center.models import ExportTask
-from tests.helpers import Stack, create
+from tests.support.helpers import Stack, create
 
 TASKS = ExportTask.__table__
 

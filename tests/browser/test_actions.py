@@ -1,5 +1,5 @@
 """Actions from the page: cancel a running export, retry a failed one (the FLAKY fault
-provider of tests/fault_provider.py), and the 409 / 429 answers as readable messages."""
+provider of tests/support/fault_provider.py), and the 409 / 429 answers as readable messages."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_provider import FAULT_TOKEN, registry_file
-from tests.helpers import create, read_csv, wait_state
+from tests.support.fault_provider import FAULT_TOKEN, registry_file
+from tests.support.helpers import create, read_csv, wait_state
 
 try:
     from playwright.sync_api import expect

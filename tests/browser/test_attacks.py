@@ -27,7 +27,7 @@ from sqlalchemy import func, select, update
 
 from export_center.models import ExportAudit, ExportTask
 from tests.browser.conftest import CHROMIUM_ARGS, chromium_path
-from tests.helpers import Stack, create, wait_state
+from tests.support.helpers import Stack, create, wait_state
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import create, read_csv, wait_state
+from tests.support.helpers import create, read_csv, wait_state
 
 try:
     from playwright.sync_api import expect

@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import wait_state
 
 try:
     from playwright.sync_api import expect

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.browser.seeding import STATES, seeded, set_task
-from tests.helpers import Stack, create, read_csv, wait_state
+from tests.support.helpers import Stack, create, read_csv, wait_state
 
 try:
     from playwright.sync_api import expect

@@ -14,7 +14,7 @@ import pytest
 from tests.browser.conftest import ROOT
 from tests.browser.seeding import STATES, set_task
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create
+from tests.support.helpers import create
 
 try:
     from playwright.sync_api import expect

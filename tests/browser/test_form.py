@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.helpers import create, wait_state
+from tests.support.helpers import create, wait_state
 
 try:
     from playwright.sync_api import expect

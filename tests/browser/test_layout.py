@@ -10,7 +10,7 @@ import pytest
 
 from export_center.db import db_now
 from tests.browser.seeding import seeded, set_task
-from tests.helpers import create
+from tests.support.helpers import create
 
 try:
     from playwright.sync_api import expect

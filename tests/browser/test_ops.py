@@ -21,7 +21,7 @@ from export_center.publisher import message_for_row
 from export_center.repository import AuditAction
 from export_center.transport import OutgoingMessage
 from tests.browser.seeding import STATES, seeded, set_task
-from tests.helpers import Stack, create, wait_state
+from tests.support.helpers import Stack, create, wait_state
 
 try:
     from playwright.sync_api import expect

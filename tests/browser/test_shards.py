@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.browser.seeding import seeded
-from tests.helpers import Stack
+from tests.support.helpers import Stack
 
 try:
     from playwright.sync_api import expect

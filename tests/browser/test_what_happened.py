@@ -12,8 +12,8 @@ import pytest
 
 from export_center import operations, repository
 from tests.browser.seeding import STATES, seeded, set_task
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import Stack, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import Stack, wait_state
 
 try:
     from playwright.sync_api import expect

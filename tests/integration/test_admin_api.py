@@ -12,8 +12,8 @@ from export_center.db import db_now_plus
 from export_center.models import ExportOutbox
 from export_center.publisher import message_for_row
 from export_center.transport import OutgoingMessage
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import create, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import create, wait_state
 
 ADMIN = ["platform:export:admin", "export:orders:create"]
 OPERATOR = [*ADMIN, "platform:operator"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.prometheus import ALERTS, ROOT, require_binary
-from tests.promql import substitute_grafana_variables
+from tests.support.prometheus import ALERTS, ROOT, require_binary
+from tests.support.promql import substitute_grafana_variables
 
 pytestmark = pytest.mark.prometheus
 

@@ -16,9 +16,9 @@ import openpyxl
 import orjson
 import pytest
 
-from tests.cases_provider import CASES_TOKEN as TOKEN
-from tests.cases_provider import cases_registry
-from tests.helpers import create, download, read_csv, wait_state
+from tests.support.cases_provider import CASES_TOKEN as TOKEN
+from tests.support.cases_provider import cases_registry
+from tests.support.helpers import create, download, read_csv, wait_state
 from tests.unit.writer_helpers import FORMULA_LIKE
 
 PERMS = ["export:cases:create", "export:orders:create"]

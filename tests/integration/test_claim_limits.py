@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from export_center.auth import TENANT_ID_MAX_LENGTH, USER_ID_MAX_LENGTH
 from export_center.models import ExportRequestKey, ExportTask
 from tests.conftest import _fresh_mariadb
-from tests.helpers import create, read_csv, wait_state
+from tests.support.helpers import create, read_csv, wait_state
 
 T = ExportTask.__table__
 K = ExportRequestKey.__table__

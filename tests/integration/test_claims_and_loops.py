@@ -22,7 +22,7 @@ from export_center.settings import ReconcilerSettings
 from export_center.storage.keys import new_object_key
 from export_center.storage.local import LocalStorage
 from export_center.testing import MemoryTransport, Publisher
-from tests.helpers import stack_settings
+from tests.support.helpers import stack_settings
 
 T, O = ExportTask.__table__, ExportOutbox.__table__  # noqa: E741
 TOPIC = "test-export-center-command-v1"

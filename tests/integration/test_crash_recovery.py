@@ -2,7 +2,7 @@
 whose process clock runs 5 minutes ahead, and cancelling an export of all 405,000 orders.
 
 The API and the sample provider run in the test process; workers are separate
-processes (``python -m tests.fault_worker``) sharing the database and the file store.
+processes (``python -m tests.support.fault_worker``) sharing the database and the file store.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from export_center.models import ExportOutbox, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create, download, read_csv, wait_state
+from tests.support.helpers import create, download, read_csv, wait_state
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = int(SAMPLE_SCALE * 1_500_000)
@@ -63,7 +63,7 @@ def start_worker(
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     return subprocess.Popen(
-        [*(prefix or []), sys.executable, "-m", "tests.fault_worker", *fault],
+        [*(prefix or []), sys.executable, "-m", "tests.support.fault_worker", *fault],
         env={**worker_env(stack, instance), **(env or {})},
         cwd=ROOT,
         stdout=subprocess.PIPE,

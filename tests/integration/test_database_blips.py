@@ -35,7 +35,14 @@ from export_center.models import ExportTask
 from export_center.testing import DatabaseOutage, FaultInjectingRun
 from export_center.watchdog import Watchdog
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import ORDERS_PERMISSION, create, download, read_csv, read_xlsx, wait_state
+from tests.support.helpers import (
+    ORDERS_PERMISSION,
+    create,
+    download,
+    read_csv,
+    read_xlsx,
+    wait_state,
+)
 
 T = ExportTask.__table__
 CUSTOMERS_PERMISSION = "export:customers:create"

@@ -1,7 +1,7 @@
 """While the database does not answer, every route answers 503 DATABASE_UNAVAILABLE as
 JSON with Retry-After (never a plain-text 500), and works again once it is back.
 
-The outages are real: on MariaDB a private server (tests/private_mariadb.py) is stopped
+The outages are real: on MariaDB a private server (tests/support/private_mariadb.py) is stopped
 and started again; on SQLite the database file is moved away (a volume gone) and the
 pool's idle connections closed, so new connections cannot open it.
 """
@@ -25,8 +25,8 @@ from export_center.api.app import create_app
 from export_center.embedded import ServerThread, free_port
 from export_center.runtime import Runtime
 from tests.conftest import mariadb_base_url, sample_url
-from tests.helpers import Stack, create, stack_settings, wait_state
-from tests.private_mariadb import PrivateMariaDB
+from tests.support.helpers import Stack, create, stack_settings, wait_state
+from tests.support.private_mariadb import PrivateMariaDB
 
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}
 

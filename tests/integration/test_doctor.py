@@ -14,10 +14,10 @@ from alembic import command
 
 from export_center.embedded import free_port
 from export_center.runtime import alembic_config
-from tests.fault_provider import registry_file
 from tests.integration.test_crash_recovery import FAKETIME_LIB
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
-from tests.operator_seed import cli_env, run_cli
+from tests.support.fault_provider import registry_file
+from tests.support.operator_seed import cli_env, run_cli
 
 
 def doctor(env: dict[str, str]) -> tuple[int, dict[str, dict], str]:
@@ -240,7 +240,7 @@ def _env(tmp_path: Path, database_url: str) -> dict[str, str]:
 def test_s3_storage_healthy_missing_bucket_not_writable_and_down(
     seeded, s3_endpoint, bucket, private_s3
 ):
-    from tests.s3 import SECRET_KEY, storage_env
+    from tests.support.s3 import SECRET_KEY, storage_env
 
     code, checks, table = doctor({**seeded.env, **storage_env(s3_endpoint, bucket)})
     assert code == 0 and failed(checks) == {}, checks

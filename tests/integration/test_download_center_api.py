@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import create, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import create, wait_state
 
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}
 ADMIN_PERMS = ["export:orders:create", "export:customers:create", "platform:download:all"]

@@ -21,7 +21,7 @@ from export_center import repository
 from export_center.access import Scope
 from export_center.links import sign_download
 from export_center.models import ExportTask
-from tests.helpers import Stack, create, wait_state
+from tests.support.helpers import Stack, create, wait_state
 
 TASKS = ExportTask.__table__
 

@@ -17,7 +17,7 @@ from export_center import repository
 from export_center.models import ExportOutbox, ExportTask
 from providers import tpch
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create, download, in_shard_order, read_csv, read_xlsx, wait_state
+from tests.support.helpers import create, download, in_shard_order, read_csv, read_xlsx, wait_state
 
 ORDERS = int(SAMPLE_SCALE * tpch.ORDERS_PER_SCALE)
 

@@ -1,6 +1,6 @@
 """Errors, automatic and manual retry, cancel and the creation guard, over real HTTP.
 
-The FLAKY provider (tests/fault_provider.py) runs on its own loopback port; the stack
+The FLAKY provider (tests/support/fault_provider.py) runs on its own loopback port; the stack
 calls it exactly as it would call a business service.
 """
 
@@ -18,8 +18,8 @@ from sqlalchemy import func, select
 
 from export_center import repository
 from export_center.models import ExportOutbox, ExportTask
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import create, download, read_csv, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import create, download, read_csv, wait_state
 
 
 def files(stack):

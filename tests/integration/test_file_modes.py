@@ -12,7 +12,7 @@ from pathlib import Path
 
 from export_center.storage.keys import new_object_key, part_key
 from export_center.storage.local import LocalStorage
-from tests.helpers import create, wait_state
+from tests.support.helpers import create, wait_state
 
 
 def _mode(path: Path) -> int:

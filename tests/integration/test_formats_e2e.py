@@ -16,7 +16,7 @@ from export_center.commands import COMMAND_TAG
 from export_center.writers.formats import DEFAULT_FORMAT, FORMATS, format_choices, format_names
 from providers import tpch
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import ORDERS_PERMISSION, Stack, create, wait_state
+from tests.support.helpers import ORDERS_PERMISSION, Stack, create, wait_state
 from tests.unit.test_formats import READERS
 
 ORDERS = int(SAMPLE_SCALE * tpch.ORDERS_PER_SCALE)

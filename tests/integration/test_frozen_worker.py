@@ -1,6 +1,6 @@
 """A worker frozen past its lease (SIGSTOP, then SIGCONT) writes nothing more.
 
-The worker (``python -m tests.fault_worker``, lease 3 s) runs a sharded export of all
+The worker (``python -m tests.support.fault_worker``, lease 3 s) runs a sharded export of all
 orders; it is stopped mid-shard for 8 s, during which the test process's reconciler
 recovers the lease (dispatch version 2). After SIGCONT, the stale attempt (version 1)
 stores no segment and no file: every ``.v1`` segment is older than the SIGCONT. Its
@@ -22,8 +22,8 @@ import pytest
 
 from export_center import repository
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create, download, read_csv, wait_state
 from tests.integration.test_crash_recovery import start_worker
+from tests.support.helpers import create, download, read_csv, wait_state
 
 ORDERS = int(SAMPLE_SCALE * 1_500_000)
 

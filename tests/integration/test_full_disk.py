@@ -30,7 +30,7 @@ from sqlalchemy import select
 from export_center import repository
 from export_center.db import db_now
 from export_center.registry_source import default_registry_path
-from tests.helpers import create, download, read_csv, wait_state
+from tests.support.helpers import create, download, read_csv, wait_state
 
 CUSTOMERS_PERMISSION = "export:customers:create"
 MB = 1 << 20

@@ -21,8 +21,8 @@ from export_center.links import sign_download
 from export_center.models import ExportOutbox, ExportTask, ExportTaskGuard
 from export_center.runtime import upgrade_database
 from tests.conftest import _fresh_mariadb
-from tests.helpers import create, wait_state
-from tests.rows import task_row
+from tests.support.helpers import create, wait_state
+from tests.support.rows import task_row
 
 T = ExportTask.__table__
 O = ExportOutbox.__table__  # noqa: E741

@@ -32,8 +32,8 @@ from export_center.models import ExportOutbox
 from export_center.settings import load_or_create_secret
 from export_center.states import OutboxStatus
 from tests.conftest import sample_url
-from tests.helpers import ORDERS_PERMISSION, create, wait_state
-from tests.prometheus import Prometheus
+from tests.support.helpers import ORDERS_PERMISSION, create, wait_state
+from tests.support.prometheus import Prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 O = ExportOutbox.__table__  # noqa: E741

@@ -7,8 +7,8 @@ from __future__ import annotations
 import getpass
 import json
 
-from tests.helpers import wait_state
-from tests.operator_seed import cli_env, last_line, run_cli
+from tests.support.helpers import wait_state
+from tests.support.operator_seed import cli_env, last_line, run_cli
 
 
 def _json(result):

@@ -19,7 +19,7 @@ from sqlalchemy import update
 
 from export_center import repository
 from export_center.models import ExportOutbox, ExportTask
-from tests.operator_seed import cli_env, last_line, run_cli
+from tests.support.operator_seed import cli_env, last_line, run_cli
 
 T = ExportTask.__table__
 O = ExportOutbox.__table__  # noqa: E741

@@ -20,8 +20,8 @@ from sqlalchemy import select, update
 from export_center import repository
 from export_center.db import db_now, db_now_plus
 from export_center.models import ExportOutbox, ExportTask
-from tests.fault_provider import FLAKY, flaky
-from tests.operator_seed import cli_env, run_cli
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.operator_seed import cli_env, run_cli
 
 O = ExportOutbox.__table__  # noqa: E741
 T = ExportTask.__table__

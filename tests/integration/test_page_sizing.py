@@ -1,6 +1,6 @@
 """Pages too large and database timeouts through whole exports, over real HTTP.
 
-The FLAKY provider (tests/fault_provider.py) refuses pages above a size with 413
+The FLAKY provider (tests/support/fault_provider.py) refuses pages above a size with 413
 (``ProviderFault.page_too_large``), sends answers over the 4 MB cap, or answers 503
 ``DB_TIMEOUT`` (``ProviderFault.db_timeout``); the stack pages through it as it would
 through a business service (docs/provider-guide.md, section 3).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import download, read_csv, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import download, read_csv, wait_state
 
 SHORT_SCHEDULE = [0.1, 0.4, 1.6]
 

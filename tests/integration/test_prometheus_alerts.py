@@ -1,4 +1,4 @@
-"""A real Prometheus (tests/prometheus.py) scraping a running stack evaluates the alert
+"""A real Prometheus (tests/support/prometheus.py) scraping a running stack evaluates the alert
 rules of deploy/prometheus/alerts.yml: a stuck outbox fires ExportOutboxBacklog, an
 automatic retry scheduled for later does not.
 
@@ -13,8 +13,8 @@ from sqlalchemy import update
 
 from export_center.db import db_now_plus
 from export_center.models import ExportOutbox
-from tests.helpers import create
-from tests.prometheus import Prometheus
+from tests.support.helpers import create
+from tests.support.prometheus import Prometheus
 
 pytestmark = pytest.mark.prometheus
 

@@ -1,6 +1,6 @@
 """Every class of provider answer, over real HTTP on loopback (export_center.provider_client).
 
-The FLAKY provider (tests/fault_provider.py) answers scripted statuses and headers,
+The FLAKY provider (tests/support/fault_provider.py) answers scripted statuses and headers,
 drips its answer, or sends it compressed (a gzip bomb, stacked or unknown encodings);
 the client is the one the pipeline uses. No database: these run once.
 The same answers through a whole export are in test_failures_and_retries.py.
@@ -36,7 +36,7 @@ from export_center.errors import (
     ProviderUnavailable,
 )
 from export_center.provider_client import ACCEPT_ENCODING, Batch, ProviderClient, ProviderRequest
-from tests.fault_provider import Behaviour, FaultProviderServer, flaky_provider
+from tests.support.fault_provider import Behaviour, FaultProviderServer, flaky_provider
 
 TOKEN = "internal-token-for-answer-tests-0123456789"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from providers import tpch
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create, download, read_csv, wait_state
+from tests.support.helpers import create, download, read_csv, wait_state
 
 ROOT = Path(__file__).resolve().parents[2]
 

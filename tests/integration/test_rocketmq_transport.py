@@ -28,8 +28,8 @@ from export_center.testing import Publisher
 from export_center.transport import OutgoingMessage
 from export_center.transport.rocketmq import RocketMQTransport
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import create, download, read_csv, wait_state
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
+from tests.support.helpers import create, download, read_csv, wait_state
 
 pytestmark = [pytest.mark.rocketmq, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def _worker(stack, endpoint: str, name: str) -> subprocess.Popen:
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.fault_worker"],
+        [sys.executable, "-m", "tests.support.fault_worker"],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -9,7 +9,7 @@ import shlex
 
 import yaml
 
-from tests.operator_seed import ROOT
+from tests.support.operator_seed import ROOT
 
 RUNBOOK = ROOT / "docs" / "operations.md"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"

@@ -23,9 +23,9 @@ from export_center.filenames import content_disposition
 from export_center.reconciler import Reconciler
 from export_center.settings import ReconcilerSettings
 from export_center.storage.keys import new_object_key, task_no_of_key
-from tests.helpers import create, in_shard_order, read_csv, read_xlsx, wait_state
 from tests.integration.test_claims_and_loops import engine, new_task, set_task, task  # noqa: F401
-from tests.s3 import contents, storage_settings
+from tests.support.helpers import create, in_shard_order, read_csv, read_xlsx, wait_state
+from tests.support.s3 import contents, storage_settings
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(600)]
 

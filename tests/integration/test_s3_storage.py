@@ -19,7 +19,7 @@ from export_center.settings import S3Settings
 from export_center.storage.base import Proxied, Redirect
 from export_center.storage.keys import new_object_key
 from export_center.storage.s3 import S3Storage
-from tests.s3 import contents, s3_client, storage_settings
+from tests.support.s3 import contents, s3_client, storage_settings
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 

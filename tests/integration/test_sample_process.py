@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from export_center.auth import issue_token
-from tests.helpers import create, download, wait_state
+from tests.support.helpers import create, download, wait_state
 
 
 def _sheets(data: bytes) -> dict[str, bytes]:
@@ -190,8 +190,8 @@ class _Serve:
 def test_serve_restarts_a_killed_sample_provider_child_and_exports_work_again(tmp_path, sample_dir):
     from export_center.settings import Settings
     from tests.conftest import sample_url
-    from tests.helpers import ORDERS_PERMISSION
-    from tests.operator_seed import run_cli
+    from tests.support.helpers import ORDERS_PERMISSION
+    from tests.support.operator_seed import run_cli
 
     serve = _Serve(tmp_path, sample_url("sqlite", sample_dir))
     try:

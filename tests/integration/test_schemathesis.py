@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import create, wait_state
+from tests.support.helpers import create, wait_state
 
 
 @pytest.mark.parametrize("who", ["valid", "forged", "anonymous"])

@@ -11,9 +11,9 @@ from sqlalchemy import func, select, update
 from export_center import repository
 from export_center.db import db_now_plus
 from export_center.models import ExportTask
-from tests.cases_provider import CASES_TOKEN as TOKEN
-from tests.cases_provider import cases_registry
-from tests.helpers import create, wait_state
+from tests.support.cases_provider import CASES_TOKEN as TOKEN
+from tests.support.cases_provider import cases_registry
+from tests.support.helpers import create, wait_state
 
 T = ExportTask.__table__
 

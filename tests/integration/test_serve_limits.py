@@ -17,8 +17,8 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers import Stack
-from tests.slowloris import hold
+from tests.support.helpers import Stack
+from tests.support.slowloris import hold
 
 DEADLINE = 2.0
 
@@ -146,7 +146,7 @@ def _closed_by_the_server(sock: socket.socket, timeout: float) -> bool:
 
 
 def test_downloads_nobody_reads_are_cut_and_cannot_lock_everyone_out(make_stack):
-    from tests.helpers import create, wait_state
+    from tests.support.helpers import create, wait_state
 
     stack = make_stack(api={"send_timeout_seconds": 2.0, "max_connections": 12})
     client = stack.client()

@@ -3,7 +3,7 @@ parallel, checkpoints, resume after a failed attempt, a snapshot that expired, a
 retry that resumes or starts fresh, cancel, and the reconciler's part cleanup.
 
 ORDERS with both dates is sharded by day (at most 16 shards, 4 at once). The probe
-(:class:`tests.shard_probe.ServedRows`) counts the rows the provider served per task,
+(:class:`tests.support.shard_probe.ServedRows`) counts the rows the provider served per task,
 so a test can tell what an attempt fetched again.
 """
 
@@ -31,9 +31,9 @@ from export_center.settings import ReconcilerSettings
 from export_center.storage.keys import PART_PREFIX
 from export_center.testing import FaultInjectingRun
 from providers import tpch
-from tests.cases_provider import CASES_TOKEN, cases_registry
 from tests.conftest import SAMPLE_SCALE
-from tests.helpers import (
+from tests.support.cases_provider import CASES_TOKEN, cases_registry
+from tests.support.helpers import (
     Stack,
     create,
     download,
@@ -42,7 +42,7 @@ from tests.helpers import (
     read_xlsx,
     wait_state,
 )
-from tests.shard_probe import ServedRows
+from tests.support.shard_probe import ServedRows
 from tests.unit.writer_helpers import frozen_package_time
 
 ORDERS = int(SAMPLE_SCALE * tpch.ORDERS_PER_SCALE)

@@ -34,7 +34,7 @@ from export_center.storage.base import (
 )
 from export_center.storage.keys import new_object_key, part_key
 from export_center.storage.local import LocalStorage
-from tests.s3 import contents, storage_settings
+from tests.support.s3 import contents, storage_settings
 
 pytestmark = pytest.mark.timeout(300)
 

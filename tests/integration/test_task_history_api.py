@@ -16,8 +16,8 @@ from sqlalchemy import update
 from export_center import operations, repository
 from export_center.db import db_now, db_now_plus
 from export_center.models import ExportTask
-from tests.fault_provider import FLAKY, flaky
-from tests.helpers import Stack, create, wait_state
+from tests.support.fault_provider import FLAKY, flaky
+from tests.support.helpers import Stack, create, wait_state
 
 TASKS = ExportTask.__table__
 SEES_ALL = ["export:orders:create", "export:flaky:create", "platform:download:all"]

@@ -16,8 +16,8 @@ import pytest
 from export_center import repository
 from export_center.logs import JsonFormatter
 from export_center.publisher import message_for_row
-from tests.fault_provider import FLAKY
-from tests.helpers import wait_state
+from tests.support.fault_provider import FLAKY
+from tests.support.helpers import wait_state
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER = f"00-{TRACE}-00f067aa0ba902b7-01"

@@ -22,8 +22,8 @@ from sqlalchemy import func, select, update
 
 from export_center.models import ExportAudit, ExportTask
 from providers.sdk import MAX_BATCH_REQUEST_BYTES
-from tests.cases_provider import CASES_TOKEN
-from tests.helpers import Stack, create, wait_state
+from tests.support.cases_provider import CASES_TOKEN
+from tests.support.helpers import Stack, create, wait_state
 
 T = ExportTask.__table__
 A = ExportAudit.__table__

@@ -13,7 +13,7 @@ from sqlalchemy import func, insert, inspect, select, text
 from export_center.db import make_engine
 from export_center.models import Base, ExportTask, ExportTaskGuard
 from export_center.runtime import alembic_config, upgrade_database
-from tests.rows import task_row
+from tests.support.rows import task_row
 
 ROOT = Path(__file__).resolve().parents[2]
 

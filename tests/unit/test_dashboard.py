@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from export_center.metrics import series_names
-from tests.promql import metric_names
+from tests.support.promql import metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "export-center.json"

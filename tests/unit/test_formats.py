@@ -31,7 +31,7 @@ from export_center.writers.formats import (
     format_names,
     task_format,
 )
-from tests.helpers import read_csv, read_xlsx
+from tests.support.helpers import read_csv, read_xlsx
 from tests.unit.writer_helpers import frozen_package_time
 
 #: A real reader per format: the file's rows as lists of cells, header first (a new

@@ -1,11 +1,11 @@
 """The CI rule of the Prometheus tests: without promtool or prometheus on PATH they
-skip locally and FAIL when CI is set (tests/prometheus.py)."""
+skip locally and FAIL when CI is set (tests/support/prometheus.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.prometheus import require_binary
+from tests.support.prometheus import require_binary
 
 
 def test_a_missing_promtool_fails_in_ci(monkeypatch, tmp_path):

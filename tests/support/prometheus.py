@@ -33,7 +33,7 @@ import yaml
 
 from export_center.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 JOB = "export-center"
 

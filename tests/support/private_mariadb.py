@@ -14,7 +14,7 @@ from pathlib import Path
 
 from export_center.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "mariadb.sh"
 
 

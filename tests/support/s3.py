@@ -23,7 +23,7 @@ import pytest
 
 from export_center.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "s3proxy.sh"
 ACCESS_KEY = "export-center"
 SECRET_KEY = "export-center-secret"

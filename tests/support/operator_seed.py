@@ -23,10 +23,10 @@ from export_center.db import db_now_plus
 from export_center.models import ExportOutbox
 from export_center.publisher import message_for_row
 from export_center.transport import OutgoingMessage
-from tests.fault_provider import FLAKY, FaultProviderServer, flaky
-from tests.helpers import Stack, create, wait_state
+from tests.support.fault_provider import FLAKY, FaultProviderServer, flaky
+from tests.support.helpers import Stack, create, wait_state
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 O = ExportOutbox.__table__  # noqa: E741
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-30"}
 

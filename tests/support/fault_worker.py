@@ -1,6 +1,6 @@
 """A worker process for crash tests: reconciler, publisher and consumer, no API.
 
-Usage: ``python -m tests.fault_worker [POINT [N]]`` with the settings in the
+Usage: ``python -m tests.support.fault_worker [POINT [N]]`` with the settings in the
 environment (``EXPORT_CENTER_*``). With POINT (``fetch``, ``render``, ``store``,
 ``before_commit``, ``after_commit``) the process kills itself with SIGKILL the N-th
 time an export reaches that point (default 1): no cleanup, no goodbye, like a crash.

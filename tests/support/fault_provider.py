@@ -261,6 +261,6 @@ FLAKY:
 
 def flaky(client: httpx.Client, **body: Any) -> httpx.Response:
     """Create a FLAKY export (CSV) as ``client``'s user."""
-    from tests.helpers import create
+    from tests.support.helpers import create
 
     return create(client, "csv", exportType="FLAKY", **body)

@@ -1,0 +1,1 @@
+"""What the tests share: providers, fault workers, servers they start, readers and helpers."""
