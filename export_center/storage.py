@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
+from export_center.attempt.stream_guard import storage_error
 from export_center.errors import StorageError
-from export_center.stream_guard import storage_error
 
 if TYPE_CHECKING:
     from export_center.settings import Settings

@@ -1,7 +1,7 @@
 """What stands between an attempt and its file storage: the lease check and the errors.
 
 * :class:`GuardedStream` wraps the writable stream of an attempt's file and calls a check
-  (the watchdog's :meth:`~export_center.watchdog.Watchdog.check`) before every write and
+  (the watchdog's :meth:`~export_center.attempt.watchdog.Watchdog.check`) before every write and
   before closing it, so that no byte reaches storage after the attempt may have lost its
   lease (a local file, or an S3 multipart upload whose parts go out as the buffer fills).
 * :func:`storage_error` turns an :class:`OSError` of the storage into the export's
