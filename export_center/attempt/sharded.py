@@ -166,6 +166,9 @@ class ShardedProducer:
         self.columns: list[Column] | None = None
         self.schema_hash: str | None = None
         self.resumed = False
+        #: The failure of the shard that failed first (the one :attr:`Attempt.location`
+        #: names); raised in place of a sibling's failure seen earlier.
+        self.failure: ExportFailure | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -245,6 +248,7 @@ class ShardedProducer:
         self.states = []
         self.columns = None
         self.schema_hash = None
+        self.failure = None
         run.writes.forget_shards()
         self.delete_parts()
         self._audit(
@@ -308,7 +312,7 @@ class ShardedProducer:
                 for future in finished:
                     error = future.exception()
                     if error is not None and not isinstance(error, _Stopped):
-                        raise error
+                        raise self._first(error)
                 run.watchdog.check()
         finally:
             self.stop.set()
@@ -316,7 +320,17 @@ class ShardedProducer:
         for future in futures:
             error = future.exception()
             if error is not None and not isinstance(error, _Stopped):
-                raise error
+                raise self._first(error)
+
+    def _first(self, error: BaseException) -> BaseException:
+        """The error to raise for a shard's ``error``: the failure of the shard that
+        :attr:`Attempt.location` names when ``error`` is another shard's failure (two
+        shards failing at once: the message and its location come from one shard)."""
+        with self.lock:
+            first = self.failure
+        if first is not None and isinstance(error, ExportFailure):
+            return first
+        return error
 
     @property
     def total(self) -> int | None:
@@ -411,6 +425,7 @@ class ShardedProducer:
                 if run.location is None:
                     cursor = f" (cursor {state.cp.cursor[:40]})" if state.cp.cursor else ""
                     run.location = f"shard {state.shard.key}, page {state.batch_no}{cursor}"
+                    self.failure = exc
             raise
         except BaseException:
             fetcher.abandon()
