@@ -112,7 +112,7 @@ def _stream(
     before the next, as in the pipeline): parse, convert, write (CSV part, or XLSX
     fragment). Returns the least CPU seconds per stage over ``repeat`` passes, the
     rows, and the last XLSX fragment and its stats (for the assembly)."""
-    from export_center.batches import BatchConverter
+    from export_center.attempt.batches import BatchConverter
     from export_center.provider_client import ProviderClient
     from export_center.writers.parts import CsvPartWriter, XlsxFragmentWriter
     from providers.samples import ORDERS_COLUMNS

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from export_center.batches import BatchConverter
+from export_center.attempt.batches import BatchConverter
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalText, make_converters
 from export_center.writers import open_writer

@@ -6,8 +6,8 @@ the task is read again to tell why (:class:`ClaimBranch`: the task is missing, t
 command is of an older version, the task ended, a live or an expired lease holds it,
 its backoff is still running, or another worker won the race); every branch
 acknowledges the command, logs why and does nothing else. When it wins the
-claim it runs :class:`~export_center.pipeline.ExportRun` under a
-:class:`~export_center.watchdog.Watchdog`.
+claim it runs :class:`~export_center.attempt.run.ExportRun` under a
+:class:`~export_center.attempt.watchdog.Watchdog`.
 
 A command whose body does not parse or whose ``schemaVersion`` is unsupported is
 released, not acknowledged, so the broker redelivers it and finally dead-letters it:
@@ -33,13 +33,14 @@ from enum import StrEnum
 from sqlalchemy import Connection, Engine
 
 from export_center import repository
+from export_center.attempt.context import RunContext
+from export_center.attempt.run import ExportRun
 from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
 from export_center.errors import DatabaseUnavailable
 from export_center.logs import log_context
 from export_center.loops import receive_loop
 from export_center.outages import is_database_blip, retry_transaction
-from export_center.pipeline import ExportRun, RunContext
 from export_center.repository import Task
 from export_center.states import TaskStatus
 from export_center.storage.keys import new_object_key

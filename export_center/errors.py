@@ -265,7 +265,7 @@ class PageTooLarge(TransientExportError):
     cap, or decoding it ran out of memory.
 
     Raised at once, without asking for the same size again: the caller
-    (:class:`export_center.fetching.PageSizer`) asks for the same cursor with half the
+    (:class:`export_center.attempt.fetching.PageSizer`) asks for the same cursor with half the
     rows, down to a floor, and turns the error into a permanent one at the floor.
 
     Args:

@@ -7,7 +7,7 @@ while it is read: body at most 4 MB as sent and at most 4 MB inflated (counted w
 streaming, :mod:`export_center.provider_body`), at most ``limit`` rows, at most 100
 columns (:mod:`export_center.provider_batch`). ``limit`` is the type's batch size unless
 the caller passes a smaller one (``fetch(limit=...)``, see
-:class:`export_center.fetching.PageSizer`).
+:class:`export_center.attempt.fetching.PageSizer`).
 
 Answers, by class (:meth:`ProviderClient.fetch`):
 
@@ -54,7 +54,8 @@ chunks and during pauses, so a provider that drips one byte every few seconds ca
 hold a batch past its limit, and the attempt that stops waiting (cancel, deadline,
 shutdown) makes the fetch end at the next chunk. A read that is blocked waiting for a
 byte ends at the read timeout at worst (each request's timeouts are also cut to the
-time left); the caller does not wait for it (see ``pipeline.ExportRun._await``).
+time left); the caller does not wait for it (see
+:class:`~export_center.attempt.fetching.BatchFetcher`).
 
 The answer's body and :class:`Batch` (exact numbers, row formats) are described in
 :mod:`export_center.provider_batch`; this module keeps its names importable.

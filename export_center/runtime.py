@@ -17,11 +17,11 @@ from alembic.config import Config
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
+from export_center.attempt.context import RunContext
 from export_center.consumer import Consumer
 from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
 from export_center.loops import LoopRunner
-from export_center.pipeline import RunContext
 from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler

@@ -9,7 +9,11 @@ adds only what a test observes or breaks:
   marking the row SENT (``crash_after_send``), like a process killed at that instant;
 * :class:`FaultInjectingRun`: an export attempt that calls a function at its named
   points (``fetch``, ``render``, ``store``, ``before_commit``, ``after_commit``), for
-  crash tests; inject it with ``Consumer(run_factory=FaultInjectingRun.with_fault(f))``;
+  crash tests; inject it with ``Consumer(run_factory=FaultInjectingRun.with_fault(f))``.
+  It uses the attempt's documented seam: :class:`FaultInjectingAttempt` overrides the
+  public steps of :class:`~export_center.attempt.steps.Attempt` and is named as the
+  run's :attr:`~export_center.attempt.run.ExportRun.steps`; the run's public
+  :meth:`~export_center.attempt.run.ExportRun.commit` is wrapped;
 * :class:`DatabaseOutage`: makes an engine refuse every statement for a while, as a
   database that restarts does (each statement raises the driver's "can't connect"),
   through SQLAlchemy's own event hooks on that engine.
@@ -21,20 +25,29 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar, cast
 
 import pymysql
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import OperationalError
 
-from export_center import pipeline, publisher, repository
-from export_center.fetching import PageSizer
+from export_center import publisher, repository
+from export_center.attempt.context import AttemptOutcome
+from export_center.attempt.fetching import PageSizer
+from export_center.attempt.run import ExportRun
+from export_center.attempt.steps import Attempt
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.transport import memory
 from export_center.transport.base import OutgoingMessage, TransportError
 from export_center.writers import ExportWriter
 
-__all__ = ["DatabaseOutage", "FaultInjectingRun", "MemoryTransport", "Publisher"]
+__all__ = [
+    "DatabaseOutage",
+    "FaultInjectingAttempt",
+    "FaultInjectingRun",
+    "MemoryTransport",
+    "Publisher",
+]
 
 
 class MemoryTransport(memory.MemoryTransport):
@@ -90,23 +103,23 @@ class Publisher(publisher.Publisher):
         super()._mark_sent(row)
 
 
-class FaultInjectingRun(pipeline.ExportRun):
-    """An export attempt that calls ``fault(point)`` at its named points.
+def _no_fault(point: str) -> None:
+    """The default fault: none."""
 
-    Points: ``fetch`` (in the fetch thread, before each provider request), ``render``
-    (before each batch is written; in a sharded attempt, in the shard's thread), ``store``
-    (when the file is written, before it is closed and stored), ``before_commit``
-    and ``after_commit``. ``fault`` may raise, or end the process.
+
+class FaultInjectingAttempt(Attempt):
+    """The attempt's steps, each calling ``fault(point)`` first.
+
+    Points: ``fetch`` (:meth:`Attempt.fetch`, in the fetch thread, before each provider
+    request), ``render`` (:meth:`Attempt.write`, before each batch is written; in a
+    sharded attempt, in the shard's thread) and ``store`` (:meth:`Attempt.store`, when
+    the file is written, before it is closed and stored). ``fault`` may raise, or end
+    the process.
     """
 
-    fault: Callable[[str], None] = staticmethod(lambda point: None)
+    fault: Callable[[str], None] = staticmethod(_no_fault)
 
-    @classmethod
-    def with_fault(cls, fault: Callable[[str], None]) -> type[FaultInjectingRun]:
-        """A subclass that calls ``fault`` (pass it as the consumer's ``run_factory``)."""
-        return type("FaultyRun", (cls,), {"fault": staticmethod(fault)})
-
-    def _fetch(
+    def fetch(
         self,
         request: ProviderRequest,
         cursor: str | None,
@@ -116,19 +129,39 @@ class FaultInjectingRun(pipeline.ExportRun):
         pages: PageSizer,
     ) -> Batch:
         self.fault("fetch")
-        return super()._fetch(request, cursor, snapshot, abort, time_limit, pages)
+        return super().fetch(request, cursor, snapshot, abort, time_limit, pages)
 
-    def _write_typed(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
+    def write(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
         self.fault("render")
-        super()._write_typed(writer, typed)
+        super().write(writer, typed)
 
-    def _store(self, stream: BinaryIO) -> int:
+    def store(self, stream: BinaryIO) -> int:
         self.fault("store")
-        return super()._store(stream)
+        return super().store(stream)
 
-    def _commit(self, stored: repository.StoredFile, started: float) -> pipeline.AttemptOutcome:
+
+class FaultInjectingRun(ExportRun):
+    """An export attempt that calls ``fault(point)`` at its named points.
+
+    Points: ``fetch``, ``render`` and ``store`` (the steps of
+    :class:`FaultInjectingAttempt`), then ``before_commit`` and ``after_commit`` around
+    :meth:`ExportRun.commit`. ``fault`` may raise, or end the process. Without
+    :meth:`with_fault` no fault is injected (a plain run through the same seam).
+    """
+
+    steps: ClassVar[type[Attempt]] = FaultInjectingAttempt
+    fault: Callable[[str], None] = staticmethod(_no_fault)
+
+    @classmethod
+    def with_fault(cls, fault: Callable[[str], None]) -> type[FaultInjectingRun]:
+        """A subclass that calls ``fault`` (pass it as the consumer's ``run_factory``)."""
+        steps = type("FaultyAttempt", (FaultInjectingAttempt,), {"fault": staticmethod(fault)})
+        made = type("FaultyRun", (cls,), {"fault": staticmethod(fault), "steps": steps})
+        return cast(type[FaultInjectingRun], made)
+
+    def commit(self, stored: repository.StoredFile, started: float) -> AttemptOutcome:
         self.fault("before_commit")
-        outcome = super()._commit(stored, started)
+        outcome = super().commit(stored, started)
         self.fault("after_commit")
         return outcome
 

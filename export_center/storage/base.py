@@ -14,15 +14,19 @@ redirects to, or a ranged reader the API streams from.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from export_center.errors import StorageError, StorageFull
 from export_center.storage.keys import EXPORT_PREFIX
 
 __all__ = [
+    "FULL_ERRNOS",
+    "storage_error",
     "DownloadAnswer",
     "LocalFile",
     "Proxied",
@@ -157,3 +161,23 @@ class Storage(Protocol):
     def space(self) -> Space | None:
         """Free and total bytes of the volume, or None when the store has no fixed size
         (object storage)."""
+
+
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``errno`` values that mean the storage has no space left."""
+
+
+def storage_error(exc: OSError, doing: str) -> StorageError:
+    """The export error of a storage ``OSError``.
+
+    Args:
+        exc: what the storage raised.
+        doing: what the attempt was doing, e.g. ``"cannot assemble the file"``.
+
+    Returns:
+        :class:`StorageFull` ("<doing>: no space left on the file storage (...)") when
+        ``exc.errno`` is ENOSPC or EDQUOT, else :class:`StorageError` ("<doing>: ...").
+    """
+    if exc.errno in FULL_ERRNOS:
+        return StorageFull(f"{doing}: no space left on the file storage ({exc.strerror})")
+    return StorageError(f"{doing}: {exc.strerror or exc}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from export_center.errors import StorageError
-from export_center.storage.base import DownloadAnswer, LocalFile, Space, StoredObject
+from export_center.storage.base import DownloadAnswer, LocalFile, Space, StoredObject, storage_error
 from export_center.storage.keys import (
     EXPORT_PREFIX,
     PART_PREFIX,
@@ -26,7 +26,6 @@ from export_center.storage.keys import (
     check_part_key,
     check_task_no,
 )
-from export_center.stream_guard import storage_error
 
 __all__ = ["LocalStorage"]
 

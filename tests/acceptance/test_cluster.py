@@ -41,12 +41,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from export_center import repository
+from export_center.attempt.shards import plan_shards
 from export_center.auth import issue_token
 from export_center.db import make_engine
 from export_center.embedded import free_port
 from export_center.registry import load_registry
 from export_center.registry_source import default_registry_path
-from export_center.shards import plan_shards
 from export_center.writers.formats import FORMATS
 from tests.conftest import _fresh_mariadb, sample_url
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint

@@ -29,11 +29,11 @@ import pytest
 from sqlalchemy import update
 
 from export_center import repository
+from export_center.attempt.watchdog import Watchdog
 from export_center.db import db_now_plus
 from export_center.errors import WorkerInterrupted
 from export_center.models import ExportTask
 from export_center.testing import DatabaseOutage, FaultInjectingRun
-from export_center.watchdog import Watchdog
 from tests.conftest import SAMPLE_SCALE
 from tests.support.helpers import (
     ORDERS_PERMISSION,
@@ -290,7 +290,7 @@ def test_a_settle_write_that_committed_but_lost_its_answer_counts_as_done(make_s
     client = stack.client(perms=[CUSTOMERS_PERMISSION])
     task, owner = _claimed(stack, client)
     engine = stack.runtime.engine
-    from export_center.attempt_writes import AttemptWrites
+    from export_center.attempt.writes import AttemptWrites
 
     dog = Watchdog(
         engine, task_id=task.id, version=1, owner=owner, lease_seconds=4, heartbeat_seconds=1

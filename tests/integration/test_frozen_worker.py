@@ -165,7 +165,7 @@ def test_a_worker_frozen_past_its_lease_stores_nothing_after_it_wakes(reconcilin
 _MONITORED = """
 import logging, sys, time
 logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
-from export_center.pauses import PauseMonitor
+from export_center.attempt.pauses import PauseMonitor
 monitor = PauseMonitor(tick_seconds=0.05, threshold=0.5)
 print("ready", flush=True)
 sys.stdin.readline()  # the test stops and continues this process meanwhile

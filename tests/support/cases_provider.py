@@ -132,7 +132,9 @@ class CasesServer:
         @by_day.fetcher
         def fetch_by_day(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
             """Events of the request's shard window (half-open, instants in UTC); with
-            ``emptyPages``, that many pages without rows that say hasMore first."""
+            ``emptyPages``, that many pages without rows that say hasMore first; the
+            events named in ``badIds`` (comma-separated ids) carry ``id`` as a text that
+            is no integer (``"bad-<id>"``)."""
             assert req.shard is not None, "DAY_EVENTS is sharded"
             largest = req.parameters.get("maxPage")
             if largest is not None and req.limit > int(largest):
@@ -165,8 +167,11 @@ class CasesServer:
                 ).fetchall()
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
+            bad = {int(i) for i in str(req.parameters.get("badIds") or "").split(",") if i}
             return Page(
-                rows=[{"id": r[0], "created_at": r[1]} for r in rows],
+                rows=[
+                    {"id": f"bad-{r[0]}" if r[0] in bad else r[0], "created_at": r[1]} for r in rows
+                ],
                 next_cursor=[rows[-1][1], rows[-1][0]] if rows else None,
                 has_more=has_more,
                 snapshot={"window": req.shard.id},
@@ -227,6 +232,7 @@ DAY_EVENTS:
     - {{name: to, type: date}}
     - {{name: maxPage, type: integer}}
     - {{name: emptyPages, type: integer}}
+    - {{name: badIds, type: string}}
   date_range: [from, to]
   shards: {{by: day, max_shards: 64, parallel: 4}}
 """

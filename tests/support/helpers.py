@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import openpyxl
 
+from export_center.attempt.shards import plan_shards
 from export_center.auth import issue_token
 from export_center.embedded import ServerThread, build_app, free_port
 from export_center.runtime import Runtime
 from export_center.settings import Settings
-from export_center.shards import plan_shards
 
 TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
 ORDERS_PERMISSION = "export:orders:create"

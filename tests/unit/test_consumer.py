@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import update
 
 from export_center import commands, repository
+from export_center.attempt.context import RunContext
 from export_center.consumer import ClaimBranch, Consumer
 from export_center.db import make_engine
-from export_center.pipeline import RunContext
 from export_center.registry import Registry
 from export_center.repository.tables import TASKS
 from export_center.runtime import upgrade_database

@@ -1,4 +1,4 @@
-"""A fetch stream's cursors (export_center.fetching.CursorLog): a cursor that comes back,
+"""A fetch stream's cursors (export_center.attempt.fetching.CursorLog): a cursor that comes back,
 and pages without rows that keep saying hasMore. The same rules through whole exports,
 one stream and sharded, are in tests/integration/test_cases.py and test_shards.py."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from export_center.attempt.fetching import EMPTY_PAGES_IN_A_ROW, CursorLog
 from export_center.errors import ProviderContractError
-from export_center.fetching import EMPTY_PAGES_IN_A_ROW, CursorLog
 
 
 def test_the_bound_is_100_empty_pages() -> None:

@@ -7,7 +7,7 @@ def test_every_attempt_outcome_has_its_metric_series_from_the_start():
     from prometheus_client import REGISTRY
 
     from export_center import metrics
-    from export_center.pipeline import AttemptOutcome
+    from export_center.attempt.context import AttemptOutcome
 
     assert tuple(o.value for o in AttemptOutcome) == metrics.ATTEMPT_OUTCOMES
     metrics.start_series(["NEVER_RUN"])

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from export_center.attempt.stream_guard import GuardedStream
 from export_center.db import make_engine
 from export_center.errors import DatabaseUnavailable, LeaseLost, StorageError, StorageFull
 from export_center.loops import GuardedPass
@@ -25,7 +26,7 @@ from export_center.outages import (
     is_database_blip,
     retry_transaction,
 )
-from export_center.stream_guard import GuardedStream, storage_error
+from export_center.storage.base import storage_error
 from export_center.testing import DatabaseOutage
 
 

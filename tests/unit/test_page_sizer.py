@@ -1,4 +1,4 @@
-"""The page size of one fetch stream (export_center.fetching.PageSizer): halving down to
+"""The page size of one fetch stream (export_center.attempt.fetching.PageSizer): halving down to
 the floor, the error at the floor, growing back up to the configured size. The same
 rule over real HTTP through whole exports is in tests/integration/test_page_sizing.py."""
 
@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
+from export_center.attempt.fetching import PAGE_FLOOR_ROWS, PageSizer
 from export_center.errors import (
     PageTooLarge,
     ProviderContractError,
     ProviderRejected,
     ProviderUnavailable,
 )
-from export_center.fetching import PAGE_FLOOR_ROWS, PageSizer
 from export_center.provider_client import Batch
 
 

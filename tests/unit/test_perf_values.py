@@ -161,7 +161,7 @@ from typing import Any  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-from export_center.batches import (  # noqa: E402
+from export_center.attempt.batches import (  # noqa: E402
     BatchConverter,
     InexactNumber,
     InvalidRow,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from export_center.batches import BatchConverter, InexactNumber
+from export_center.attempt.batches import BatchConverter, InexactNumber
 from export_center.columns import Column, ColumnType
 from export_center.errors import ProviderContractError, ProviderRejected
 from export_center.provider_client import Batch, ProviderClient, retry_after_seconds
@@ -122,7 +122,7 @@ def test_exact_values_reach_the_xlsx_file() -> None:
 def test_numbers_that_do_not_fit_are_refused_naming_row_and_column(
     value: str, message: str
 ) -> None:
-    from export_center.batches import InvalidRow
+    from export_center.attempt.batches import InvalidRow
 
     with pytest.raises(InvalidRow) as caught:
         typed_columns(parse(answer("[" + value + "]")))
@@ -256,7 +256,7 @@ def test_boolean_cells_may_be_1_and_0(arrays: bool) -> None:
 def test_other_boolean_cells_are_refused_naming_row_and_column(
     value: str, got: str, arrays: bool
 ) -> None:
-    from export_center.batches import InvalidRow
+    from export_center.attempt.batches import InvalidRow
 
     if arrays:
         rows, fields = f"[[1,true],[2,1],[3,{value}]]", {"rowFormat": '"array"'}

@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from export_center.attempt.shards import local_midnight, plan_shards
 from export_center.registry import ExportType, RegistryError, ShardSpec, parse_registry
-from export_center.shards import local_midnight, plan_shards
 
 BASE = ExportType(
     code="EVENTS",

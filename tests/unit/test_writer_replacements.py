@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from openpyxl import load_workbook
 
+from export_center.attempt.context import change_warning as _warning
 from export_center.columns import Column, ColumnType
-from export_center.run_context import change_warning as _warning
 from export_center.writers import WriterStats
 from tests.unit.writer_helpers import cols, write_columns_file, write_file
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from export_center import repository
+from export_center.attempt.watchdog import Watchdog
 from export_center.commands import COMMAND_TAG
 from export_center.errors import (
     DatabaseUnavailable,
@@ -42,7 +43,6 @@ from export_center.outages import retry_transaction
 from export_center.repository import AttemptEnd, ShardCheckpoint, StoredFile, Task
 from export_center.settings import TaskSettings
 from export_center.states import Phase, TaskStatus
-from export_center.watchdog import Watchdog
 
 __all__ = ["SETTLE_SECONDS", "AttemptWrites"]
 

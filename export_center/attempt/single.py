@@ -3,29 +3,27 @@
 For an export type without shards, :class:`SingleStreamProducer` runs the attempt's
 steps in order: the first batch fixes the columns, schema hash and snapshot token; per
 batch it checks the batch, starts fetching the next one (one batch in flight, see
-:mod:`export_center.fetching`), converts and writes this one and writes progress; then
-it finishes the file and stores it. The attempt (:class:`~export_center.pipeline.
-ExportRun`) owns the steps it calls (fetch, convert, write, store, progress), so that
-the sharded producer (:mod:`export_center.sharded`) uses the same ones.
+:mod:`export_center.attempt.fetching`), converts and writes this one and writes progress; then
+it finishes the file and stores it. The attempt (:class:`~export_center.attempt.steps.
+Attempt`) owns the steps it calls (fetch, convert, write, store, progress), so that
+the sharded producer (:mod:`export_center.attempt.sharded`) uses the same ones.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from export_center import repository
-from export_center.batches import BatchConverter
+from export_center.attempt.batches import BatchConverter
+from export_center.attempt.fetching import BatchFetcher, InFlight, PageSizer
+from export_center.attempt.steps import Attempt
 from export_center.errors import ProviderContractError, RowLimitExceeded, SchemaChanged
-from export_center.fetching import BatchFetcher, InFlight, PageSizer
 from export_center.provider_client import Batch
 from export_center.registry import ExportType
 from export_center.states import Phase
-from export_center.stream_guard import storage_error
+from export_center.storage.base import storage_error
 from export_center.writers import ExportWriter, WriterStats
-
-if TYPE_CHECKING:
-    from export_center.pipeline import ExportRun
 
 __all__ = ["SingleStreamProducer"]
 
@@ -40,14 +38,15 @@ class _Stream:
 
 
 class SingleStreamProducer:
-    """Produces one unsharded attempt's file (:meth:`produce`), for ``ExportRun``.
+    """Produces one unsharded attempt's file (:meth:`produce`); a
+    :class:`~export_center.attempt.steps.Producer`.
 
     Args:
-        run: the attempt (its task, watchdog, storage and steps).
+        run: the claimed attempt (its task, watchdog, storage and steps).
         etype: the task's export type.
     """
 
-    def __init__(self, run: ExportRun, etype: ExportType) -> None:
+    def __init__(self, run: Attempt, etype: ExportType) -> None:
         self.run = run
         self.etype = etype
 
@@ -60,13 +59,13 @@ class SingleStreamProducer:
                 watchdog, checked between batches and before every write to storage.
         """
         run, etype = self.run, self.etype
-        request = run._provider_request(etype)
+        request = run.provider_request(etype)
         pages = PageSizer(request.limit)  # halved for a page too large, then grown back
         time_limit = float(
             etype.batch_timeout_seconds or run.ctx.settings.provider.batch_timeout_seconds
         )
         fetcher = BatchFetcher(
-            lambda cursor, snapshot, abort, limit: run._fetch(
+            lambda cursor, snapshot, abort, limit: run.fetch(
                 request, cursor, snapshot, abort, limit, pages
             ),
             run.watchdog.check,
@@ -93,7 +92,7 @@ class SingleStreamProducer:
             run.abandon_file(stream)
             raise
         fetcher.close()
-        return run._stored(stats, size, fixed.converter)
+        return run.stored(stats, size, fixed.converter.notes())
 
     def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[ExportWriter, _Stream]:
         """Open the file writer with the first batch's columns; fix its schema hash and
@@ -138,7 +137,7 @@ class SingleStreamProducer:
 
         Raises:
             RowLimitExceeded: the export passes the type's ``max_rows``.
-            PermanentExportError: a row does not fit its columns (``ExportRun._convert``).
+            PermanentExportError: a row does not fit its columns (:meth:`Attempt.convert`).
             StorageError: the file cannot be written.
         """
         run = self.run
@@ -146,9 +145,13 @@ class SingleStreamProducer:
         max_rows = self.etype.max_rows
         if run.processed + len(batch.rows) > max_rows:
             raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
-        run._write_typed(writer, run._convert(batch, converter))
+        typed = run.convert(batch, converter, offset=run.processed, batch_no=run.batch_no)
+        run.write(writer, typed)
         run.processed += len(batch.rows)
-        run._progress()
+        run.progress()
+
+    def cleanup(self, *, forget_counts: bool = False) -> None:
+        """Nothing to delete: a single stream keeps nothing between attempts."""
 
     def _next_batch(self, fetcher: BatchFetcher, flight: InFlight, previous: Batch) -> Batch:
         """Wait for the batch that follows ``previous``."""
@@ -170,9 +173,9 @@ class SingleStreamProducer:
         run = self.run
         run.phase = Phase.STORE
         run.location = "finishing the file"
-        run._progress(force=True)
+        run.progress(force=True)
         try:
             stats = writer.close()
         except OSError as exc:
             raise storage_error(exc, "cannot finish the file") from exc
-        return stats, run._store(stream)
+        return stats, run.store(stream)

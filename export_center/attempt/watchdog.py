@@ -25,7 +25,7 @@ first, :meth:`check` raises :class:`~export_center.errors.WorkerInterrupted` and
 attempt hands its task back as soon as the database answers.
 
 A pause of the process (SIGSTOP, a frozen VM, heavy swapping) is seen by the process's
-:class:`~export_center.pauses.PauseMonitor` (:meth:`paused_within`), so that what it
+:class:`~export_center.attempt.pauses.PauseMonitor` (:meth:`paused_within`), so that what it
 causes (a batch past its time limit, a lease run out) is reported as the pause, not as
 the provider's fault or the database's.
 """
@@ -39,6 +39,7 @@ import time
 from sqlalchemy import Engine
 
 from export_center import repository
+from export_center.attempt.pauses import pause_monitor
 from export_center.errors import (
     DeadlinePassed,
     ExportCancelled,
@@ -47,7 +48,6 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.outages import Backoff, is_database_blip, outage_log
-from export_center.pauses import pause_monitor
 from export_center.states import TaskStatus
 
 __all__ = ["Watchdog"]

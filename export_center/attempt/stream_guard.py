@@ -1,7 +1,7 @@
 """What stands between an attempt and its file storage: the lease check and the errors.
 
 * :class:`GuardedStream` wraps the writable stream of an attempt's file and calls a check
-  (the watchdog's :meth:`~export_center.watchdog.Watchdog.check`) before every write and
+  (the watchdog's :meth:`~export_center.attempt.watchdog.Watchdog.check`) before every write and
   before closing it, so that no byte reaches storage after the attempt may have lost its
   lease (a local file, or an S3 multipart upload whose parts go out as the buffer fills).
 * :func:`storage_error` turns an :class:`OSError` of the storage into the export's
@@ -12,33 +12,13 @@
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
 
-from export_center.errors import StorageError, StorageFull
+from export_center.storage.base import storage_error
 
-__all__ = ["FULL_ERRNOS", "GuardedStream", "storage_error"]
-
-FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-"""``errno`` values that mean the storage has no space left."""
-
-
-def storage_error(exc: OSError, doing: str) -> StorageError:
-    """The export error of a storage ``OSError``.
-
-    Args:
-        exc: what the storage raised.
-        doing: what the attempt was doing, e.g. ``"cannot assemble the file"``.
-
-    Returns:
-        :class:`StorageFull` ("<doing>: no space left on the file storage (...)") when
-        ``exc.errno`` is ENOSPC or EDQUOT, else :class:`StorageError` ("<doing>: ...").
-    """
-    if exc.errno in FULL_ERRNOS:
-        return StorageFull(f"{doing}: no space left on the file storage ({exc.strerror})")
-    return StorageError(f"{doing}: {exc.strerror or exc}")
+__all__ = ["GuardedStream"]
 
 
 class GuardedStream:

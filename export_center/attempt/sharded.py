@@ -2,7 +2,7 @@
 
 A type with ``shards`` in the registry runs each attempt as:
 
-1. **Plan.** :func:`export_center.shards.plan_shards` splits the date range into day
+1. **Plan.** :func:`export_center.attempt.shards.plan_shards` splits the date range into day
    windows. The plan is written to ``export_shard`` under the attempt's lease; an
    attempt that finds the same plan there reuses its checkpoints (resume), any other
    plan starts from zero.
@@ -53,13 +53,16 @@ import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from isal.isal_zlib import crc32  # zlib's CRC-32, computed 2-3x faster (a dependency)
 
 from export_center import repository
-from export_center.batches import BatchConverter
+from export_center.attempt.batches import BatchConverter
+from export_center.attempt.fetching import BatchFetcher, PageSizer
+from export_center.attempt.shards import Shard, plan_shards
+from export_center.attempt.steps import Attempt
 from export_center.columns import Column, ColumnType
 from export_center.errors import (
     ExportFailure,
@@ -70,18 +73,13 @@ from export_center.errors import (
     SchemaChanged,
     StorageError,
 )
-from export_center.fetching import BatchFetcher, PageSizer
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import ShardCheckpoint, ShardStatus
-from export_center.shards import Shard, plan_shards
 from export_center.states import Phase
+from export_center.storage.base import storage_error
 from export_center.storage.keys import part_key
-from export_center.stream_guard import storage_error
 from export_center.writers import WriterStats
-
-if TYPE_CHECKING:
-    from export_center.pipeline import ExportRun
 
 __all__ = ["SEGMENT_FLUSH_BYTES", "ShardedProducer"]
 
@@ -140,14 +138,19 @@ class _ShardState:
 
 
 class ShardedProducer:
-    """Produces one sharded attempt's file (:meth:`produce`), for :class:`ExportRun`.
+    """Produces one sharded attempt's file (:meth:`produce`); a
+    :class:`~export_center.attempt.steps.Producer`.
+
+    Each shard's thread calls the attempt's steps with its own counters (row offset,
+    page number); only the attempt's thread writes the attempt's reported state, except
+    :attr:`Attempt.location`, set under :attr:`lock` by the shard that failed first.
 
     Args:
-        run: the attempt (its task, lease, watchdog, storage and fetch method).
+        run: the claimed attempt (its task, lease, watchdog, storage and steps).
         etype: the task's export type (has ``shards``).
     """
 
-    def __init__(self, run: ExportRun, etype: ExportType) -> None:
+    def __init__(self, run: Attempt, etype: ExportType) -> None:
         self.run = run
         self.etype = etype
         self.settings = run.ctx.settings.task
@@ -157,6 +160,9 @@ class ShardedProducer:
         self.columns: list[Column] | None = None
         self.schema_hash: str | None = None
         self.resumed = False
+        #: The failure of the shard that failed first (the one :attr:`Attempt.location`
+        #: names); raised in place of a sibling's failure seen earlier.
+        self.failure: ExportFailure | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -190,7 +196,7 @@ class ShardedProducer:
             log.warning(
                 "the shard plan changed since the checkpoints (registry or parameters): "
                 "restarting the export from zero",
-                extra=run._log(),
+                extra=run.log_fields(),
             )
             self.delete_parts()
             self._audit(
@@ -209,7 +215,7 @@ class ShardedProducer:
                 done,
                 len(kept),
                 rows,
-                extra=run._log(),
+                extra=run.log_fields(),
             )
             facts = {"shardsDone": done, "shardsTotal": len(kept), "rowsKept": rows}
             self._audit("resumed", f"{done} of {len(kept)} shards done, {rows:,} rows kept", facts)
@@ -230,12 +236,13 @@ class ShardedProducer:
         run = self.run
         log.warning(
             "a resumed shard's snapshot expired (410): restarting the export from zero",
-            extra=run._log(),
+            extra=run.log_fields(),
         )
         self.stop.clear()
         self.states = []
         self.columns = None
         self.schema_hash = None
+        self.failure = None
         run.writes.forget_shards()
         self.delete_parts()
         self._audit(
@@ -250,7 +257,9 @@ class ShardedProducer:
         try:
             self.run.ctx.storage.delete_parts(self.run.task["task_no"])
         except Exception:  # the reconciler deletes them later
-            log.warning("could not delete the shard parts", extra=self.run._log(), exc_info=True)
+            log.warning(
+                "could not delete the shard parts", extra=self.run.log_fields(), exc_info=True
+            )
 
     def cleanup(self, *, forget_counts: bool = False) -> None:
         """Forget the shards and delete the parts (after a commit, a cancel, or a failure
@@ -259,7 +268,9 @@ class ShardedProducer:
         try:
             self.run.writes.forget_shards(forget_counts=forget_counts)
         except Exception:
-            log.warning("could not delete the shard rows", extra=self.run._log(), exc_info=True)
+            log.warning(
+                "could not delete the shard rows", extra=self.run.log_fields(), exc_info=True
+            )
         self.delete_parts()
 
     # ------------------------------------------------------------------ shards
@@ -295,7 +306,7 @@ class ShardedProducer:
                 for future in finished:
                     error = future.exception()
                     if error is not None and not isinstance(error, _Stopped):
-                        raise error
+                        raise self._first(error)
                 run.watchdog.check()
         finally:
             self.stop.set()
@@ -303,7 +314,17 @@ class ShardedProducer:
         for future in futures:
             error = future.exception()
             if error is not None and not isinstance(error, _Stopped):
-                raise error
+                raise self._first(error)
+
+    def _first(self, error: BaseException) -> BaseException:
+        """The error to raise for a shard's ``error``: the failure of the shard that
+        :attr:`Attempt.location` names when ``error`` is another shard's failure (two
+        shards failing at once: the message and its location come from one shard)."""
+        with self.lock:
+            first = self.failure
+        if first is not None and isinstance(error, ExportFailure):
+            return first
+        return error
 
     @property
     def total(self) -> int | None:
@@ -325,7 +346,7 @@ class ShardedProducer:
             raise _Stopped
 
     def _request(self, shard: Shard) -> ProviderRequest:
-        base = self.run._provider_request(self.etype)
+        base = self.run.provider_request(self.etype)
         return ProviderRequest(
             export_type=base.export_type,
             url=base.url,
@@ -350,7 +371,7 @@ class ShardedProducer:
         )
         pages = PageSizer(request.limit)  # this shard's page size (halved on a 413)
         fetcher = BatchFetcher(
-            lambda cursor, snapshot, abort, limit: run._fetch(
+            lambda cursor, snapshot, abort, limit: run.fetch(
                 request, cursor, snapshot, abort, limit, pages
             ),
             self._check,
@@ -398,6 +419,7 @@ class ShardedProducer:
                 if run.location is None:
                     cursor = f" (cursor {state.cp.cursor[:40]})" if state.cp.cursor else ""
                     run.location = f"shard {state.shard.key}, page {state.batch_no}{cursor}"
+                    self.failure = exc
             raise
         except BaseException:
             fetcher.abandon()
@@ -444,13 +466,9 @@ class ShardedProducer:
             done = sum(s.rows for s in self.states)
         if done + len(batch.rows) > self.etype.max_rows:
             raise RowLimitExceeded(f"more than {self.etype.max_rows:,} rows (the type's max_rows)")
-        saved = run.processed
-        run.processed = state.rows  # row numbers in messages count from the shard's start
-        try:
-            typed = run._convert(batch, converter)
-        finally:
-            run.processed = saved
-        run._write_typed(writer, typed)
+        # Row numbers in messages count from the shard's start, pages from its first.
+        typed = run.convert(batch, converter, offset=state.rows, batch_no=state.batch_no)
+        run.write(writer, typed)
         state.live_rows += len(batch.rows)
         state.cp.cursor = batch.next_cursor
 
@@ -540,7 +558,7 @@ class ShardedProducer:
         run.location = f"assembling the file from {len(self.states)} shard parts"
         run.processed = run.total = sum(s.cp.rows_written for s in self.states)
         # Shards finishing at once may have written their counts out of order.
-        run._progress(force=True, shards=(len(self.states), len(self.states)))
+        run.progress(force=True, shards=(len(self.states), len(self.states)))
         stream = run.open_file()
         part_stats = WriterStats.total(
             WriterStats.from_dict((s.cp.stats or {}).get("writer") or {}) for s in self.states
@@ -554,11 +572,11 @@ class ShardedProducer:
                 )
             except OSError as exc:
                 raise storage_error(exc, "cannot assemble the file from its parts") from exc
-            size = run._store(stream)
+            size = run.store(stream)
         except BaseException:
             run.abandon_file(stream)
             raise
         notes: list[str] = []
         for s in self.states:
             notes = _merged(notes, (s.cp.stats or {}).get("notes") or [])
-        return run._stored_with(stats, size, notes)
+        return run.stored(stats, size, notes)

@@ -1,0 +1,429 @@
+"""The claimed attempt and its public steps; the protocol every producer implements.
+
+:class:`Attempt` is one claimed execution attempt of an export: its identity (task row,
+dispatch version, lease owner, object key), its watchdog and fenced database writes
+(:class:`~export_center.attempt.writes.AttemptWrites`), what it reports (phase, batch,
+cursor, rows done, total, where it failed) and the steps a producer is made of, each a
+public method:
+
+* :meth:`Attempt.export_type` and :meth:`Attempt.provider_request`: what to ask whom;
+* :meth:`Attempt.fetch`: one batch through the provider client, at a stream's page size;
+* :meth:`Attempt.convert`: a batch to typed columns, the row offset given by the caller
+  (each stream counts its own rows: a shard's thread never reads another's counter);
+* :meth:`Attempt.write`: typed columns into a writer;
+* :meth:`Attempt.open_file`, :meth:`Attempt.store`, :meth:`Attempt.stored`: the file
+  behind the lease check, its commit to storage, and what the task row records;
+* :meth:`Attempt.progress`: the fenced progress write (a lost lease stops the attempt);
+* :meth:`Attempt.log_fields`: the fields every log line of the attempt carries.
+
+A :class:`Producer` turns the attempt into a stored file: the single-stream producer
+(:mod:`export_center.attempt.single`) and the sharded one
+(:mod:`export_center.attempt.sharded`) both use only these steps and attributes.
+
+Changing a step is done by subclassing :class:`Attempt` and overriding its public
+methods, then naming the subclass as :attr:`ExportRun.steps
+<export_center.attempt.run.ExportRun.steps>` of a subclass of the run; the producers
+then call the overridden steps, from whatever thread they run them in (a shard's
+thread, a fetch thread). :class:`export_center.testing.FaultInjectingRun` injects
+faults this way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO, Protocol
+
+import orjson
+from sqlalchemy import Engine
+
+from export_center import metrics, repository
+from export_center.attempt.batches import (
+    BatchConverter,
+    InexactNumber,
+    InvalidRow,
+    MissingColumns,
+)
+from export_center.attempt.context import RunContext, change_warning
+from export_center.attempt.fetching import PageSizer
+from export_center.attempt.stream_guard import GuardedStream
+from export_center.attempt.watchdog import Watchdog
+from export_center.attempt.writes import AttemptWrites
+from export_center.errors import PermanentExportError, ProviderContractError
+from export_center.filenames import content_disposition, download_file_name
+from export_center.provider_client import Batch, ProviderRequest
+from export_center.registry import ExportType
+from export_center.states import Phase
+from export_center.storage.base import storage_error
+from export_center.storage.keys import new_object_key
+from export_center.writers import ExportWriter, WriterStats
+from export_center.writers.formats import find_format, format_choices, task_format
+
+__all__ = ["Attempt", "Producer", "abandon_file", "convert"]
+
+log = logging.getLogger(__name__)
+
+
+class Producer(Protocol):
+    """Turns a claimed attempt into its stored file.
+
+    The run (:class:`~export_center.attempt.run.ExportRun`) picks one per attempt by the
+    export type, calls :meth:`produce` once, and :meth:`cleanup` when the attempt's
+    leftovers must go (after the commit, after a cancel, after a failure a retry would
+    meet again).
+    """
+
+    def produce(self) -> repository.StoredFile:
+        """Fetch every batch, write the file and store it.
+
+        Returns:
+            What the commit records (key, name, type, size, rows, warning).
+
+        Raises:
+            ExportFailure: the export failed (permanent or transient).
+            ExportCancelled, WorkerStopping, LeaseLost, WorkerInterrupted: from the
+                watchdog, checked between batches and before every write to storage.
+        """
+        ...
+
+    def cleanup(self, *, forget_counts: bool = False) -> None:
+        """Delete what the producer keeps between attempts (nothing, or shard parts and
+        checkpoints); ``forget_counts`` also clears the task's shard counts. Never
+        raises."""
+        ...
+
+
+def convert(
+    batch: Batch, converter: BatchConverter, *, offset: int, batch_no: int | None
+) -> list[list[Any]]:
+    """One batch of provider rows -> typed columns; a bad row fails the export.
+
+    A batch whose values hold a float (a number orjson may have rounded) is decoded
+    again exactly (:meth:`Batch.exact_rows`) and converted from that.
+
+    Args:
+        batch: the provider's answer.
+        converter: the stream's converter (its declared columns).
+        offset: rows of the same stream before this batch; the ``i``-th row of the
+            batch (0-based) is named row ``offset + i + 1`` in messages.
+        batch_no: the batch's number in its stream (1-based), named when a declared
+            column is in no row; None: "the batch".
+
+    Returns:
+        The typed values, column-major.
+
+    Raises:
+        ProviderContractError: ``PROVIDER_CONTRACT`` when a row is not a JSON object
+            (with ``rowFormat: "array"``: not an array of one value per column) or a
+            declared column is in no row of the batch (naming the column and the unknown
+            keys the rows carry).
+        PermanentExportError: ``INVALID_VALUE`` when a value does not fit its column
+            ("row N, column KEY: ...").
+    """
+    try:
+        try:
+            return converter.columns_of(batch.rows, batch.arrays)
+        except InexactNumber:
+            return converter.columns_of(batch.exact_rows(), batch.arrays)
+    except MissingColumns as exc:
+        raise ProviderContractError(exc.describe(batch_no)) from None
+    except InvalidRow as exc:
+        row = offset + exc.index + 1
+        if exc.column is None:
+            raise ProviderContractError(f"row {row} is {exc.message}") from None
+        raise PermanentExportError(
+            f"row {row}, column {exc.column}: {exc.message}", code="INVALID_VALUE"
+        ) from None
+
+
+class Attempt:
+    """One claimed attempt: identity, lease, fenced writes, what it reports, its steps.
+
+    The reported state (:attr:`phase`, :attr:`batch_no`, :attr:`cursor`,
+    :attr:`processed`, :attr:`total`, :attr:`location`) is written by the producer on
+    the attempt's own thread, except :attr:`location`, which a sharded producer sets
+    under its own lock from the shard that failed first. Steps called from other threads
+    (:meth:`fetch`, :meth:`convert`, :meth:`write` in a shard's thread) take what they
+    need as arguments and read none of it.
+
+    Args:
+        engine: the export center's database.
+        context: what every attempt of the process shares.
+        task: the task row as read at claim time.
+        version: the claimed ``dispatch_version``.
+        owner: the lease owner that claimed it.
+        object_key: the key recorded at claim for this attempt's file (a new one when
+            None).
+        claimed_at: ``time.monotonic()`` just before the claim was sent (the start of
+            the lease by this process's clock; default: now).
+
+    Attributes:
+        phase: the phase written with progress and named in a failure message.
+        batch_no: the single stream's batch number (1-based; 0 before the first).
+        cursor: the cursor of the batch being fetched (single stream), or None.
+        processed: rows written so far (the file's rows once stored).
+        total: the provider's row estimate, or None.
+        location: where the attempt failed when that is not "batch N", or None.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        context: RunContext,
+        task: Mapping[str, Any],
+        version: int,
+        owner: str,
+        *,
+        object_key: str | None = None,
+        claimed_at: float | None = None,
+    ) -> None:
+        self.engine = engine
+        self.ctx = context
+        self.task = task
+        self.task_id: int = task["id"]
+        self.version = version
+        self.owner = owner
+        self.file_format = task_format(task["format"])
+        self.ext = self.file_format.extension
+        self.object_key = object_key or new_object_key(
+            task["task_no"], self.ext, tenant=task["tenant_id"]
+        )
+        self.file_name = download_file_name(task["task_name"], self.ext)
+        self.phase = Phase.FETCH
+        self.batch_no = 0
+        self.cursor: str | None = None
+        self.processed = 0
+        self.total: int | None = None
+        self.location: str | None = None
+        self._last_progress = 0.0
+        settings = context.settings.task
+        self.watchdog = Watchdog(
+            engine,
+            task_id=self.task_id,
+            version=version,
+            owner=owner,
+            lease_seconds=settings.lease_seconds,
+            heartbeat_seconds=settings.heartbeat_seconds,
+            stopping=context.stopping,
+            claimed_at=claimed_at,
+            name=task["task_no"],
+        )
+        self.writes = AttemptWrites(
+            engine,
+            task=task,  # type: ignore[arg-type]
+            version=version,
+            owner=owner,
+            watchdog=self.watchdog,
+            settings=settings,
+            topic=context.topic,
+            stopping=context.stopping,
+        )
+
+    # ------------------------------------------------------------------ what to ask
+
+    def export_type(self) -> ExportType:
+        """The task's type as registered now (its provider address, batch size, caps).
+
+        Raises:
+            PermanentExportError: the type is gone, or the task's format is unknown.
+        """
+        etype = self.ctx.registry.get(self.task["export_type"])
+        if etype is None:
+            raise PermanentExportError(
+                f"export type {self.task['export_type']} is no longer registered",
+                code="UNKNOWN_EXPORT_TYPE",
+            )
+        if find_format(self.task["format"]) is None:
+            raise PermanentExportError(
+                f"unknown file format {self.task['format']!r} ({format_choices()})",
+                code="UNKNOWN_FORMAT",
+            )
+        return etype
+
+    def provider_request(self, etype: ExportType) -> ProviderRequest:
+        """The identity part of every batch request of this attempt (no shard)."""
+        return ProviderRequest(
+            export_type=etype.code,
+            url=etype.base_url(self.ctx.self_url) + etype.provider_path,
+            task_id=self.task["task_no"],
+            tenant_id=self.task["tenant_id"],
+            app_code=self.task["app_code"],
+            requested_by=self.task["requested_by"],
+            dispatch_version=self.version,
+            parameters=orjson.loads(self.task["parameters_json"]),
+            limit=etype.batch_size,
+            trace_id=self.task["trace_id"],
+            time_zone=self.task["time_zone"],
+        )
+
+    # ------------------------------------------------------------------ batches
+
+    def fetch(
+        self,
+        request: ProviderRequest,
+        cursor: str | None,
+        snapshot: str | None,
+        abort: threading.Event,
+        time_limit: float,
+        pages: PageSizer,
+    ) -> Batch:
+        """One batch at the page size ``pages`` holds for this stream (halved after a
+        page too large), stopping when ``abort`` is set; runs in a fetch thread.
+
+        Raises:
+            ExportFailure: the provider failed for good or broke the contract.
+            ExportCancelled, LeaseLost, ...: from the watchdog, checked first.
+        """
+        self.watchdog.check()
+        return pages.fetch(
+            lambda limit: self.ctx.provider.fetch(
+                request,
+                cursor=cursor,
+                snapshot_token=snapshot,
+                limit=limit,
+                time_limit=time_limit,
+                abort=abort,
+            )
+        )
+
+    def convert(
+        self, batch: Batch, converter: BatchConverter, *, offset: int, batch_no: int | None
+    ) -> list[list[Any]]:
+        """:func:`convert` (rows named from ``offset + 1``, the stream's own count).
+
+        Raises:
+            ProviderContractError, PermanentExportError: see :func:`convert`.
+        """
+        return convert(batch, converter, offset=offset, batch_no=batch_no)
+
+    def write(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
+        """Write one batch of typed columns (the file's writer, or a shard's part writer).
+
+        Raises:
+            StorageError: the file cannot be written.
+        """
+        try:
+            writer.write_columns(typed)
+        except OSError as exc:
+            raise storage_error(exc, "cannot write the file") from exc
+
+    # ------------------------------------------------------------------ the file
+
+    @property
+    def content_type(self) -> str:
+        """The file's MIME type."""
+        return self.file_format.content_type
+
+    def open_file(self) -> BinaryIO:
+        """Open the attempt's file for writing: the storage's stream behind a lease check
+        before every write (:class:`GuardedStream`), storage errors made
+        ``STORAGE_ERROR`` (``STORAGE_FULL`` semantics when the disk is full).
+
+        Raises:
+            StorageError: the storage cannot open it.
+        """
+        self.watchdog.check()
+        try:
+            raw = self.ctx.storage.open_write(
+                self.object_key,
+                content_type=self.file_format.content_type,
+                content_disposition=content_disposition(self.file_name),
+            )
+        except OSError as exc:
+            raise storage_error(exc, "cannot open the file") from exc
+        return GuardedStream(raw, self.watchdog.check, "cannot write the file")  # type: ignore[return-value]
+
+    def store(self, stream: BinaryIO) -> int:
+        """Close the written file's stream and commit it under the attempt's key (both
+        the single-stream and the sharded path end here).
+
+        Returns:
+            The file's size in bytes.
+
+        Raises:
+            StorageError: the store cannot commit it.
+            ExportCancelled, LeaseLost, ...: from the watchdog, checked before the close
+                (the last bytes) and again right before the commit.
+        """
+        try:
+            stream.close()
+            self.watchdog.check()
+            return self.ctx.storage.commit(self.object_key)
+        except OSError as exc:
+            raise storage_error(exc, "cannot store the file") from exc
+
+    def stored(self, stats: WriterStats, size: int, notes: Sequence[str]) -> repository.StoredFile:
+        """What the commit records: key, name, type, size, :attr:`processed` rows and
+        the warning (the writer's changes and the converter's ``notes``)."""
+        warning = change_warning(stats, notes)
+        if warning:
+            log.warning("export succeeded with changes: %s", warning, extra=self.log_fields())
+        metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
+        metrics.STORAGE_BYTES.inc(size)
+        return repository.StoredFile(
+            object_key=self.object_key,
+            file_name=self.file_name,
+            content_type=self.file_format.content_type,
+            size_bytes=size,
+            row_count=self.processed,
+            warning=warning,
+        )
+
+    @staticmethod
+    def abandon_file(stream: BinaryIO) -> None:
+        """:func:`abandon_file`."""
+        abandon_file(stream)
+
+    def discard(self) -> None:
+        """Delete the attempt's partial or uncommitted file (every failure path); never
+        raises (the reconciler's orphan scan removes what is left)."""
+        try:
+            self.ctx.storage.delete(self.object_key)
+        except Exception:
+            log.warning("could not delete the partial file", extra=self.log_fields(), exc_info=True)
+
+    # ------------------------------------------------------------------ reporting
+
+    def progress(self, *, force: bool = False, shards: tuple[int, int] | None = None) -> None:
+        """Write :attr:`processed`, :attr:`total` and :attr:`phase` (and a sharded
+        export's ``(done, total)`` shard counts), at most every
+        ``task.progress_every_seconds`` unless ``force``; fenced by lease owner and
+        dispatch version.
+
+        Raises:
+            LeaseLost: the write touched no row (another attempt owns the task).
+            WorkerInterrupted: the database did not answer while the lease lasted.
+        """
+        now = time.monotonic()
+        if not force and now - self._last_progress < self.ctx.settings.task.progress_every_seconds:
+            return
+        self._last_progress = now
+        self.writes.progress(
+            processed=self.processed, total=self.total, phase=self.phase, shards=shards
+        )
+
+    def log_fields(self) -> dict[str, Any]:
+        """The ``extra`` of every log line of the attempt: task number, dispatch version,
+        export type, tenant and trace id (camelCase keys)."""
+        return {
+            "taskId": self.task["task_no"],
+            "dispatchVersion": self.version,
+            "exportType": self.task["export_type"],
+            "tenantId": self.task["tenant_id"],
+            "traceId": self.task["trace_id"],
+        }
+
+
+def abandon_file(stream: BinaryIO) -> None:
+    """Close a failed attempt's stream without the lease check (its object is deleted
+    next); errors are ignored, the delete cleans up."""
+    try:
+        abandon = getattr(stream, "abandon", None)
+        if abandon is not None:
+            abandon()
+        elif not stream.closed:
+            stream.close()
+    except Exception:  # noqa: BLE001 - the object is deleted by the failure path
+        log.debug("closing a failed stream raised", exc_info=True)
