@@ -15,13 +15,12 @@ download link carries the scope it was issued for (:mod:`export_center.links`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from export_center.auth import DOWNLOAD_ALL, Identity
 
-__all__ = ["Scope", "in_scope", "scope_of"]
+__all__ = ["Owned", "Scope", "in_scope", "scope_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +39,27 @@ class Scope:
     owner: str | None
 
 
+class Owned(Protocol):
+    """What the rule reads of a task: its tenant, app and owner.
+
+    :class:`export_center.repository.Task` satisfies it; the rule names only these
+    three columns so that the repository, which filters by :class:`Scope`, need not be
+    imported here.
+    """
+
+    @property
+    def tenant_id(self) -> str:
+        """The task's tenant."""
+
+    @property
+    def app_code(self) -> str:
+        """The task's app code (PLATFORM or MERCHANT)."""
+
+    @property
+    def requested_by(self) -> str:
+        """The user id of the task's owner."""
+
+
 def scope_of(identity: Identity) -> Scope:
     """The scope of a signed-in caller: own tasks, or all of the tenant and app with the
     download-all permission."""
@@ -52,9 +72,9 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is str and type(b) is str and a == b
 
 
-def in_scope(task: Mapping[str, Any], scope: Scope) -> bool:
+def in_scope(task: Owned, scope: Scope) -> bool:
     """True when the task row (``tenant_id``, ``app_code``, ``requested_by``) is visible in
     ``scope``; compares byte for byte (no case folding, no trimming, no normalization)."""
-    if not (_same(task["tenant_id"], scope.tenant_id) and _same(task["app_code"], scope.app_code)):
+    if not (_same(task.tenant_id, scope.tenant_id) and _same(task.app_code, scope.app_code)):
         return False
-    return scope.owner is None or _same(task["requested_by"], scope.owner)
+    return scope.owner is None or _same(task.requested_by, scope.owner)

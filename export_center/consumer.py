@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Protocol
 
 from sqlalchemy import Connection, Engine
 
@@ -39,7 +40,7 @@ from export_center.errors import DatabaseUnavailable
 from export_center.logs import log_context
 from export_center.loops import ReceiveFailures
 from export_center.outages import is_database_blip, retry_transaction
-from export_center.pipeline import ExportRun, RunContext
+from export_center.pipeline import AttemptOutcome, ExportRun, RunContext
 from export_center.repository import Task
 from export_center.states import TaskStatus
 from export_center.storage import file_extension, new_object_key
@@ -47,10 +48,12 @@ from export_center.transport.base import Delivery, Transport
 
 __all__ = [
     "CLAIM_RETRY_SECONDS",
+    "Attempt",
     "ClaimBranch",
     "Command",
     "Consumer",
     "InvalidCommand",
+    "RunFactory",
     "parse_command",
 ]
 
@@ -102,6 +105,41 @@ def classify_unclaimed(engine: Engine, command: Command) -> ClaimBranch:
     return ClaimBranch.LOST_RACE
 
 
+class Attempt(Protocol):
+    """One claimed attempt, run once to its end."""
+
+    def run(self) -> AttemptOutcome:
+        """Run the attempt and settle the task row; returns how it ended."""
+        ...
+
+
+class RunFactory(Protocol):
+    """Builds the attempt of a claimed task: :class:`~export_center.pipeline.ExportRun`
+    (the class itself is the factory), or a subclass with a documented fault seam
+    (:class:`export_center.testing.FaultInjectingRun`).
+
+    Args, in order: the database, the run context, the task row as read at claim, the
+    claimed ``dispatch_version`` and the lease owner; ``object_key`` is the key the
+    claim recorded for this attempt's file, ``claimed_at`` the ``time.monotonic()``
+    just before the claim was sent.
+    """
+
+    def __call__(
+        self,
+        engine: Engine,
+        context: RunContext,
+        task: Task,
+        version: int,
+        owner: str,
+        /,
+        *,
+        object_key: str | None = ...,
+        claimed_at: float | None = ...,
+    ) -> Attempt:
+        """The attempt, ready to :meth:`~Attempt.run`."""
+        ...
+
+
 class Consumer:
     """Receives commands from a transport and executes the tasks it claims.
 
@@ -123,14 +161,14 @@ class Consumer:
         *,
         owner: str,
         threads: int = 1,
-        run_factory: Callable[..., ExportRun] = ExportRun,
+        run_factory: RunFactory = ExportRun,
     ) -> None:
         self.engine = engine
         self.transport = transport
         self.context = context
         self.owner = owner
         self.threads = threads
-        self.run_factory = run_factory
+        self.run_factory: RunFactory = run_factory
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         #: The last outcomes as ``(task_no, outcome)``, newest last (bounded: a

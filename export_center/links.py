@@ -17,12 +17,10 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
-from export_center.access import Scope, scope_of
+from export_center.access import Owned, Scope, scope_of
 from export_center.auth import Identity
 from export_center.errors import Forbidden
 
@@ -51,11 +49,11 @@ def _mac(secret: str, task_no: str, user: str, scope: Scope, expires: int) -> st
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
+def link_scope(task: Owned, viewer: Identity) -> Scope:
     """The narrowest scope in which ``viewer`` sees ``task``, for its download link: the
     owner's own scope, else the tenant-wide scope of the download-all permission."""
     scope = scope_of(viewer)
-    if task["requested_by"] == viewer.user:
+    if task.requested_by == viewer.user:
         return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
     return scope
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import orjson
@@ -55,7 +55,7 @@ from export_center.filenames import content_disposition, download_file_name
 from export_center.outages import is_database_blip
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
-from export_center.repository import AttemptEnd
+from export_center.repository import AttemptEnd, Task
 from export_center.run_context import CONTENT_TYPES, AttemptOutcome, RunContext, change_warning
 from export_center.sharded import ShardedProducer
 from export_center.single import SingleStreamProducer
@@ -89,7 +89,7 @@ class ExportRun:
         self,
         engine: Engine,
         context: RunContext,
-        task: Mapping[str, Any],
+        task: Task,
         version: int,
         owner: str,
         *,
@@ -99,14 +99,14 @@ class ExportRun:
         self.engine = engine
         self.ctx = context
         self.task = task
-        self.task_id: int = task["id"]
+        self.task_id: int = task.id
         self.version = version
         self.owner = owner
-        self.ext = file_extension(task["format"])
+        self.ext = file_extension(task.format)
         self.object_key = object_key or new_object_key(
-            task["task_no"], self.ext, tenant=task["tenant_id"]
+            task.task_no, self.ext, tenant=task.tenant_id
         )
-        self.file_name = download_file_name(task["task_name"], self.ext)
+        self.file_name = download_file_name(task.task_name, self.ext)
         self.phase = Phase.FETCH
         self.batch_no = 0
         self.cursor: str | None = None
@@ -125,11 +125,11 @@ class ExportRun:
             heartbeat_seconds=settings.heartbeat_seconds,
             stopping=context.stopping,
             claimed_at=claimed_at,
-            name=task["task_no"],
+            name=task.task_no,
         )
         self.writes = AttemptWrites(
             engine,
-            task=task,  # type: ignore[arg-type]
+            task=task,
             version=version,
             owner=owner,
             watchdog=self.watchdog,
@@ -163,7 +163,7 @@ class ExportRun:
             outcome = AttemptOutcome.LEASE_LOST
         finally:
             self.watchdog.stop()
-        metrics.TASKS_COMPLETED.labels(self.task["export_type"], outcome).inc()
+        metrics.TASKS_COMPLETED.labels(self.task.export_type, outcome).inc()
         return outcome
 
     def _settle(self, started: float) -> AttemptOutcome:
@@ -217,7 +217,7 @@ class ExportRun:
         worker's own pause)."""
         if not isinstance(exc, ProviderTooSlow):
             return None
-        etype = self.ctx.registry.get(self.task["export_type"])
+        etype = self.ctx.registry.get(self.task.export_type)
         limit = float(
             (etype.batch_timeout_seconds if etype is not None else None)
             or self.ctx.settings.provider.batch_timeout_seconds
@@ -266,15 +266,15 @@ class ExportRun:
         Raises:
             PermanentExportError: the type is gone, or the task's format is unknown.
         """
-        etype = self.ctx.registry.get(self.task["export_type"])
+        etype = self.ctx.registry.get(self.task.export_type)
         if etype is None:
             raise PermanentExportError(
-                f"export type {self.task['export_type']} is no longer registered",
+                f"export type {self.task.export_type} is no longer registered",
                 code="UNKNOWN_EXPORT_TYPE",
             )
-        if str(self.task["format"]).upper() not in ("CSV", "XLSX"):
+        if str(self.task.format).upper() not in ("CSV", "XLSX"):
             raise PermanentExportError(
-                f"unknown file format {self.task['format']!r} (csv or xlsx)",
+                f"unknown file format {self.task.format!r} (csv or xlsx)",
                 code="UNKNOWN_FORMAT",
             )
         return etype
@@ -284,15 +284,15 @@ class ExportRun:
         return ProviderRequest(
             export_type=etype.code,
             url=etype.base_url(self.ctx.self_url) + etype.provider_path,
-            task_id=self.task["task_no"],
-            tenant_id=self.task["tenant_id"],
-            app_code=self.task["app_code"],
-            requested_by=self.task["requested_by"],
+            task_id=self.task.task_no,
+            tenant_id=self.task.tenant_id,
+            app_code=self.task.app_code,
+            requested_by=self.task.requested_by,
             dispatch_version=self.version,
-            parameters=orjson.loads(self.task["parameters_json"]),
+            parameters=orjson.loads(self.task.parameters_json),
             limit=etype.batch_size,
-            trace_id=self.task["trace_id"],
-            time_zone=self.task["time_zone"],
+            trace_id=self.task.trace_id,
+            time_zone=self.task.time_zone,
         )
 
     def _fetch(
@@ -366,7 +366,7 @@ class ExportRun:
         warning = change_warning(stats, notes)
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self._log())
-        metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
+        metrics.ROWS_PROCESSED.labels(self.task.export_type).inc(self.processed)
         metrics.STORAGE_BYTES.inc(size)
         return repository.StoredFile(
             object_key=self.object_key,
@@ -438,7 +438,7 @@ class ExportRun:
             raise
         if self.sharded is not None:
             self.sharded.cleanup()
-        metrics.TASK_DURATION.labels(self.task["export_type"], self.ext).observe(
+        metrics.TASK_DURATION.labels(self.task.export_type, self.ext).observe(
             time.perf_counter() - started
         )
         log.info(
@@ -516,11 +516,11 @@ class ExportRun:
 
     def _log(self) -> dict[str, Any]:
         return {
-            "taskId": self.task["task_no"],
+            "taskId": self.task.task_no,
             "dispatchVersion": self.version,
-            "exportType": self.task["export_type"],
-            "tenantId": self.task["tenant_id"],
-            "traceId": self.task["trace_id"],
+            "exportType": self.task.export_type,
+            "tenantId": self.task.tenant_id,
+            "traceId": self.task.trace_id,
         }
 
 
