@@ -7,6 +7,7 @@ database clock so the tests run the same on SQLite and MariaDB.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -485,7 +486,7 @@ def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
         ("stale", done),
         ("failed", failed),
         ("running", running),
-        ("unknown", {"task_no": "exp_" + "1" * 26}),
+        ("unknown", SimpleNamespace(task_no="exp_" + "1" * 26)),  # no such task
     ):
         keys[name] = new_object_key(t.task_no, "csv", tenant="t1")
         with storage.open_write(keys[name]) as fh:
