@@ -543,7 +543,7 @@ def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(maria
     for t, expired in ((frozen, -20), (free, -10)):  # the frozen one is first in line
         set_task(
             engine,
-            t["id"],
+            t.id,
             status="RUNNING",
             lease_owner="dead/1",
             lease_until=db_now_plus(expired),
@@ -551,15 +551,15 @@ def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(maria
         )
     holder = engine.connect()
     transaction = holder.begin()
-    holder.execute(select(T.c.id).where(T.c.id == frozen["id"]).with_for_update())
+    holder.execute(select(T.c.id).where(T.c.id == frozen.id).with_for_update())
     try:
         rec = reconciler(engine)
         rec.run_once()
         assert rec.last["lease_recover"] == 1
-        assert task(engine, free["id"])["status"] == "PENDING"
+        assert task(engine, free.id).status == "PENDING"
     finally:
         transaction.rollback()
         holder.close()
-    assert task(engine, frozen["id"])["status"] == "RUNNING"  # left for the next pass
+    assert task(engine, frozen.id).status == "RUNNING"  # left for the next pass
     rec.run_once()
-    assert task(engine, frozen["id"])["status"] == "PENDING"
+    assert task(engine, frozen.id).status == "PENDING"
