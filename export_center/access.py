@@ -16,13 +16,12 @@ download link carries the scope it was issued for (:func:`link_scope`, signed by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from export_center.auth import DOWNLOAD_ALL, Identity
 
-__all__ = ["Scope", "in_scope", "link_scope", "scope_of"]
+__all__ = ["Owned", "Scope", "in_scope", "link_scope", "scope_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +40,27 @@ class Scope:
     owner: str | None
 
 
+class Owned(Protocol):
+    """What the rule reads of a task: its tenant, app and owner.
+
+    :class:`export_center.repository.Task` satisfies it; the rule names only these
+    three columns so that the repository, which filters by :class:`Scope`, need not be
+    imported here.
+    """
+
+    @property
+    def tenant_id(self) -> str:
+        """The task's tenant."""
+
+    @property
+    def app_code(self) -> str:
+        """The task's app code (PLATFORM or MERCHANT)."""
+
+    @property
+    def requested_by(self) -> str:
+        """The user id of the task's owner."""
+
+
 def scope_of(identity: Identity) -> Scope:
     """The scope of a signed-in caller: own tasks, or all of the tenant and app with the
     download-all permission."""
@@ -53,18 +73,18 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is str and type(b) is str and a == b
 
 
-def in_scope(task: Mapping[str, Any], scope: Scope) -> bool:
+def in_scope(task: Owned, scope: Scope) -> bool:
     """True when the task row (``tenant_id``, ``app_code``, ``requested_by``) is visible in
     ``scope``; compares byte for byte (no case folding, no trimming, no normalization)."""
-    if not (_same(task["tenant_id"], scope.tenant_id) and _same(task["app_code"], scope.app_code)):
+    if not (_same(task.tenant_id, scope.tenant_id) and _same(task.app_code, scope.app_code)):
         return False
-    return scope.owner is None or _same(task["requested_by"], scope.owner)
+    return scope.owner is None or _same(task.requested_by, scope.owner)
 
 
-def link_scope(task: Mapping[str, Any], viewer: Identity) -> Scope:
+def link_scope(task: Owned, viewer: Identity) -> Scope:
     """The narrowest scope in which ``viewer`` sees ``task``, for its download link: the
     owner's own scope, else the tenant-wide scope of the download-all permission."""
     scope = scope_of(viewer)
-    if task["requested_by"] == viewer.user:
+    if task.requested_by == viewer.user:
         return Scope(tenant_id=scope.tenant_id, app_code=scope.app_code, owner=viewer.user)
     return scope

@@ -29,11 +29,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Protocol
 
 from sqlalchemy import Connection, Engine
 
 from export_center import repository
-from export_center.attempt.context import RunContext
+from export_center.attempt.context import AttemptOutcome, RunContext
 from export_center.attempt.run import ExportRun
 from export_center.commands import Command, InvalidCommand
 from export_center.commands import decode as parse_command
@@ -49,10 +50,12 @@ from export_center.writers.formats import task_format
 
 __all__ = [
     "CLAIM_RETRY_SECONDS",
+    "Attempt",
     "ClaimBranch",
     "Command",
     "Consumer",
     "InvalidCommand",
+    "RunFactory",
     "parse_command",
 ]
 
@@ -104,6 +107,41 @@ def classify_unclaimed(engine: Engine, command: Command) -> ClaimBranch:
     return ClaimBranch.LOST_RACE
 
 
+class Attempt(Protocol):
+    """One claimed attempt, run once to its end."""
+
+    def run(self) -> AttemptOutcome:
+        """Run the attempt and settle the task row; returns how it ended."""
+        ...
+
+
+class RunFactory(Protocol):
+    """Builds the attempt of a claimed task: :class:`~export_center.attempt.run.ExportRun`
+    (the class itself is the factory), or a subclass with a documented fault seam
+    (:class:`export_center.testing.FaultInjectingRun`).
+
+    Args, in order: the database, the run context, the task row as read at claim, the
+    claimed ``dispatch_version`` and the lease owner; ``object_key`` is the key the
+    claim recorded for this attempt's file, ``claimed_at`` the ``time.monotonic()``
+    just before the claim was sent.
+    """
+
+    def __call__(
+        self,
+        engine: Engine,
+        context: RunContext,
+        task: Task,
+        version: int,
+        owner: str,
+        /,
+        *,
+        object_key: str | None = ...,
+        claimed_at: float | None = ...,
+    ) -> Attempt:
+        """The attempt, ready to :meth:`~Attempt.run`."""
+        ...
+
+
 class Consumer:
     """Receives commands from a transport and executes the tasks it claims.
 
@@ -125,14 +163,14 @@ class Consumer:
         *,
         owner: str,
         threads: int = 1,
-        run_factory: Callable[..., ExportRun] = ExportRun,
+        run_factory: RunFactory = ExportRun,
     ) -> None:
         self.engine = engine
         self.transport = transport
         self.context = context
         self.owner = owner
         self.threads = threads
-        self.run_factory = run_factory
+        self.run_factory: RunFactory = run_factory
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         #: The last outcomes as ``(task_no, outcome)``, newest last (bounded: a

@@ -24,8 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
@@ -37,19 +36,19 @@ __all__ = ["Publisher", "message_for_row"]
 log = logging.getLogger(__name__)
 
 
-def message_for_row(row: Mapping[str, Any]) -> OutgoingMessage:
+def message_for_row(row: repository.OutboxRow) -> OutgoingMessage:
     """The transport message of an outbox row: body = the stored command, properties =
     its identifiers (:func:`export_center.commands.properties`)."""
     return OutgoingMessage(
-        topic=row["topic"],
-        tag=row["tag"],
-        key=row["message_key"],
-        body=row["payload_json"].encode(),
+        topic=row.topic,
+        tag=row.tag,
+        key=row.message_key,
+        body=row.payload_json.encode(),
         properties=commands.properties(
-            event_id=row["event_id"],
-            task_no=row["message_key"],
-            dispatch_version=row["dispatch_version"],
-            payload_json=row["payload_json"],
+            event_id=row.event_id,
+            task_no=row.message_key,
+            dispatch_version=row.dispatch_version,
+            payload_json=row.payload_json,
         ),
     )
 
@@ -117,16 +116,16 @@ class Publisher:
         if released:
             log.info("the broker takes commands again: %d backed-off command(s) due now", released)
 
-    def _send(self, row: Mapping[str, Any]) -> bool:
+    def _send(self, row: repository.OutboxRow) -> bool:
         try:
             self.transport.send(message_for_row(row))
         except Exception as exc:  # any send failure backs off; the row is never dropped
             with self.engine.begin() as conn:
                 repository.outbox_send_failed(
                     conn,
-                    row["id"],
+                    row.id,
                     self.owner,
-                    row["attempt_count"],
+                    row.attempt_count,
                     f"{type(exc).__name__}: {exc}",
                     self.backoff_seconds,
                 )
@@ -135,10 +134,10 @@ class Publisher:
             log.warning(
                 "outbox send failed",
                 extra={
-                    "eventId": row["event_id"],
-                    "taskId": row["message_key"],
-                    "dispatchVersion": row["dispatch_version"],
-                    "attempt": row["attempt_count"],
+                    "eventId": row.event_id,
+                    "taskId": row.message_key,
+                    "dispatchVersion": row.dispatch_version,
+                    "attempt": row.attempt_count,
                 },
             )
             return False
@@ -146,8 +145,8 @@ class Publisher:
         self._mark_sent(row)
         return True
 
-    def _mark_sent(self, row: Mapping[str, Any]) -> None:
+    def _mark_sent(self, row: repository.OutboxRow) -> None:
         """CLAIMED -> SENT once the transport took the message (a lost lease leaves it:
         the reconciler sends it again, and the consumer's claim makes that harmless)."""
         with self.engine.begin() as conn:
-            repository.mark_outbox_sent(conn, row["id"], self.owner)
+            repository.mark_outbox_sent(conn, row.id, self.owner)

@@ -134,8 +134,8 @@ class Reconciler:
                     log.warning(
                         "outbox row was missing; written again",
                         extra={
-                            "taskId": task["task_no"],
-                            "dispatchVersion": task["dispatch_version"],
+                            "taskId": task.task_no,
+                            "dispatchVersion": task.dispatch_version,
                         },
                     )
         with self.engine.begin() as conn:
@@ -175,10 +175,10 @@ class Reconciler:
                 log.warning(
                     "recovered an expired lease: %s",
                     outcome,
-                    extra={"taskId": task["task_no"], "dispatchVersion": task["dispatch_version"]},
+                    extra={"taskId": task.task_no, "dispatchVersion": task.dispatch_version},
                 )
                 # The dead attempt's partial file goes now, not after the orphan age.
-                if task["object_key"] and self._delete_quietly(task["object_key"]):
+                if task.object_key and self._delete_quietly(task.object_key):
                     done["partial_delete"] += 1
         return done
 
@@ -201,7 +201,7 @@ class Reconciler:
         with self.engine.connect() as conn:
             tasks = repository.tasks_past_retention(conn, self.settings.batch_size)
         for task in tasks:
-            key = task["object_key"]
+            key = task.object_key
             try:
                 if key:
                     self.storage.delete(key)
@@ -209,11 +209,11 @@ class Reconciler:
                 log.error(
                     "could not delete an expired file; will retry",
                     exc_info=True,
-                    extra={"taskId": task["task_no"]},
+                    extra={"taskId": task.task_no},
                 )
                 continue
             with self.engine.begin() as conn:
-                if repository.mark_expired(conn, task["id"], key):
+                if repository.mark_expired(conn, task.id, key):
                     done["expire"] += 1
         return done
 

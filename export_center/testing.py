@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, BinaryIO, ClassVar, cast
 
@@ -97,7 +97,7 @@ class Publisher(publisher.Publisher):
 
     crash_after_send = False
 
-    def _mark_sent(self, row: Mapping[str, Any]) -> None:
+    def _mark_sent(self, row: repository.OutboxRow) -> None:
         if self.crash_after_send:
             raise SystemExit("publisher crashed after send (injected)")
         super()._mark_sent(row)

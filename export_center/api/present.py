@@ -10,7 +10,7 @@ one query.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,29 +59,29 @@ def utc(value: Any) -> Any:
     )
 
 
-def progress_rate(task: Mapping[str, Any]) -> tuple[float | None, int | None]:
+def progress_rate(task: Task) -> tuple[float | None, int | None]:
     """Rows per second since the attempt started, and the seconds left at that rate.
 
     Returns:
         ``(rows_per_second, eta_seconds)``; None for each that cannot be known yet (no
         row written, no start time, or no total from the provider).
     """
-    started = utc(task["started_at"])
-    processed = int(task["processed_rows"] or 0)
+    started = utc(task.started_at)
+    processed = int(task.processed_rows or 0)
     if started is None or processed <= 0:
         return None, None
     elapsed = (datetime.now(UTC) - started).total_seconds()
     if elapsed <= 0:
         return None, None
     rate = processed / elapsed
-    total = task["total_rows"]
+    total = task.total_rows
     eta = None
     if total is not None and total >= processed:
         eta = int(round((int(total) - processed) / rate))
     return round(rate, 1), eta
 
 
-def first_end_seconds(active: Sequence[Mapping[str, Any]]) -> int:
+def first_end_seconds(active: Sequence[Task]) -> int:
     """Seconds until the first of ``active`` is expected to end (1..300; 10 when no
     running task has a rate and a total yet): a 429's ``Retry-After``."""
     etas = [eta for eta in (progress_rate(task)[1] for task in active) if eta is not None]
@@ -101,18 +101,16 @@ def one_public(runtime: Runtime, task: Task, viewer: Identity) -> ExportPublic:
     return tasks_public(runtime, [task], viewer)[0]
 
 
-def _actor(actor: str | None, task: Mapping[str, Any]) -> ActorPublic | None:
+def _actor(actor: str | None, task: Task) -> ActorPublic | None:
     if actor is None:
         return None
-    role, user = repository.actor_role(
-        actor, tenant_id=task["tenant_id"], owner=task["requested_by"]
-    )
+    role, user = repository.actor_role(actor, tenant_id=task.tenant_id, owner=task.requested_by)
     return ActorPublic(role=role, user=user)
 
 
 def task_public(
     settings: Settings,
-    task: Mapping[str, Any],
+    task: Task,
     viewer: Identity,
     disposition: Disposition | None = None,
 ) -> ExportPublic:
@@ -120,10 +118,10 @@ def task_public(
     download link signed for the viewer once it succeeded, and (from ``disposition``,
     the task's audit trail) the last retry by hand and who asked for a cancel."""
     done = disposition or Disposition()
-    status = TaskStatus(task["status"])
+    status = TaskStatus(task.status)
     error = None
-    if task["failure_message"] and status != TaskStatus.SUCCEEDED:
-        error = TaskError(code=task["failure_code"], message=task["failure_message"])
+    if task.failure_message and status != TaskStatus.SUCCEEDED:
+        error = TaskError(code=task.failure_code, message=task.failure_message)
     url = None
     url_expires = None
     if status == TaskStatus.SUCCEEDED:
@@ -131,61 +129,59 @@ def task_public(
         now = time.time()
         url = sign_download(
             settings.download_secret,
-            task["task_no"],
+            task.task_no,
             viewer.user,
             link_scope(task, viewer),
             ttl,
             now=now,
         )
         url_expires = datetime.fromtimestamp(link_expiry(ttl, now=now), UTC)
-    finished = task["completed_at"] if status.is_terminal else None
+    finished = task.completed_at if status.is_terminal else None
     rate, eta = progress_rate(task) if status == TaskStatus.RUNNING else (None, None)
     has_file_times = status in (TaskStatus.SUCCEEDED, TaskStatus.EXPIRED)
     # Queued with the failure of an earlier attempt kept: waiting for the automatic retry.
     retry_at = (
-        utc(task["next_retry_at"])
-        if status == TaskStatus.PENDING and task["failure_code"]
-        else None
+        utc(task.next_retry_at) if status == TaskStatus.PENDING and task.failure_code else None
     )
     failed = status == TaskStatus.FAILED
-    retryable = failed and task["failure_code"] not in RETRY_CANNOT_HELP
+    retryable = failed and task.failure_code not in RETRY_CANNOT_HELP
     retried_by = _actor(done.retried_by, task)
     return ExportPublic(
-        taskId=task["task_no"],
-        exportType=task["export_type"],
-        format=str(task["format"]).lower(),
-        taskName=task["task_name"],
-        owner=task["requested_by"],
-        parameters=orjson.loads(task["parameters_json"]),
-        timeZone=task["time_zone"],
+        taskId=task.task_no,
+        exportType=task.export_type,
+        format=str(task.format).lower(),
+        taskName=task.task_name,
+        owner=task.requested_by,
+        parameters=orjson.loads(task.parameters_json),
+        timeZone=task.time_zone,
         state=api_state(status),
-        phase=task["phase"],
-        processed=task["processed_rows"],
-        shardsDone=task["shards_done"],
-        shardsTotal=task["shards_total"],
-        total=task["total_rows"],
-        attempts=task["attempt_count"],
-        maxAttempts=task["max_attempts"],
+        phase=task.phase,
+        processed=task.processed_rows,
+        shardsDone=task.shards_done,
+        shardsTotal=task.shards_total,
+        total=task.total_rows,
+        attempts=task.attempt_count,
+        maxAttempts=task.max_attempts,
         nextRetryAt=retry_at,
         retryable=retryable,
-        retryUnlikelyToHelp=failed and task["failure_code"] in RETRY_UNLIKELY_TO_HELP,
+        retryUnlikelyToHelp=failed and task.failure_code in RETRY_UNLIKELY_TO_HELP,
         lastRetry=(
             RetryPublic(at=utc(done.retried_at), by=retried_by)
             if retried_by is not None and done.retried_at is not None
             else None
         ),
-        requestedAt=utc(task["requested_at"]),
-        startedAt=utc(task["started_at"]),
+        requestedAt=utc(task.requested_at),
+        startedAt=utc(task.started_at),
         finishedAt=utc(finished),
-        expiresAt=utc(task["expires_at"]) if has_file_times else None,
+        expiresAt=utc(task.expires_at) if has_file_times else None,
         error=error,
-        warning=task["warning_message"] if status == TaskStatus.SUCCEEDED else None,
-        cancelRequested=bool(task["cancel_requested"]),
-        cancelledBy=_actor(done.cancelled_by, task) if task["cancel_requested"] else None,
+        warning=task.warning_message if status == TaskStatus.SUCCEEDED else None,
+        cancelRequested=bool(task.cancel_requested),
+        cancelledBy=_actor(done.cancelled_by, task) if task.cancel_requested else None,
         rowsPerSecond=rate,
         etaSeconds=eta,
         downloadUrl=url,
         downloadExpiresAt=url_expires,
-        fileName=task["file_name"],
-        sizeBytes=task["size_bytes"],
+        fileName=task.file_name,
+        sizeBytes=task.size_bytes,
     )

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sqlalchemy import Engine
@@ -50,7 +49,7 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.outages import is_database_blip
-from export_center.repository import AttemptEnd
+from export_center.repository import AttemptEnd, Task
 
 __all__ = ["ExportRun"]
 
@@ -86,7 +85,7 @@ class ExportRun:
         self,
         engine: Engine,
         context: RunContext,
-        task: Mapping[str, Any],
+        task: Task,
         version: int,
         owner: str,
         *,
@@ -125,7 +124,7 @@ class ExportRun:
             outcome = AttemptOutcome.LEASE_LOST
         finally:
             self.attempt.watchdog.stop()
-        metrics.TASKS_COMPLETED.labels(self.task["export_type"], outcome).inc()
+        metrics.TASKS_COMPLETED.labels(self.task.export_type, outcome).inc()
         return outcome
 
     def _settle(self, started: float) -> AttemptOutcome:
@@ -179,7 +178,7 @@ class ExportRun:
         worker's own pause)."""
         if not isinstance(exc, ProviderTooSlow):
             return None
-        etype = self.ctx.registry.get(self.task["export_type"])
+        etype = self.ctx.registry.get(self.task.export_type)
         limit = float(
             (etype.batch_timeout_seconds if etype is not None else None)
             or self.ctx.settings.provider.batch_timeout_seconds
@@ -237,7 +236,7 @@ class ExportRun:
             raise
         if self.producer is not None:
             self.producer.cleanup()
-        metrics.TASK_DURATION.labels(self.task["export_type"], self.attempt.ext).observe(
+        metrics.TASK_DURATION.labels(self.task.export_type, self.attempt.ext).observe(
             time.perf_counter() - started
         )
         log.info(

@@ -175,9 +175,7 @@ class ShardedProducer:
             ExportCancelled, WorkerStopping, LeaseLost, DeadlinePassed: from the watchdog.
         """
         run = self.run
-        plan = plan_shards(
-            self.etype, orjson.loads(run.task["parameters_json"]), run.task["time_zone"]
-        )
+        plan = plan_shards(self.etype, orjson.loads(run.task.parameters_json), run.task.time_zone)
         checkpoints = self._prepare(plan)
         try:
             self._run_shards(plan, checkpoints)
@@ -255,7 +253,7 @@ class ShardedProducer:
     def delete_parts(self) -> None:
         """Delete every stored segment of the task (success, cancel, fresh run)."""
         try:
-            self.run.ctx.storage.delete_parts(self.run.task["task_no"])
+            self.run.ctx.storage.delete_parts(self.run.task.task_no)
         except Exception:  # the reconciler deletes them later
             log.warning(
                 "could not delete the shard parts", extra=self.run.log_fields(), exc_info=True
@@ -453,7 +451,7 @@ class ShardedProducer:
         writer = self.run.file_format.open_part(
             state.buffer,
             columns,
-            time_zone=self.run.task["time_zone"],
+            time_zone=self.run.task.time_zone,
             resume_from=state.resume_from,
         )
         return BatchConverter(columns), writer
@@ -492,7 +490,7 @@ class ShardedProducer:
         cp = state.cp
         segments = list(cp.segments or [])
         if data or ended:
-            key = part_key(run.task["task_no"], cp.shard_no, len(segments), run.version)
+            key = part_key(run.task.task_no, cp.shard_no, len(segments), run.version)
             self._check()  # the lease, right before storage: a paused worker stores nothing
             try:
                 run.ctx.storage.put_part(key, data)
@@ -539,7 +537,7 @@ class ShardedProducer:
         crc = 0
         for number, (version, _size) in enumerate(cp.segments or []):
             self.run.watchdog.check()
-            key = part_key(self.run.task["task_no"], cp.shard_no, number, version)
+            key = part_key(self.run.task.task_no, cp.shard_no, number, version)
             for chunk in self.run.ctx.storage.read_part(key):
                 crc = crc32(chunk, crc)
                 yield chunk

@@ -108,7 +108,7 @@ class SingleStreamProducer:
         writer = run.file_format.open_writer(
             stream,
             first.columns,
-            time_zone=run.task["time_zone"],
+            time_zone=run.task.time_zone,
             max_bytes=run.ctx.settings.file_size_cap_bytes,
         )
         return writer, _Stream(

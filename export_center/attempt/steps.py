@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, BinaryIO, Protocol
 
 import orjson
@@ -55,6 +55,7 @@ from export_center.errors import PermanentExportError, ProviderContractError
 from export_center.filenames import content_disposition, download_file_name
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
+from export_center.repository import Task
 from export_center.states import Phase
 from export_center.storage.base import storage_error
 from export_center.storage.keys import new_object_key
@@ -172,7 +173,7 @@ class Attempt:
         self,
         engine: Engine,
         context: RunContext,
-        task: Mapping[str, Any],
+        task: Task,
         version: int,
         owner: str,
         *,
@@ -182,15 +183,15 @@ class Attempt:
         self.engine = engine
         self.ctx = context
         self.task = task
-        self.task_id: int = task["id"]
+        self.task_id: int = task.id
         self.version = version
         self.owner = owner
-        self.file_format = task_format(task["format"])
+        self.file_format = task_format(task.format)
         self.ext = self.file_format.extension
         self.object_key = object_key or new_object_key(
-            task["task_no"], self.ext, tenant=task["tenant_id"]
+            task.task_no, self.ext, tenant=task.tenant_id
         )
-        self.file_name = download_file_name(task["task_name"], self.ext)
+        self.file_name = download_file_name(task.task_name, self.ext)
         self.phase = Phase.FETCH
         self.batch_no = 0
         self.cursor: str | None = None
@@ -208,11 +209,11 @@ class Attempt:
             heartbeat_seconds=settings.heartbeat_seconds,
             stopping=context.stopping,
             claimed_at=claimed_at,
-            name=task["task_no"],
+            name=task.task_no,
         )
         self.writes = AttemptWrites(
             engine,
-            task=task,  # type: ignore[arg-type]
+            task=task,
             version=version,
             owner=owner,
             watchdog=self.watchdog,
@@ -229,15 +230,15 @@ class Attempt:
         Raises:
             PermanentExportError: the type is gone, or the task's format is unknown.
         """
-        etype = self.ctx.registry.get(self.task["export_type"])
+        etype = self.ctx.registry.get(self.task.export_type)
         if etype is None:
             raise PermanentExportError(
-                f"export type {self.task['export_type']} is no longer registered",
+                f"export type {self.task.export_type} is no longer registered",
                 code="UNKNOWN_EXPORT_TYPE",
             )
-        if find_format(self.task["format"]) is None:
+        if find_format(self.task.format) is None:
             raise PermanentExportError(
-                f"unknown file format {self.task['format']!r} ({format_choices()})",
+                f"unknown file format {self.task.format!r} ({format_choices()})",
                 code="UNKNOWN_FORMAT",
             )
         return etype
@@ -247,15 +248,15 @@ class Attempt:
         return ProviderRequest(
             export_type=etype.code,
             url=etype.base_url(self.ctx.self_url) + etype.provider_path,
-            task_id=self.task["task_no"],
-            tenant_id=self.task["tenant_id"],
-            app_code=self.task["app_code"],
-            requested_by=self.task["requested_by"],
+            task_id=self.task.task_no,
+            tenant_id=self.task.tenant_id,
+            app_code=self.task.app_code,
+            requested_by=self.task.requested_by,
             dispatch_version=self.version,
-            parameters=orjson.loads(self.task["parameters_json"]),
+            parameters=orjson.loads(self.task.parameters_json),
             limit=etype.batch_size,
-            trace_id=self.task["trace_id"],
-            time_zone=self.task["time_zone"],
+            trace_id=self.task.trace_id,
+            time_zone=self.task.time_zone,
         )
 
     # ------------------------------------------------------------------ batches
@@ -360,7 +361,7 @@ class Attempt:
         warning = change_warning(stats, notes)
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self.log_fields())
-        metrics.ROWS_PROCESSED.labels(self.task["export_type"]).inc(self.processed)
+        metrics.ROWS_PROCESSED.labels(self.task.export_type).inc(self.processed)
         metrics.STORAGE_BYTES.inc(size)
         return repository.StoredFile(
             object_key=self.object_key,
@@ -408,11 +409,11 @@ class Attempt:
         """The ``extra`` of every log line of the attempt: task number, dispatch version,
         export type, tenant and trace id (camelCase keys)."""
         return {
-            "taskId": self.task["task_no"],
+            "taskId": self.task.task_no,
             "dispatchVersion": self.version,
-            "exportType": self.task["export_type"],
-            "tenantId": self.task["tenant_id"],
-            "traceId": self.task["trace_id"],
+            "exportType": self.task.export_type,
+            "tenantId": self.task.tenant_id,
+            "traceId": self.task.trace_id,
         }
 
 

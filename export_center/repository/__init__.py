@@ -115,7 +115,6 @@ from export_center.repository.rows import (
     Recovery,
     StoredFile,
     Task,
-    TaskRow,
 )
 from export_center.repository.shards import (
     ShardCheckpoint,
@@ -152,7 +151,6 @@ __all__ = [
     "ShardStatus",
     "StoredFile",
     "Task",
-    "TaskRow",
     "active_tasks",
     "actor_role",
     "attempt_state",

@@ -1,16 +1,16 @@
 """Typed rows and the outcomes the repository reports.
 
 :class:`Task` and :class:`OutboxRow` are frozen snapshots of one row, read with
-attribute access (``task.dispatch_version``). They are also read-only mappings
-(``task["dispatch_version"]``, ``dict(task)``) so that logs, tests and the API
-presenter can treat a row as data. Outcomes are :class:`enum.StrEnum` values, so they
-compare and print as the short strings used in logs and metric labels.
+attribute access only (``task.dispatch_version``), so the type checker knows every name
+a caller reads. Their fields are the table's columns (a test holds them equal, so a
+migration that adds a column adds the field). Outcomes are :class:`enum.StrEnum`
+values, so they compare and print as the short strings used in logs and metric labels.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -28,26 +28,13 @@ __all__ = [
     "Recovery",
     "StoredFile",
     "Task",
-    "TaskRow",
 ]
 
 
-class _RowMapping(Mapping[str, Any]):
-    """Read-only mapping view of a dataclass row: the keys are its column names."""
+class _Row:
+    """A typed row read from a ``SELECT`` of every column of its table."""
 
     __slots__ = ()
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return (field.name for field in dataclasses.fields(self))  # type: ignore[arg-type]
-
-    def __len__(self) -> int:
-        return len(dataclasses.fields(self))  # type: ignore[arg-type]
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Self:
@@ -56,7 +43,7 @@ class _RowMapping(Mapping[str, Any]):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Task(_RowMapping):
+class Task(_Row):
     """One ``export_task`` row (times are naive UTC, written by the database clock)."""
 
     id: int
@@ -103,12 +90,8 @@ class Task(_RowMapping):
     updated_at: datetime
 
 
-#: What the repository's task functions take and return.
-TaskRow = Task
-
-
 @dataclass(frozen=True, slots=True, eq=False)
-class OutboxRow(_RowMapping):
+class OutboxRow(_Row):
     """One ``export_outbox`` row: the command of one dispatch version."""
 
     id: int

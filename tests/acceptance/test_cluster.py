@@ -356,7 +356,7 @@ def test_thirty_exports_from_ten_users_on_both_apis(cluster: Cluster) -> None:
                 assert detail["state"] == "succeeded", (detail, cluster.logs())
                 data = download(other, task_id, cluster.s3proxy.url).content
                 checks[i] = pool.submit(check_file, cluster.sample_url, fmt, data, first, last)
-                keys[task_id] = cluster.task(task_id)["object_key"]
+                keys[task_id] = cluster.task(task_id).object_key
                 del pending[i]
             time.sleep(0.5)
         rows_total = 0
@@ -398,12 +398,12 @@ def _upload_of(cluster: Cluster, task_id: str, timeout: float = 60) -> tuple[str
     s3 = cluster.s3
     while time.monotonic() < deadline:
         task = cluster.task(task_id)
-        key = task["object_key"]
-        if key and task["status"] == "RUNNING":
+        key = task.object_key
+        if key and task.status == "RUNNING":
             for upload in s3.list_multipart_uploads(Bucket=BUCKET, Prefix=key).get("Uploads", []):
                 parts = s3.list_parts(Bucket=BUCKET, Key=key, UploadId=upload["UploadId"])
                 if parts.get("Parts"):
-                    return key, task["lease_owner"]
+                    return key, task.lease_owner
         time.sleep(0.1)
     raise AssertionError(f"no upload with parts for {task_id} in {timeout} s")
 
@@ -473,17 +473,17 @@ def test_kill_9_of_the_worker_mid_upload(cluster: Cluster) -> None:
     detail = wait_for(client, task_id, {"succeeded", "failed"}, 300)
     # The lost worker was not one of the task's attempts: a lease recovery instead.
     assert detail["state"] == "succeeded" and detail["attempts"] == 1, detail
-    assert cluster.task(task_id)["lease_recoveries"] == 1
+    assert cluster.task(task_id).lease_recoveries == 1
     assert succeeded_on_survivors() == before + 1  # finished by one of the other workers
     task = cluster.task(task_id)
-    assert task["object_key"] != dead_key and not task["lease_owner"]
-    prefix = task["object_key"].rsplit("/", 1)[0] + "/"
+    assert task.object_key != dead_key and not task.lease_owner
+    prefix = task.object_key.rsplit("/", 1)[0] + "/"
     held = contents(cluster.s3, BUCKET)
-    assert [k for k in held.objects if k.startswith(prefix)] == [task["object_key"]]
+    assert [k for k in held.objects if k.startswith(prefix)] == [task.object_key]
     assert held.uploads == []  # the dead attempt's upload was aborted at lease recovery
     engine = make_engine(cluster.database_url)
     with engine.connect() as conn:
-        audit = repository.audit_entries(conn, task_id=task["id"])
+        audit = repository.audit_entries(conn, task_id=task.id)
     engine.dispose()
     assert any(a.action == "lease_recovery" and victim in (a.reason or "") for a in audit), audit
     keys = _xlsx_order_keys(
@@ -521,7 +521,7 @@ def test_s3_down_during_an_upload(cluster: Cluster) -> None:
     detail = wait_for(client, task_id, {"succeeded", "failed"}, 300)
     assert detail["state"] == "succeeded" and detail["attempts"] == 2, (running, detail)
     _all_orders_are_in(download(client, task_id, cluster.s3proxy.url).content)
-    key = cluster.task(task_id)["object_key"]
+    key = cluster.task(task_id).object_key
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the reconciler aborts the failed attempt's upload
         held = contents(cluster.s3, BUCKET)

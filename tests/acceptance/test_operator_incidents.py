@@ -118,10 +118,10 @@ def test_a_poison_command_from_the_alert_to_a_succeeded_retry(make_stack, tmp_pa
     task_id = create(alice, "csv", parameters=SEPTEMBER).json()["taskId"]
     with release.runtime.engine.begin() as conn:
         task = repository.read_task_by_no(conn, task_id)
-        row = repository.outbox_rows(conn, task["id"])[0]
-        payload = {**orjson.loads(row["payload_json"]), "schemaVersion": 99}
+        row = repository.outbox_rows(conn, task.id)[0]
+        payload = {**orjson.loads(row.payload_json), "schemaVersion": 99}
         conn.execute(
-            update(O).where(O.c.id == row["id"]).values(payload_json=orjson.dumps(payload).decode())
+            update(O).where(O.c.id == row.id).values(payload_json=orjson.dumps(payload).decode())
         )
     # The service (publisher, workers, dead-letter handler) sends it; no worker reads it.
     service = make_stack(**mq_settings(endpoint))

@@ -65,10 +65,10 @@ def _quarantine(stack: Stack) -> tuple[str, str]:
     task_id = create(alice, taskName="Poisoned", parameters={"from": "1995-09-01"}).json()["taskId"]
     with stack.runtime.engine.begin() as conn:  # as if the publisher had sent the command
         task = repository.read_task_by_no(conn, task_id)
-        row = repository.outbox_rows(conn, task["id"])[0]
+        row = repository.outbox_rows(conn, task.id)[0]
         conn.execute(
             update(OUTBOX)
-            .where(OUTBOX.c.id == row["id"])
+            .where(OUTBOX.c.id == row.id)
             .values(status="SENT", sent_at=db_now_plus(0))
         )
     good = message_for_row(row)
@@ -76,7 +76,7 @@ def _quarantine(stack: Stack) -> tuple[str, str]:
         OutgoingMessage(good.topic, good.tag, good.key, b"\x00 not json", good.properties)
     )
     assert wait_state(alice, task_id, timeout=60)["state"] == "failed"
-    return task_id, row["event_id"]
+    return task_id, row.event_id
 
 
 def _open_ops(view) -> None:

@@ -155,9 +155,9 @@ def test_a_dead_letter_is_listed_explained_and_counted(make_stack):
     task_id = create(alice).json()["taskId"]
     with runtime.engine.begin() as conn:  # as if the publisher had sent the real command
         task = repository.read_task_by_no(conn, task_id)
-        row = repository.outbox_rows(conn, task["id"])[0]
+        row = repository.outbox_rows(conn, task.id)[0]
         conn.execute(
-            update(O).where(O.c.id == row["id"]).values(status="SENT", sent_at=db_now_plus(0))
+            update(O).where(O.c.id == row.id).values(status="SENT", sent_at=db_now_plus(0))
         )
     good = message_for_row(row)
     runtime.transport.send(
@@ -175,21 +175,21 @@ def test_a_dead_letter_is_listed_explained_and_counted(make_stack):
     assert letter["command"]["taskId"] == task_id and letter["taskState"] == "failed"
     assert letter["command"]["status"] == "quarantined"
     assert letter["reason"] and letter["quarantinedAt"]
-    report = admin.get(f"/api/v1/admin/dlq/{row['event_id']}").json()
-    assert report["command"]["eventId"] == row["event_id"]
+    report = admin.get(f"/api/v1/admin/dlq/{row.event_id}").json()
+    assert report["command"]["eventId"] == row.event_id
     assert [(a["actor"], a["action"]) for a in report["audit"]] == [
         ("system:dlq-handler", "dead_letter")
     ]
     assert report["audit"][0]["details"]["messageId"]
     overview = admin.get("/api/v1/admin/overview").json()
-    assert [q["command"]["eventId"] for q in overview["quarantined"]] == [row["event_id"]]
+    assert [q["command"]["eventId"] for q in overview["quarantined"]] == [row.event_id]
     assert overview["failuresByType"] == {"ORDERS": 1}
     assert [t["taskId"] for t in overview["failed"]] == [task_id]
     unknown = admin.get("/api/v1/admin/dlq/no-such-event")
     assert unknown.status_code == 404 and unknown.json()["code"] == "EVENT_NOT_FOUND"
     other_tenant = stack.client("root2", "t2", perms=ADMIN)
     assert other_tenant.get("/api/v1/admin/dlq").json() == []
-    assert other_tenant.get(f"/api/v1/admin/dlq/{row['event_id']}").status_code == 404
+    assert other_tenant.get(f"/api/v1/admin/dlq/{row.event_id}").status_code == 404
 
 
 def test_every_admin_answer_names_the_export_and_tasks_filter_by_name(make_stack):

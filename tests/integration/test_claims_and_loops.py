@@ -6,6 +6,8 @@ database clock so the tests run the same on SQLite and MariaDB.
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -91,11 +93,11 @@ def consumer_for(engine) -> Consumer:
 
 
 def command_for(row, version: int | None = None) -> Command:
-    return Command("evt", row["task_no"], version or row["dispatch_version"], 1)
+    return Command("evt", row.task_no, version or row.dispatch_version, 1)
 
 
 def snapshot(engine, task_id: int) -> dict:
-    row = dict(task(engine, task_id))
+    row = dataclasses.asdict(task(engine, task_id))
     row.pop("updated_at")
     return row
 
@@ -110,19 +112,19 @@ def test_branch_task_missing(engine):
 
 def test_branch_older_version(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], dispatch_version=2)
-    before = snapshot(engine, t["id"])
+    set_task(engine, t.id, dispatch_version=2)
+    before = snapshot(engine, t.id)
     assert consumer_for(engine).handle(command_for(t, version=1)) == ClaimBranch.OLDER_VERSION
-    assert snapshot(engine, t["id"]) == before
+    assert snapshot(engine, t.id) == before
 
 
 @pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"])
 def test_branch_terminal(engine, status):
     t = new_task(engine)
-    set_task(engine, t["id"], status=status)
-    before = snapshot(engine, t["id"])
+    set_task(engine, t.id, status=status)
+    before = snapshot(engine, t.id)
     assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.TERMINAL
-    assert snapshot(engine, t["id"]) == before
+    assert snapshot(engine, t.id) == before
 
 
 @pytest.mark.parametrize(
@@ -137,46 +139,46 @@ def test_branch_running(engine, lease_seconds, branch):
     t = new_task(engine)
     set_task(
         engine,
-        t["id"],
+        t.id,
         status="RUNNING",
         lease_owner="other/1",
         lease_until=db_now_plus(lease_seconds),
         attempt_count=1,
     )
-    before = snapshot(engine, t["id"])
+    before = snapshot(engine, t.id)
     assert consumer_for(engine).handle(command_for(t)) == branch
-    assert snapshot(engine, t["id"]) == before
+    assert snapshot(engine, t.id) == before
 
 
 def test_branch_pending_in_backoff(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], next_retry_at=db_now_plus(900))
-    before = snapshot(engine, t["id"])
+    set_task(engine, t.id, next_retry_at=db_now_plus(900))
+    before = snapshot(engine, t.id)
     assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.PENDING_BACKOFF
-    assert snapshot(engine, t["id"]) == before
+    assert snapshot(engine, t.id) == before
 
 
 def test_branch_pending_lost_the_race(engine, monkeypatch):
     t = new_task(engine)
-    before = snapshot(engine, t["id"])
+    before = snapshot(engine, t.id)
     # The competing claim is simulated: this consumer's UPDATE touches no row although
     # the task is still a due PENDING one when it reads it again.
     monkeypatch.setattr(repository, "claim_task", lambda *a, **k: False)
     assert consumer_for(engine).handle(command_for(t)) == ClaimBranch.LOST_RACE
-    assert snapshot(engine, t["id"]) == before
+    assert snapshot(engine, t.id) == before
 
 
 def test_every_branch_acknowledges_and_bad_bodies_are_released(engine):
     transport = MemoryTransport(max_deliveries=3)
     c = Consumer(engine, transport, _NoRun(), owner="c")  # type: ignore[arg-type]
     t = new_task(engine)
-    set_task(engine, t["id"], status="SUCCEEDED")
+    set_task(engine, t.id, status="SUCCEEDED")
     from export_center.transport import OutgoingMessage
 
     good = orjson.dumps(
-        {"schemaVersion": 1, "eventId": "e", "taskId": t["task_no"], "dispatchVersion": 1}
+        {"schemaVersion": 1, "eventId": "e", "taskId": t.task_no, "dispatchVersion": 1}
     )
-    transport.send(OutgoingMessage(TOPIC, "EXPORT_TASK", t["task_no"], good))
+    transport.send(OutgoingMessage(TOPIC, "EXPORT_TASK", t.task_no, good))
     delivery = transport.receive(1)
     assert c.handle_delivery(delivery) == ClaimBranch.TERMINAL and delivery.settled
     assert transport.pending() == 0
@@ -199,22 +201,22 @@ def test_publisher_sends_due_rows_once_and_marks_them_sent(engine):
     transport = MemoryTransport()
     t1, t2 = new_task(engine, "a"), new_task(engine, "b")
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.task_id == t2["id"]).values(next_retry_at=db_now_plus(60)))
+        conn.execute(update(O).where(O.c.task_id == t2.id).values(next_retry_at=db_now_plus(60)))
     pub = Publisher(engine, transport, owner="p1")
     assert pub.run_once() == 1 and pub.run_once() == 0
-    assert [m.key for m in transport.sent] == [t1["task_no"]]
+    assert [m.key for m in transport.sent] == [t1.task_no]
     msg = transport.sent[0]
-    row = outbox(engine, t1["id"])[0]
-    assert row["status"] == "SENT" and row["sent_at"] is not None and row["lease_owner"] is None
+    row = outbox(engine, t1.id)[0]
+    assert row.status == "SENT" and row.sent_at is not None and row.lease_owner is None
     assert msg.properties == {
-        "eventId": row["event_id"],
-        "taskId": t1["task_no"],
+        "eventId": row.event_id,
+        "taskId": t1.task_no,
         "dispatchVersion": "1",
         "schemaVersion": "1",
-        "traceId": t1["trace_id"],
+        "traceId": t1.trace_id,
     }
     payload = orjson.loads(msg.body)
-    assert payload["eventId"] == row["event_id"] and payload["dispatchVersion"] == 1
+    assert payload["eventId"] == row.event_id and payload["dispatchVersion"] == 1
     assert set(payload) == {
         "schemaVersion",
         "eventId",
@@ -223,23 +225,23 @@ def test_publisher_sends_due_rows_once_and_marks_them_sent(engine):
         "dispatchVersion",
         "traceId",
     }
-    assert outbox(engine, t2["id"])[0]["status"] == "PENDING"
+    assert outbox(engine, t2.id)[0].status == "PENDING"
 
 
 def test_failed_sends_back_off_forever_and_never_touch_the_task(engine):
     transport = MemoryTransport()
     t = new_task(engine)
     pub = Publisher(engine, transport, owner="p1")
-    row_id = outbox(engine, t["id"])[0]["id"]
+    row_id = outbox(engine, t.id)[0].id
     expected = [5, 15, 60, 300, 900, 900]
     for attempt, backoff in enumerate(expected, start=1):
         transport.fail_sends = 1
         with engine.begin() as conn:
             conn.execute(update(O).where(O.c.id == row_id).values(next_retry_at=db_now()))
         assert pub.run_once() == 0
-        row = outbox(engine, t["id"])[0]
-        assert row["status"] == "PENDING" and row["attempt_count"] == attempt
-        assert "injected" in row["last_error"]
+        row = outbox(engine, t.id)[0]
+        assert row.status == "PENDING" and row.attempt_count == attempt
+        assert "injected" in row.last_error
         assert backoff - 1.5 <= seconds_until(engine, O.c.next_retry_at, row_id, O) <= backoff + 0.5
     with engine.begin() as conn:  # 30 failures: still PENDING, still retried
         conn.execute(
@@ -247,18 +249,14 @@ def test_failed_sends_back_off_forever_and_never_touch_the_task(engine):
         )
     transport.fail_sends = 1
     pub.run_once()
-    row = outbox(engine, t["id"])[0]
-    assert row["status"] == "PENDING" and row["attempt_count"] == 30
+    row = outbox(engine, t.id)[0]
+    assert row.status == "PENDING" and row.attempt_count == 30
     with engine.begin() as conn:
         conn.execute(update(O).where(O.c.id == row_id).values(next_retry_at=db_now()))
     assert pub.run_once() == 1
-    assert outbox(engine, t["id"])[0]["status"] == "SENT"
-    fresh = task(engine, t["id"])
-    assert (
-        fresh["attempt_count"] == 0
-        and fresh["dispatch_version"] == 1
-        and fresh["status"] == "PENDING"
-    )
+    assert outbox(engine, t.id)[0].status == "SENT"
+    fresh = task(engine, t.id)
+    assert fresh.attempt_count == 0 and fresh.dispatch_version == 1 and fresh.status == "PENDING"
 
 
 def test_after_a_broker_outage_the_backed_off_backlog_is_sent_at_once(engine):
@@ -267,17 +265,17 @@ def test_after_a_broker_outage_the_backed_off_backlog_is_sent_at_once(engine):
     tasks = [new_task(engine, f"user{i}") for i in range(3)]
     transport.fail_sends = 1000  # the broker is down
     assert pub.run_once() == 0
-    rows = [outbox(engine, t["id"])[0] for t in tasks]
-    assert [(r["status"], r["attempt_count"]) for r in rows] == [("PENDING", 1)] * 3
+    rows = [outbox(engine, t.id)[0] for t in tasks]
+    assert [(r.status, r.attempt_count) for r in rows] == [("PENDING", 1)] * 3
     # While it is down, idle passes only ask the transport: no row is claimed or counted.
     for _ in range(5):
         assert pub.run_once() == 0
-    assert [outbox(engine, t["id"])[0]["attempt_count"] for t in tasks] == [1, 1, 1]
-    assert all(seconds_until(engine, O.c.next_retry_at, r["id"], O) > 3 for r in rows)
+    assert [outbox(engine, t.id)[0].attempt_count for t in tasks] == [1, 1, 1]
+    assert all(seconds_until(engine, O.c.next_retry_at, r.id, O) > 3 for r in rows)
     transport.fail_sends = 0  # the broker is back: the next idle pass sees it
     assert pub.run_once() == 0  # the probe makes the rows due ...
     assert pub.run_once() == 3  # ... and the next pass sends them, 5 s early
-    assert {outbox(engine, t["id"])[0]["status"] for t in tasks} == {"SENT"}
+    assert {outbox(engine, t.id)[0].status for t in tasks} == {"SENT"}
     assert len(transport.sent) == 3
 
 
@@ -289,10 +287,10 @@ def test_a_successful_send_releases_the_rows_that_failed_before_it(engine):
     assert pub.run_once() == 0  # early's send fails: backed off for 5 s
     late = new_task(engine, "late")
     assert pub.run_once() == 1  # late goes through: the broker works again
-    assert outbox(engine, early["id"])[0]["status"] == "PENDING"
-    assert seconds_until(engine, O.c.next_retry_at, outbox(engine, early["id"])[0]["id"], O) <= 0
+    assert outbox(engine, early.id)[0].status == "PENDING"
+    assert seconds_until(engine, O.c.next_retry_at, outbox(engine, early.id)[0].id, O) <= 0
     assert pub.run_once() == 1
-    assert [m.key for m in transport.sent] == [late["task_no"], early["task_no"]]
+    assert [m.key for m in transport.sent] == [late.task_no, early.task_no]
 
 
 def test_two_publishers_send_each_row_once(engine):
@@ -307,7 +305,7 @@ def test_two_publishers_send_each_row_once(engine):
     for th in threads:
         th.join()
     keys = sorted(m.key for m in transport.sent)
-    assert keys == sorted(t["task_no"] for t in tasks)
+    assert keys == sorted(t.task_no for t in tasks)
 
 
 def test_crashed_publisher_claim_is_released_and_sent_again(engine):
@@ -317,19 +315,19 @@ def test_crashed_publisher_claim_is_released_and_sent_again(engine):
     crashed.crash_after_send = True
     with pytest.raises(SystemExit):
         crashed.run_once()
-    row = outbox(engine, t["id"])[0]
-    assert row["status"] == "CLAIMED" and len(transport.sent) == 1
+    row = outbox(engine, t.id)[0]
+    assert row.status == "CLAIMED" and len(transport.sent) == 1
     rec = Reconciler(engine, LocalStorage(engine_dir(engine)), ReconcilerSettings(), topic=TOPIC)
     rec.run_once()
-    assert outbox(engine, t["id"])[0]["status"] == "CLAIMED"  # lease still live
+    assert outbox(engine, t.id)[0].status == "CLAIMED"  # lease still live
     with engine.begin() as conn:
-        conn.execute(update(O).where(O.c.id == row["id"]).values(lease_until=db_now_plus(-1)))
+        conn.execute(update(O).where(O.c.id == row.id).values(lease_until=db_now_plus(-1)))
     rec.run_once()
     assert rec.last["outbox_release"] == 1
     assert Publisher(engine, transport, owner="alive").run_once() == 1
     assert len(transport.sent) == 2 and transport.sent[0].body == transport.sent[1].body
-    assert outbox(engine, t["id"])[0]["status"] == "SENT"
-    assert task(engine, t["id"])["dispatch_version"] == 1
+    assert outbox(engine, t.id)[0].status == "SENT"
+    assert task(engine, t.id).dispatch_version == 1
 
 
 def engine_dir(engine):
@@ -352,22 +350,22 @@ def reconciler(engine, storage=None, **values: Any) -> Reconciler:
 def test_redispatch_writes_a_missing_outbox_row_with_the_same_version(engine):
     t = new_task(engine)
     with engine.begin() as conn:
-        conn.execute(O.delete().where(O.c.task_id == t["id"]))
+        conn.execute(O.delete().where(O.c.task_id == t.id))
     rec = reconciler(engine)
     assert rec.run_once() == 0  # inside the grace period
-    set_task(engine, t["id"], next_retry_at=db_now_plus(-61))
+    set_task(engine, t.id, next_retry_at=db_now_plus(-61))
     assert rec.run_once() == 1 and rec.last["redispatch"] == 1
-    rows = outbox(engine, t["id"])
-    assert len(rows) == 1 and rows[0]["dispatch_version"] == 1 and rows[0]["status"] == "PENDING"
-    assert task(engine, t["id"])["dispatch_version"] == 1
+    rows = outbox(engine, t.id)
+    assert len(rows) == 1 and rows[0].dispatch_version == 1 and rows[0].status == "PENDING"
+    assert task(engine, t.id).dispatch_version == 1
     assert rec.run_once() == 0  # idempotent
 
 
 def test_stale_sent_command_is_sent_again_without_a_version_change(engine):
     t = new_task(engine)
-    row_id = outbox(engine, t["id"])[0]["id"]
+    row_id = outbox(engine, t.id)[0].id
     set_task(
-        engine, t["id"], next_retry_at=db_now_plus(-700), attempt_count=3
+        engine, t.id, next_retry_at=db_now_plus(-700), attempt_count=3
     )  # attempts used: no limit here
     with engine.begin() as conn:
         conn.execute(
@@ -375,45 +373,45 @@ def test_stale_sent_command_is_sent_again_without_a_version_change(engine):
         )
     rec = reconciler(engine)
     assert rec.run_once() == 1
-    row = outbox(engine, t["id"])[0]
-    assert row["status"] == "PENDING" and row["id"] == row_id and row["dispatch_version"] == 1
-    assert task(engine, t["id"])["dispatch_version"] == 1
+    row = outbox(engine, t.id)[0]
+    assert row.status == "PENDING" and row.id == row_id and row.dispatch_version == 1
+    assert task(engine, t.id).dispatch_version == 1
 
 
 def test_quarantined_rows_are_never_redispatched(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], next_retry_at=db_now_plus(-700))
+    set_task(engine, t.id, next_retry_at=db_now_plus(-700))
     with engine.begin() as conn:
         conn.execute(
             update(O)
-            .where(O.c.task_id == t["id"])
+            .where(O.c.task_id == t.id)
             .values(status="QUARANTINED", sent_at=db_now_plus(-9999))
         )
     rec = reconciler(engine)
     for _ in range(3):
         assert rec.run_once() == 0
-    rows = outbox(engine, t["id"])
-    assert len(rows) == 1 and rows[0]["status"] == "QUARANTINED"
+    rows = outbox(engine, t.id)
+    assert len(rows) == 1 and rows[0].status == "QUARANTINED"
 
 
 def test_a_task_in_backoff_is_not_redispatched_early(engine):
     t = new_task(engine)
-    set_task(engine, t["id"], next_retry_at=db_now_plus(900), dispatch_version=2)
+    set_task(engine, t.id, next_retry_at=db_now_plus(900), dispatch_version=2)
     with engine.begin() as conn:
         conn.execute(
             update(O)
-            .where(O.c.task_id == t["id"])
+            .where(O.c.task_id == t.id)
             .values(status="SENT", sent_at=db_now_plus(-3600), dispatch_version=2)
         )
     rec = reconciler(engine)
     for _ in range(3):
         assert rec.run_once() == 0
-    assert outbox(engine, t["id"])[0]["status"] == "SENT"
-    set_task(engine, t["id"], next_retry_at=db_now_plus(-30))  # due, but inside the grace
+    assert outbox(engine, t.id)[0].status == "SENT"
+    set_task(engine, t.id, next_retry_at=db_now_plus(-30))  # due, but inside the grace
     assert rec.run_once() == 0
-    set_task(engine, t["id"], next_retry_at=db_now_plus(-61))
-    assert rec.run_once() == 1 and outbox(engine, t["id"])[0]["status"] == "PENDING"
-    assert task(engine, t["id"])["dispatch_version"] == 2
+    set_task(engine, t.id, next_retry_at=db_now_plus(-61))
+    assert rec.run_once() == 1 and outbox(engine, t.id)[0].status == "PENDING"
+    assert task(engine, t.id).dispatch_version == 2
 
 
 def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
@@ -423,7 +421,7 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     for t, recoveries in ((a, 0), (b, 3)):
         set_task(
             engine,
-            t["id"],
+            t.id,
             status="RUNNING",
             lease_owner="dead/1",
             lease_until=db_now_plus(-1),
@@ -434,7 +432,7 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     live = new_task(engine, "c")
     set_task(
         engine,
-        live["id"],
+        live.id,
         status="RUNNING",
         lease_owner="alive/1",
         lease_until=db_now_plus(60),
@@ -443,41 +441,41 @@ def test_expired_lease_is_recovered_with_a_new_version_or_failed(engine):
     rec = reconciler(engine)
     rec.run_once()
     assert rec.last["lease_recover"] == 2
-    ra, rb, rc = task(engine, a["id"]), task(engine, b["id"]), task(engine, live["id"])
-    assert ra["status"] == "PENDING" and ra["dispatch_version"] == 2 and ra["lease_owner"] is None
-    assert ra["failure_code"] == "WORKER_LOST" and "render" in ra["failure_message"]
-    assert (ra["attempt_count"], ra["lease_recoveries"]) == (0, 1)
-    assert "lease recovery 1 of 3" in ra["failure_message"]
-    assert [r["dispatch_version"] for r in outbox(engine, a["id"])] == [1, 2]
+    ra, rb, rc = task(engine, a.id), task(engine, b.id), task(engine, live.id)
+    assert ra.status == "PENDING" and ra.dispatch_version == 2 and ra.lease_owner is None
+    assert ra.failure_code == "WORKER_LOST" and "render" in ra.failure_message
+    assert (ra.attempt_count, ra.lease_recoveries) == (0, 1)
+    assert "lease recovery 1 of 3" in ra.failure_message
+    assert [r.dispatch_version for r in outbox(engine, a.id)] == [1, 2]
     assert (
-        rb["status"] == "FAILED"
-        and rb["dispatch_version"] == 1
-        and "lease recoveries (3) are used" in rb["failure_message"]
+        rb.status == "FAILED"
+        and rb.dispatch_version == 1
+        and "lease recoveries (3) are used" in rb.failure_message
     )
-    assert rc["status"] == "RUNNING" and rc["lease_owner"] == "alive/1"
+    assert rc.status == "RUNNING" and rc.lease_owner == "alive/1"
 
 
 def test_succeeded_files_expire_after_retention_and_failed_deletes_are_retried(engine, tmp_path):
     storage = LocalStorage(tmp_path)
     t = new_task(engine)
-    key = new_object_key(t["task_no"], "csv", tenant="t1")
+    key = new_object_key(t.task_no, "csv", tenant="t1")
     with storage.open_write(key) as fh:
         fh.write(b"x")
     storage.commit(key)
-    set_task(engine, t["id"], status="SUCCEEDED", object_key=key, expires_at=db_now_plus(60))
+    set_task(engine, t.id, status="SUCCEEDED", object_key=key, expires_at=db_now_plus(60))
 
     class Broken(LocalStorage):
         def delete(self, key: str) -> None:
             raise OSError("disk unavailable")
 
     assert reconciler(engine, Broken(tmp_path)).run_once() == 0
-    set_task(engine, t["id"], expires_at=db_now_plus(-1))
+    set_task(engine, t.id, expires_at=db_now_plus(-1))
     reconciler(engine, Broken(tmp_path)).run_once()
-    assert task(engine, t["id"])["status"] == "SUCCEEDED" and storage.exists(key)
+    assert task(engine, t.id).status == "SUCCEEDED" and storage.exists(key)
     rec = reconciler(engine, storage)
     rec.run_once()
     assert rec.last["expire"] == 1
-    assert task(engine, t["id"])["status"] == "EXPIRED" and not storage.exists(key)
+    assert task(engine, t.id).status == "EXPIRED" and not storage.exists(key)
 
 
 def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
@@ -489,18 +487,18 @@ def test_orphan_files_are_deleted_and_live_files_kept(engine, tmp_path):
         ("stale", done),
         ("failed", failed),
         ("running", running),
-        ("unknown", {"task_no": "exp_" + "1" * 26}),
+        ("unknown", SimpleNamespace(task_no="exp_" + "1" * 26)),  # no such task
     ):
-        keys[name] = new_object_key(t["task_no"], "csv", tenant="t1")
+        keys[name] = new_object_key(t.task_no, "csv", tenant="t1")
         with storage.open_write(keys[name]) as fh:
             fh.write(b"x")
         if name != "running":
             storage.commit(keys[name])
     set_task(
-        engine, done["id"], status="SUCCEEDED", object_key=keys["done"], expires_at=db_now_plus(600)
+        engine, done.id, status="SUCCEEDED", object_key=keys["done"], expires_at=db_now_plus(600)
     )
-    set_task(engine, failed["id"], status="FAILED")
-    set_task(engine, running["id"], status="RUNNING", lease_until=db_now_plus(60))
+    set_task(engine, failed.id, status="FAILED")
+    set_task(engine, running.id, status="RUNNING", lease_until=db_now_plus(60))
     assert reconciler(engine, storage).run_once() == 0  # younger than 24 h
     rec = reconciler(engine, storage, orphan_age_seconds=0)
     rec.run_once()
@@ -514,18 +512,18 @@ def test_old_sent_outbox_rows_are_purged(engine):
     with engine.begin() as conn:
         conn.execute(
             update(O)
-            .where(O.c.task_id == old["id"])
+            .where(O.c.task_id == old.id)
             .values(status="SENT", sent_at=db_now_plus(-8 * 86400))
         )
         conn.execute(
             update(O)
-            .where(O.c.task_id == recent["id"])
+            .where(O.c.task_id == recent.id)
             .values(status="SENT", sent_at=db_now_plus(-86400))
         )
     rec = reconciler(engine)
     rec.run_once()
     assert rec.last["outbox_purge"] == 1
-    assert outbox(engine, old["id"]) == [] and len(outbox(engine, recent["id"])) == 1
+    assert outbox(engine, old.id) == [] and len(outbox(engine, recent.id)) == 1
 
 
 @pytest.fixture
@@ -546,7 +544,7 @@ def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(maria
     for t, expired in ((frozen, -20), (free, -10)):  # the frozen one is first in line
         set_task(
             engine,
-            t["id"],
+            t.id,
             status="RUNNING",
             lease_owner="dead/1",
             lease_until=db_now_plus(expired),
@@ -554,15 +552,15 @@ def test_a_row_locked_by_a_frozen_worker_does_not_stall_the_lease_recovery(maria
         )
     holder = engine.connect()
     transaction = holder.begin()
-    holder.execute(select(T.c.id).where(T.c.id == frozen["id"]).with_for_update())
+    holder.execute(select(T.c.id).where(T.c.id == frozen.id).with_for_update())
     try:
         rec = reconciler(engine)
         rec.run_once()
         assert rec.last["lease_recover"] == 1
-        assert task(engine, free["id"])["status"] == "PENDING"
+        assert task(engine, free.id).status == "PENDING"
     finally:
         transaction.rollback()
         holder.close()
-    assert task(engine, frozen["id"])["status"] == "RUNNING"  # left for the next pass
+    assert task(engine, frozen.id).status == "RUNNING"  # left for the next pass
     rec.run_once()
-    assert task(engine, frozen["id"])["status"] == "PENDING"
+    assert task(engine, frozen.id).status == "PENDING"

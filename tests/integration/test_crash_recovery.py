@@ -7,6 +7,7 @@ processes (``python -m tests.support.fault_worker``) sharing the database and th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -97,9 +98,9 @@ def test_sigkill_mid_export_ends_with_one_exact_file(api_only, point, nth):
     with stack.runtime.engine.connect() as conn:
         after_crash = repository.read_task_by_no(conn, task_id)
     if point == "after_commit":
-        assert after_crash["status"] == "SUCCEEDED"
+        assert after_crash.status == "SUCCEEDED"
     else:
-        assert after_crash["status"] == "RUNNING" and after_crash["dispatch_version"] == 1
+        assert after_crash.status == "RUNNING" and after_crash.dispatch_version == 1
     healthy = start_worker(stack, "worker-2")
     try:
         detail = wait_state(client, task_id, timeout=120)
@@ -112,16 +113,16 @@ def test_sigkill_mid_export_ends_with_one_exact_file(api_only, point, nth):
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
     expected_version = 1 if point == "after_commit" else 2
-    assert task["dispatch_version"] == expected_version and task["row_count"] == ORDERS
+    assert task.dispatch_version == expected_version and task.row_count == ORDERS
     storage = stack.runtime.storage
     # The dead attempt's partial file went when its lease was recovered, not after the
     # 24-hour orphan age: only the committed file is stored.
-    assert [o.key for o in storage.list()] == [task["object_key"]]
+    assert [o.key for o in storage.list()] == [task.object_key]
     settings = ReconcilerSettings(orphan_age_seconds=0)
     Reconciler(
         stack.runtime.engine, storage, settings, topic=stack.settings.command_topic
     ).run_once()
-    assert [o.key for o in storage.list()] == [task["object_key"]]
+    assert [o.key for o in storage.list()] == [task.object_key]
 
 
 def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
@@ -158,7 +159,7 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
         # A runs elsewhere with a lease that is live by the database clock for 120 s more.
         conn.execute(
             update(T)
-            .where(T.c.id == a["id"])
+            .where(T.c.id == a.id)
             .values(
                 status="RUNNING",
                 lease_owner="holder/1",
@@ -169,9 +170,11 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
             )
         )
         # B waits in backoff for 120 s more; its command arrives early anyway.
-        conn.execute(update(T).where(T.c.id == b["id"]).values(next_retry_at=db_now_plus(120)))
+        conn.execute(update(T).where(T.c.id == b.id).values(next_retry_at=db_now_plus(120)))
     with engine.connect() as conn:
-        before = {t: dict(repository.read_task_by_no(conn, t)) for t in (held, backoff)}
+        before = {
+            t: dataclasses.asdict(repository.read_task_by_no(conn, t)) for t in (held, backoff)
+        }
     skewed = start_worker(stack, "skewed", prefix=prefix, env=extra_env)
     ready = skewed.stdout.readline()
     assert "worker ready" in ready, ready + skewed.stdout.read()
@@ -182,7 +185,7 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
         while time.monotonic() < deadline:
             with engine.connect() as conn:
                 sent = (
-                    conn.execute(select(O.c.status).where(O.c.task_id.in_([a["id"], b["id"]])))
+                    conn.execute(select(O.c.status).where(O.c.task_id.in_([a.id, b.id])))
                     .scalars()
                     .all()
                 )
@@ -195,7 +198,7 @@ def test_a_worker_with_a_clock_5_minutes_ahead_claims_nothing_early(api_only):
         output = skewed.communicate(timeout=60)[0]
     for task_id in (held, backoff):
         with engine.connect() as conn:
-            now = dict(repository.read_task_by_no(conn, task_id))
+            now = dataclasses.asdict(repository.read_task_by_no(conn, task_id))
         for column in (
             "status",
             "dispatch_version",
@@ -253,8 +256,6 @@ def test_graceful_shutdown_hands_the_attempt_back_without_using_a_retry(make_sta
     first.stop()  # SIGTERM path: begin_shutdown, then uvicorn stops
     with first.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-    assert (
-        task["status"] == "PENDING" and task["attempt_count"] == 0 and task["dispatch_version"] == 2
-    )
-    assert task["failure_message"] is None
+    assert task.status == "PENDING" and task.attempt_count == 0 and task.dispatch_version == 2
+    assert task.failure_message is None
     assert list(first.runtime.storage.list()) == []

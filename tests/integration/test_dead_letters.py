@@ -30,7 +30,7 @@ O = ExportOutbox.__table__  # noqa: E741
 
 def poison_for(engine, t) -> OutgoingMessage:
     """The task's real command with a body nobody can parse (a bad deploy)."""
-    row = outbox(engine, t["id"])[-1]
+    row = outbox(engine, t.id)[-1]
     good = message_for_row(row)
     return OutgoingMessage(good.topic, good.tag, good.key, b"\x00not json", good.properties)
 
@@ -40,9 +40,7 @@ def test_poison_command_is_quarantined_and_never_loops(engine, tmp_path):
     t = new_task(engine)
     with engine.begin() as conn:  # the publisher sent it
         conn.execute(
-            update(O)
-            .where(O.c.task_id == t["id"])
-            .values(status="SENT", sent_at=repository.db_now())
+            update(O).where(O.c.task_id == t.id).values(status="SENT", sent_at=repository.db_now())
         )
     consumer = Consumer(engine, transport, _NoRun(), owner="w")  # type: ignore[arg-type]
     transport.send(poison_for(engine, t))
@@ -53,15 +51,15 @@ def test_poison_command_is_quarantined_and_never_loops(engine, tmp_path):
     handler = DlqHandler(engine, transport.dead_letter_receiver())
     assert handler.handle_delivery(transport.dead_letter_receiver().receive(1)) == "quarantined"
     assert metrics.DLQ_MESSAGES._value.get() == before + 1
-    fresh = task(engine, t["id"])
-    assert fresh["status"] == "FAILED" and fresh["dispatch_version"] == 1
-    assert fresh["failure_message"] == "command message corrupted; create the export again"
-    assert outbox(engine, t["id"])[0]["status"] == "QUARANTINED"
+    fresh = task(engine, t.id)
+    assert fresh.status == "FAILED" and fresh.dispatch_version == 1
+    assert fresh.failure_message == "command message corrupted; create the export again"
+    assert outbox(engine, t.id)[0].status == "QUARANTINED"
     # Twice the stale window later the reconciler still sends nothing: no loop.
-    set_task(engine, t["id"], next_retry_at=repository.db_now_plus(-3600))
+    set_task(engine, t.id, next_retry_at=repository.db_now_plus(-3600))
     with engine.begin() as conn:
         conn.execute(
-            update(O).where(O.c.task_id == t["id"]).values(sent_at=repository.db_now_plus(-1200))
+            update(O).where(O.c.task_id == t.id).values(sent_at=repository.db_now_plus(-1200))
         )
     rec = Reconciler(
         engine, LocalStorage(tmp_path), ReconcilerSettings(sent_stale_seconds=600), topic=TOPIC
@@ -74,26 +72,23 @@ def test_poison_command_is_quarantined_and_never_loops(engine, tmp_path):
 def test_stale_and_broken_dead_letters_change_nothing(engine):
     handler = DlqHandler(engine)
     t = new_task(engine)
-    row = outbox(engine, t["id"])[0]
+    row = outbox(engine, t.id)[0]
     props = {
-        "eventId": row["event_id"],
-        "taskId": t["task_no"],
+        "eventId": row.event_id,
+        "taskId": t.task_no,
         "dispatchVersion": "1",
         "schemaVersion": "1",
     }
-    set_task(engine, t["id"], dispatch_version=2)  # the task moved on to a new attempt
+    set_task(engine, t.id, dispatch_version=2)  # the task moved on to a new attempt
     assert handler.handle("m1", props) == "stale"
-    set_task(engine, t["id"], dispatch_version=1)
+    set_task(engine, t.id, dispatch_version=1)
     assert handler.handle("m2", {**props, "eventId": "someone-else"}) == "stale"
     assert (
         handler.handle("m3", {k: v for k, v in props.items() if k != "taskId"})
         == "missing_properties"
     )
     assert handler.handle("m4", {**props, "dispatchVersion": "one"}) == "missing_properties"
-    assert (
-        task(engine, t["id"])["status"] == "PENDING"
-        and outbox(engine, t["id"])[0]["status"] == "PENDING"
-    )
+    assert task(engine, t.id).status == "PENDING" and outbox(engine, t.id)[0].status == "PENDING"
 
 
 def test_database_error_leaves_the_dead_letter_unacknowledged(engine, monkeypatch):
@@ -116,4 +111,4 @@ def test_database_error_leaves_the_dead_letter_unacknowledged(engine, monkeypatc
     )
     monkeypatch.undo()
     assert handler.handle_delivery(again) == "quarantined"
-    assert task(engine, t["id"])["status"] == "FAILED"
+    assert task(engine, t.id).status == "FAILED"

@@ -81,7 +81,7 @@ def test_a_running_task_shows_rows_per_second_and_eta(make_stack):
         task = repository.read_task_by_no(conn, task_id)
         conn.execute(
             update(ExportTask.__table__)
-            .where(ExportTask.__table__.c.id == task["id"])
+            .where(ExportTask.__table__.c.id == task.id)
             .values(
                 status="RUNNING",
                 phase="render",

@@ -341,7 +341,7 @@ def test_progress_is_written_per_batch(make_stack):
     assert detail["state"] == "succeeded"
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-    assert task["processed_rows"] == task["total_rows"] == task["row_count"] == ORDERS
+    assert task.processed_rows == task.total_rows == task.row_count == ORDERS
     assert all(p % 1000 == 0 for p in seen)
 
 

@@ -36,9 +36,9 @@ def test_503_twice_then_200_succeeds_on_the_third_attempt(flaky_stack, faulty):
     assert detail["attempts"] == 3
     with stack.runtime.engine.connect() as conn:
         row = repository.read_task_by_no(conn, task_id)
-        rows = repository.outbox_rows(conn, row["id"])
-    assert row["attempt_count"] == 3 and row["dispatch_version"] == 3
-    assert [(r["dispatch_version"], r["attempt_count"], r["status"]) for r in rows] == [
+        rows = repository.outbox_rows(conn, row.id)
+    assert row.attempt_count == 3 and row.dispatch_version == 3
+    assert [(r.dispatch_version, r.attempt_count, r.status) for r in rows] == [
         (1, 1, "SENT"),
         (2, 1, "SENT"),
         (3, 1, "SENT"),
@@ -272,8 +272,8 @@ def test_shutdown_hands_back_an_attempt_waiting_for_a_fetch(flaky_stack, faulty)
     assert time.monotonic() - asked < 10
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-    assert task["status"] == "PENDING" and task["attempt_count"] == 0, dict(task)
-    assert task["dispatch_version"] == 2 and task["failure_message"] is None
+    assert task.status == "PENDING" and task.attempt_count == 0, task
+    assert task.dispatch_version == 2 and task.failure_message is None
     assert files(stack) == []
 
 
@@ -301,7 +301,7 @@ def test_manual_retry_runs_a_failed_export_again(flaky_stack, faulty):
     detail = wait_state(client, task_id)
     assert detail["state"] == "succeeded" and detail["attempts"] == 1
     with stack.runtime.engine.connect() as conn:
-        assert repository.read_task_by_no(conn, task_id)["dispatch_version"] == 2
+        assert repository.read_task_by_no(conn, task_id).dispatch_version == 2
     again = client.post(f"/api/v1/exports/{task_id}/retry")
     assert again.status_code == 409 and again.json()["code"] == "NOT_RETRYABLE"
 
@@ -446,5 +446,5 @@ def test_a_queued_task_past_the_stale_window_still_runs_with_its_version(make_st
     outcomes = sorted(o for _, o in runtime.consumer.handled)
     assert outcomes[0] == "executed" and outcomes[1] in ("running_live_lease", "terminal")
     with runtime.engine.connect() as conn:
-        assert repository.read_task_by_no(conn, task_id)["dispatch_version"] == 1
+        assert repository.read_task_by_no(conn, task_id).dispatch_version == 1
     assert len(list(runtime.storage.list())) == 1

@@ -54,7 +54,7 @@ def endpoint() -> str:
 def outbox_of(stack, task_id: str):
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-        return task, repository.outbox_rows(conn, task["id"])
+        return task, repository.outbox_rows(conn, task.id)
 
 
 def test_export_through_rocketmq(make_stack, endpoint):
@@ -65,8 +65,8 @@ def test_export_through_rocketmq(make_stack, endpoint):
     ids = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert len(ids) == ORDERS == len(set(ids))
     task, rows = outbox_of(stack, detail["taskId"])
-    assert [(r["status"], r["dispatch_version"]) for r in rows] == [("SENT", 1)]
-    assert task["dispatch_version"] == 1 and task["attempt_count"] == 1
+    assert [(r.status, r.dispatch_version) for r in rows] == [("SENT", 1)]
+    assert task.dispatch_version == 1 and task.attempt_count == 1
 
 
 def test_publisher_crash_after_send_makes_a_duplicate_but_one_execution(make_stack, endpoint):
@@ -81,9 +81,9 @@ def test_publisher_crash_after_send_makes_a_duplicate_but_one_execution(make_sta
     with pytest.raises(SystemExit):
         crashed.run_once()
     task, rows = outbox_of(stack, task_id)
-    assert rows[0]["status"] == "CLAIMED"
+    assert rows[0].status == "CLAIMED"
     with runtime.engine.begin() as conn:  # the dead publisher's lease runs out
-        conn.execute(update(O).where(O.c.id == rows[0]["id"]).values(lease_until=db_now_plus(-1)))
+        conn.execute(update(O).where(O.c.id == rows[0].id).values(lease_until=db_now_plus(-1)))
     runtime.reconciler.run_once()
     assert runtime.reconciler.last["outbox_release"] == 1
     assert Publisher(runtime.engine, runtime.transport, owner="alive").run_once() == 1
@@ -97,8 +97,8 @@ def test_publisher_crash_after_send_makes_a_duplicate_but_one_execution(make_sta
         time.sleep(0.5)
     assert sorted(mine) in (["executed", "running_live_lease"], ["executed", "terminal"]), mine
     task, rows = outbox_of(stack, task_id)
-    assert task["dispatch_version"] == 1 and task["attempt_count"] == 1
-    assert rows[0]["status"] == "SENT" and rows[0]["attempt_count"] == 2
+    assert task.dispatch_version == 1 and task.attempt_count == 1
+    assert rows[0].status == "SENT" and rows[0].attempt_count == 2
     assert len(list(runtime.storage.list())) == 1
 
 
@@ -116,7 +116,7 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
     task, rows = outbox_of(stack, task_id)
     with runtime.engine.begin() as conn:  # as if the publisher had sent the real command
         conn.execute(
-            update(O).where(O.c.id == rows[0]["id"]).values(status="SENT", sent_at=db_now_plus(0))
+            update(O).where(O.c.id == rows[0].id).values(status="SENT", sent_at=db_now_plus(0))
         )
     good = message_for_row(rows[0])
     sender = RocketMQTransport(endpoint, good.topic, "unused", consume=False)
@@ -133,7 +133,7 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
         "message": "command message corrupted; create the export again",
     }
     task, rows = outbox_of(stack, task_id)
-    assert rows[0]["status"] == "QUARANTINED" and task["dispatch_version"] == 1
+    assert rows[0].status == "QUARANTINED" and task.dispatch_version == 1
     deadline = time.monotonic() + 30  # the outcome is recorded after the commit and the ack
     while time.monotonic() < deadline:
         mine = [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id]
@@ -143,12 +143,12 @@ def test_poison_message_is_quarantined_and_never_loops(make_stack, endpoint):
     assert mine == ["quarantined"], runtime.dlq_handler.outcomes
     # Twice the stale window later: the reconciler sent nothing again, no new dead letter.
     with runtime.engine.begin() as conn:
-        conn.execute(update(O).where(O.c.id == rows[0]["id"]).values(sent_at=db_now_plus(-3600)))
+        conn.execute(update(O).where(O.c.id == rows[0].id).values(sent_at=db_now_plus(-3600)))
     for _ in range(10):
         runtime.reconciler.run_once()
         time.sleep(1)
     task, rows = outbox_of(stack, task_id)
-    assert rows[0]["status"] == "QUARANTINED" and len(rows) == 1 and task["status"] == "FAILED"
+    assert rows[0].status == "QUARANTINED" and len(rows) == 1 and task.status == "FAILED"
     assert [o for _, o, t in runtime.dlq_handler.outcomes if t == task_id] == mine
 
 
@@ -239,12 +239,12 @@ def test_broker_down_for_60_seconds_delays_but_never_loses_a_task(make_stack, en
         ).json()["taskId"]
         time.sleep(max(0.0, 60 - (time.monotonic() - stopped)))
         task, rows = outbox_of(stack, task_id)
-        assert task["status"] == "PENDING" and rows[0]["status"] == "PENDING"
-        assert rows[0]["attempt_count"] >= 2 and "send failed" in rows[0]["last_error"]
+        assert task.status == "PENDING" and rows[0].status == "PENDING"
+        assert rows[0].attempt_count >= 2 and "send failed" in rows[0].last_error
     finally:
         _broker("start")
     detail = wait_state(client, task_id, timeout=300)
     assert detail["state"] == "succeeded"
     task, rows = outbox_of(stack, task_id)
-    assert task["dispatch_version"] == 1 and task["attempt_count"] == 1
-    assert rows[0]["status"] == "SENT" and rows[0]["attempt_count"] >= 3
+    assert task.dispatch_version == 1 and task.attempt_count == 1
+    assert rows[0].status == "SENT" and rows[0].attempt_count >= 3

@@ -87,12 +87,12 @@ def test_exports_go_to_the_bucket_and_downloads_redirect_to_a_presigned_get(
         time.sleep(0.1)
         held = contents(s3, bucket)
     assert held.uploads == []  # every multipart upload completed
-    assert held.objects == {r["object_key"]: r["size_bytes"] for r in rows.values()}
+    assert held.objects == {r.object_key: r.size_bytes for r in rows.values()}
     for task_id, row in rows.items():
-        parts = row["object_key"].split("/")
+        parts = row.object_key.split("/")
         assert parts[:2] == ["exports", "t1"] and parts[4] == task_id
-        assert task_no_of_key(row["object_key"]) == task_id
-    assert held.objects[rows[csv_id]["object_key"]] > 10 * 1024 * 1024  # several parts
+        assert task_no_of_key(row.object_key) == task_id
+    assert held.objects[rows[csv_id].object_key] > 10 * 1024 * 1024  # several parts
 
     url = follow_to_s3(client, csv_id, s3_endpoint)
     assert parse_qs(url.query.decode())["X-Amz-Expires"] == ["300"]  # link_seconds default
@@ -110,7 +110,7 @@ def test_exports_go_to_the_bucket_and_downloads_redirect_to_a_presigned_get(
     # Each click signs a new URL; a URL for one file opens no other.
     again = follow_to_s3(client, csv_id, s3_endpoint)
     assert again != url
-    forged = str(again).replace(rows[csv_id]["object_key"], rows[xlsx_id]["object_key"])
+    forged = str(again).replace(rows[csv_id].object_key, rows[xlsx_id].object_key)
     assert httpx.get(forged).status_code == 403
 
 
@@ -194,21 +194,21 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
     storage = S3Storage(settings)  # the reconciler's process
     running, done, failed = new_task(engine, "a"), new_task(engine, "b"), new_task(engine, "c")
 
-    def upload(t: dict[str, Any]) -> str:
-        key = new_object_key(t["task_no"], "csv", tenant="t1")
+    def upload(t: repository.Task) -> str:
+        key = new_object_key(t.task_no, "csv", tenant="t1")
         out = dead_worker.open_write(key, content_type="text/csv", content_disposition="x")
         out.write(b"x" * (6 * 1024 * 1024))  # one part sent
         return key
 
-    def stored(t: dict[str, Any]) -> str:
-        key = new_object_key(t["task_no"], "csv", tenant="t1")
+    def stored(t: repository.Task) -> str:
+        key = new_object_key(t.task_no, "csv", tenant="t1")
         s3.put_object(Bucket=bucket, Key=key, Body=b"file")
         return key
 
     dead_key = upload(running)
     set_task(
         engine,
-        running["id"],
+        running.id,
         status="RUNNING",
         object_key=dead_key,
         lease_owner="killed/1",
@@ -216,10 +216,8 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
         attempt_count=1,
     )
     done_key, old_key, failed_upload = stored(done), stored(done), upload(failed)
-    set_task(
-        engine, done["id"], status="SUCCEEDED", object_key=done_key, expires_at=db_now_plus(600)
-    )
-    set_task(engine, failed["id"], status="FAILED")
+    set_task(engine, done.id, status="SUCCEEDED", object_key=done_key, expires_at=db_now_plus(600))
+    set_task(engine, failed.id, status="FAILED")
 
     def reconcile(**values: Any) -> Reconciler:
         rec = Reconciler(engine, storage, ReconcilerSettings(**values), topic="t")
@@ -229,16 +227,16 @@ def test_the_reconciler_aborts_dead_uploads_expires_and_cleans_orphans(
     rec = reconcile()  # young files: only the dead attempt's upload goes
     assert rec.last["lease_recover"] == 1 and rec.last["partial_delete"] == 1
     assert sorted(contents(s3, bucket).uploads) == [failed_upload]
-    assert task(engine, running["id"])["status"] == "PENDING"
+    assert task(engine, running.id).status == "PENDING"
 
     rec = reconcile(orphan_age_seconds=0, upload_orphan_age_seconds=0)
     assert rec.last["orphan_clean"] == 1 and rec.last["upload_abort"] == 1
     assert contents(s3, bucket).objects == {done_key: 4} and contents(s3, bucket).uploads == []
     assert old_key not in contents(s3, bucket).objects
 
-    set_task(engine, done["id"], expires_at=db_now_plus(-1))
+    set_task(engine, done.id, expires_at=db_now_plus(-1))
     rec = reconcile()
-    assert rec.last["expire"] == 1 and task(engine, done["id"])["status"] == "EXPIRED"
+    assert rec.last["expire"] == 1 and task(engine, done.id).status == "EXPIRED"
     assert contents(s3, bucket).objects == {}
 
 

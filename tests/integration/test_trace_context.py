@@ -53,10 +53,10 @@ def test_the_callers_trace_reaches_commands_logs_and_every_provider_call(
     assert admin.get(f"/api/v1/admin/tasks/{task_id}").json()["task"]["traceId"] == TRACE
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_id)
-        commands = repository.outbox_rows(conn, task["id"])
-    assert [c["dispatch_version"] for c in commands] == [1, 2]
+        commands = repository.outbox_rows(conn, task.id)
+    assert [c.dispatch_version for c in commands] == [1, 2]
     for row in commands:
-        assert orjson.loads(row["payload_json"])["traceId"] == TRACE
+        assert orjson.loads(row.payload_json)["traceId"] == TRACE
         assert message_for_row(row).properties["traceId"] == TRACE
 
     calls = list(faulty.behaviour.traceparents)

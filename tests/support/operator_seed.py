@@ -124,11 +124,9 @@ def seed(flaky_stack: Any, faulty: FaultProviderServer) -> Seeded:
     quarantined = quarantined.json()["taskId"]
     with runtime.engine.begin() as conn:
         task = repository.read_task_by_no(conn, quarantined)
-        poison_row = repository.outbox_rows(conn, task["id"])[0]
+        poison_row = repository.outbox_rows(conn, task.id)[0]
         conn.execute(
-            update(O)
-            .where(O.c.id == poison_row["id"])
-            .values(status="SENT", sent_at=db_now_plus(0))
+            update(O).where(O.c.id == poison_row.id).values(status="SENT", sent_at=db_now_plus(0))
         )
     assert runtime.publisher.run_once() == 2  # alice's and bob's commands
     good = message_for_row(poison_row)
@@ -144,16 +142,16 @@ def seed(flaky_stack: Any, faulty: FaultProviderServer) -> Seeded:
     stuck = create(dave, "csv", taskName="Dave waits").json()["taskId"]
     with runtime.engine.begin() as conn:
         task = repository.read_task_by_no(conn, stuck)
-        stuck_row = repository.outbox_rows(conn, task["id"])[0]
+        stuck_row = repository.outbox_rows(conn, task.id)[0]
         conn.execute(
             update(O)
-            .where(O.c.id == stuck_row["id"])
+            .where(O.c.id == stuck_row.id)
             .values(created_at=db_now_plus(-600), next_retry_at=db_now_plus(-600))
         )
     deadline = time.monotonic() + 30  # the dead letter's audit row commits after the task
     while time.monotonic() < deadline:
         with runtime.engine.connect() as conn:
-            if repository.audit_entries(conn, event_id=poison_row["event_id"]):
+            if repository.audit_entries(conn, event_id=poison_row.event_id):
                 break
         time.sleep(0.1)
     return Seeded(
@@ -162,7 +160,7 @@ def seed(flaky_stack: Any, faulty: FaultProviderServer) -> Seeded:
         succeeded=succeeded,
         failed=failed,
         quarantined=quarantined,
-        quarantined_event=poison_row["event_id"],
+        quarantined_event=poison_row.event_id,
         stuck=stuck,
-        stuck_event=stuck_row["event_id"],
+        stuck_event=stuck_row.event_id,
     )

@@ -48,20 +48,14 @@ def _storage_room(runtime: Runtime) -> dict[str, object] | None:
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     """Ready when the database answers, the registry is loaded and the sample providers serve.
 
-    The body also carries ``storage: {freeBytes, lowSpace}`` for a local storage (low
-    space below ``storage.low_space_mb``); low space alone keeps the answer 200.
+    The ready answer also carries ``storage: {freeBytes, lowSpace}`` for a local storage
+    (low space below ``storage.low_space_mb``); low space alone keeps the answer 200.
     """
     # The embedded default's sample-provider child is the data source of its export
     # types: while it is down every export that starts fails its attempt, so this
     # process is not ready (the child is restarted by itself, within seconds).
     samples = runtime.sample_providers.health() if runtime.sample_providers else None
     extra: dict[str, object] = {} if samples is None else {"sampleProviders": samples}
-    # Low space is reported, not "not ready": the API still lists, creates and serves
-    # downloads, and taking it out of a load balancer frees no byte. The alert
-    # ExportStorageLowSpace and doctor tell the operator.
-    storage = _storage_room(runtime)
-    if storage is not None:
-        extra["storage"] = storage
     try:
         with reading(runtime.engine) as conn:
             repository.ping(conn)
@@ -71,6 +65,12 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     if samples is not None and samples["state"] != "running":
         response.status_code = 503
         return {"status": "sample providers unavailable", **extra}
+    # Low space is reported, not "not ready": the API still lists, creates and serves
+    # downloads, and taking it out of a load balancer frees no byte. The alert
+    # ExportStorageLowSpace and doctor tell the operator.
+    storage = _storage_room(runtime)
+    if storage is not None:
+        extra["storage"] = storage
     return {"status": "ready", "exportTypes": len(runtime.registry.types), **extra}
 
 
