@@ -1,5 +1,5 @@
 """A bad value in a sharded export is named by its own shard's row and page, on SQLite and
-MariaDB, over real HTTP (the DAY_EVENTS provider of tests/cases_provider.py, one shard per
+MariaDB, over real HTTP (the DAY_EVENTS provider of tests/support/cases_provider.py, one shard per
 day, pages of 1,000 rows, shards running at once).
 
 Each shard's thread counts its own rows: the row offset is an argument of the attempt's
@@ -24,8 +24,8 @@ import pytest
 
 from export_center.errors import ExportFailure
 from export_center.testing import FaultInjectingAttempt, FaultInjectingRun
-from tests.cases_provider import CASES_TOKEN, CasesServer, cases_registry
-from tests.helpers import Stack, create, wait_state
+from tests.support.cases_provider import CASES_TOKEN, CasesServer, cases_registry
+from tests.support.helpers import Stack, create, wait_state
 
 DAYS = ("2024-05-01", "2024-05-02")
 PER_DAY = 6_000
