@@ -18,7 +18,7 @@ file and the settled task row.
   :mod:`~export_center.attempt.stream_guard`: the lease check before every write to
   storage; :mod:`~export_center.attempt.context`: what every attempt shares.
 
-This module imports nothing, so that a module outside the engine can import one leaf of
-it (the storage imports :func:`~export_center.attempt.stream_guard.storage_error`)
-without loading the engine.
+This module imports nothing, so that importing one leaf of the engine (a test of the
+shard plan, the consumer's :class:`~export_center.attempt.context.RunContext`) does not
+load the rest. The engine depends on the storage port, never the other way round.
 """
