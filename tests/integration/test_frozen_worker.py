@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from export_center import repository
+from export_center.db import reading
 from tests.conftest import SAMPLE_SCALE
 from tests.integration.test_crash_recovery import start_worker
 from tests.support.helpers import create, download, read_csv, wait_state
@@ -90,11 +91,14 @@ def _freeze_until_recovered(stack, worker, task_id) -> float:
     """SIGSTOP the worker until the reconciler has taken its lease back; returns when it
     was stopped (monotonic). A worker frozen inside a transaction holds its locks, so
     nobody can recover the task until it wakes: then it is woken and frozen again."""
+    # A lease recovery, not any new dispatch version: a worker woken below may hand its
+    # task back by itself (it saw its own pause), which is not what this test is about.
+    recovered = _task(stack, task_id).lease_recoveries
     for _ in range(5):
         worker.send_signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
         while time.monotonic() - stopped_at < 15:
-            if _task(stack, task_id).dispatch_version > 1:
+            if _task(stack, task_id).lease_recoveries > recovered:
                 return stopped_at
             time.sleep(0.05)
         worker.send_signal(signal.SIGCONT)  # frozen holding a lock: try another moment
@@ -104,7 +108,9 @@ def _freeze_until_recovered(stack, worker, task_id) -> float:
 
 
 def _task(stack, task_id):
-    with stack.runtime.engine.connect() as conn:
+    # A read-only connection: on SQLite a worker frozen inside a write transaction holds
+    # the write lock, and a BEGIN IMMEDIATE here would wait for it.
+    with reading(stack.runtime.engine) as conn:
         return repository.read_task_by_no(conn, task_id)
 
 

@@ -189,18 +189,20 @@ def test_a_failed_task_retried_by_hand_resumes_or_starts_fresh(make_stack):
 
 
 def test_an_expired_snapshot_restarts_from_zero_and_says_so(make_stack, sample_dir):
-    # Snapshot tokens live 3 s; the first attempt fails about 1 s in and the retry comes
-    # 3.5 s later, so the checkpoints' tokens have expired (410) when it resumes.
+    # Snapshot tokens live 8 s; the first attempt fails about 1 s in and the retry comes
+    # 8.5 s later, so the checkpoints' tokens have expired (410) when it resumes. The
+    # restarted run's shards must each finish within 8 s of their first page (3 s was
+    # too short for a busy machine: a fresh shard's own token expired).
     stack, probe = _probed(
         make_stack,
-        task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [3.5]},
-        provider={"snapshot_ttl_seconds": 3},
+        task={"checkpoint_every_seconds": 0.001, "retry_backoff_seconds": [8.5]},
+        provider={"snapshot_ttl_seconds": 8},
     )
     client = stack.client()
     _small_pages(stack)
     stack.runtime.consumer.run_factory = FaultInjectingRun.with_fault(_FailOnce(120))
     task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
-    detail = wait_state(client, task_id, timeout=60)
+    detail = wait_state(client, task_id, timeout=90)
     assert detail["state"] == "succeeded", detail
     keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
     assert keys == _source_by_day(sample_dir, stack)
