@@ -43,6 +43,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
+from export_center.storage.base import reported_space
+
 if TYPE_CHECKING:
     from export_center.storage.base import Storage
 
@@ -243,15 +245,12 @@ class StorageGauges(Collector):
 
     def collect(self) -> Iterable[Metric]:
         """The three gauges of one ``statvfs`` of the volume; nothing for object storage."""
-        try:
-            space = self.storage.space()
-            free, total = (space.free_bytes, space.total_bytes) if space else (None, 0)
-        except OSError:
-            free, total = 0, 0
-        if free is None:
+        space = reported_space(self.storage)
+        if space is None:
             return ()
         families = self._families()
-        for family, value in zip(families, (free, total, self.low_space_bytes), strict=True):
+        values = (space.free_bytes, space.total_bytes, self.low_space_bytes)
+        for family, value in zip(families, values, strict=True):
             family.add_metric([], value)
         return families
 

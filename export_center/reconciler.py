@@ -307,7 +307,7 @@ class Reconciler:
         """Delete the parts kept for FAILED tasks, oldest first, while the storage has
         less free space than ``low_space_bytes``."""
         space = self.storage.space() if self.low_space_bytes else None
-        if space is None or space.free_bytes >= self.low_space_bytes:
+        if space is None or not space.is_low(self.low_space_bytes):
             return Counter()
         kept: dict[str, tuple[datetime, int]] = {}
         for obj in self.storage.list(PART_PREFIX):

@@ -25,6 +25,7 @@ from export_center.errors import StorageError, StorageFull
 from export_center.storage.keys import EXPORT_PREFIX
 
 __all__ = [
+    "reported_space",
     "FULL_ERRNOS",
     "storage_error",
     "DownloadAnswer",
@@ -65,6 +66,22 @@ class Space:
 
     free_bytes: int
     total_bytes: int
+
+    def is_low(self, low_space_bytes: int) -> bool:
+        """True when fewer than ``low_space_bytes`` are free (``storage.low_space_mb`` in
+        bytes); a mark of 0 is never low."""
+        return low_space_bytes > 0 and self.free_bytes < low_space_bytes
+
+
+def reported_space(storage: Storage) -> Space | None:
+    """What the storage reports about its room (metrics, ``/readyz``): its
+    :meth:`Storage.space`, None for object storage, and ``Space(0, 0)`` for a volume that
+    cannot be read (unmounted, permission lost), so that low space is reported rather
+    than the figures vanishing."""
+    try:
+        return storage.space()
+    except OSError:
+        return Space(free_bytes=0, total_bytes=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from export_center import metrics, repository
 from export_center.api.deps import RuntimeDep, strict_query
 from export_center.db import reading
+from export_center.storage.base import reported_space
 
 if TYPE_CHECKING:
     from export_center.runtime import Runtime
@@ -34,14 +35,10 @@ _NOT_READY = "The database does not answer, or the sample-provider process is do
 def _storage_room(runtime: Runtime) -> dict[str, object] | None:
     """``{"freeBytes": int, "lowSpace": bool}`` of the export storage's volume, or None
     for object storage (no fixed size). An unreadable volume is 0 bytes free, low."""
-    try:
-        space = runtime.storage.space()
-    except OSError:
-        return {"freeBytes": 0, "lowSpace": True}
+    space = reported_space(runtime.storage)
     if space is None:
         return None
-    low = runtime.low_space_bytes > 0 and space.free_bytes < runtime.low_space_bytes
-    return {"freeBytes": space.free_bytes, "lowSpace": low}
+    return {"freeBytes": space.free_bytes, "lowSpace": space.is_low(runtime.low_space_bytes)}
 
 
 @router.get("/readyz", responses={503: {"description": _NOT_READY}})
