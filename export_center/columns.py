@@ -33,9 +33,16 @@ class Column:
         title: header text written to the file (``Order key``).
         type: the value type; decides the cell type and number format.
         width: preferred column width in characters (XLSX), or None for a default.
+        title_zh: the header text in Chinese (``订单号``), or None when the provider
+            gives none (the English title is then used for both languages).
+        precision: a DECIMAL column's total digits (1..38), or None when undeclared.
+        scale: a DECIMAL column's digits after the point (0..precision), or None.
     """
 
     key: str
     title: str
     type: ColumnType = ColumnType.STRING
     width: int | None = None
+    title_zh: str | None = None
+    precision: int | None = None
+    scale: int | None = None
