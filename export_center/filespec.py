@@ -253,9 +253,13 @@ def _columns(
     out: list[ColumnChoice] = []
     for i, item in enumerate(raw):
         where = f"columns[{i}]"
-        if isinstance(item, str):
+        if isinstance(item, str) and 0 < len(item) <= 64:
             key, title = item, None
-        elif isinstance(item, Mapping) and isinstance(item.get("key"), str):
+        elif (
+            isinstance(item, Mapping)
+            and isinstance(item.get("key"), str)
+            and 0 < len(item["key"]) <= 64
+        ):
             key, title = item["key"], item.get("title")
             extra = set(item) - {"key", "title"}
             if extra:
@@ -269,7 +273,7 @@ def _columns(
                 raise _invalid(f"{where}.title must be 1..100 characters", "INVALID_VALUE", where)
         else:
             raise _invalid(
-                f'{where} must be a column key or {{"key": ..., "title": ...}}',
+                f'{where} must be a column key (1..64 characters) or {{"key": ..., "title": ...}}',
                 "INVALID_VALUE",
                 where,
             )

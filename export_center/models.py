@@ -112,6 +112,10 @@ class ExportTask(Base):
     completed_at: Mapped[datetime | None] = mapped_column(Ts)
     expires_at: Mapped[datetime | None] = mapped_column(Ts)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    # The chosen columns and file options (filespec.FileSpec.to_json), NULL: the defaults.
+    file_spec_json: Mapped[str | None] = mapped_column(Text)
+    # The signed manifest of a succeeded export (files, hashes, control totals).
+    manifest_json: Mapped[str | None] = mapped_column(LongText)
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "requested_by", "request_id"),

@@ -60,8 +60,11 @@ _CODES = {
 
 
 def _field(loc: tuple[Any, ...]) -> str | None:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or None
+    """The dotted field path of an error location, without its leading source (``body``,
+    ``query``, ``path``, ``header``): a body field may itself be called ``header``."""
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]
+    return ".".join(str(p) for p in loc) or None
 
 
 def _validation_body(exc: RequestValidationError) -> tuple[int, dict[str, Any]]:

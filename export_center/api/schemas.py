@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt
 
+from export_center.filespec import COMPRESSIONS, DELIMITERS, ENCODINGS, LANGUAGES, LINE_ENDINGS
 from export_center.writers.formats import DEFAULT_FORMAT, format_choices, format_names
 
 #: Formats, as the API writes them (a create accepts any letter case): the names of
@@ -24,6 +25,8 @@ PhaseName = Literal["queued", "fetch", "render", "store"]
 
 __all__ = [
     "ActorPublic",
+    "ExportOptions",
+    "SplitOptions",
     "ErrorBody",
     "ExportAccepted",
     "ExportCreate",
@@ -36,6 +39,92 @@ __all__ = [
     "RetryPublic",
     "TaskError",
 ]
+
+
+def _enum(values: tuple[str, ...]) -> dict[str, JsonValue]:
+    return {"enum": list(values)}
+
+
+_COLUMN_ITEM: dict[str, JsonValue] = {
+    "anyOf": [
+        {"type": "string", "description": "A column key of the type", "maxLength": 64},
+        {
+            "type": "object",
+            "description": "A column key and the header title to write",
+            "properties": {
+                "key": {"type": "string", "maxLength": 64},
+                "title": {"type": "string", "minLength": 1, "maxLength": 100},
+            },
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+class SplitOptions(BaseModel):
+    """Where a file is cut into parts (each complete on its own, delivered in one ZIP)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"maxRowsPerFile": 100000}]}
+    )
+
+    maxRowsPerFile: StrictInt | None = Field(
+        default=None, description="Data rows per part: 1..the type's row cap"
+    )
+    maxBytesPerFile: StrictInt | None = Field(
+        default=None,
+        description="Bytes per part: 1024..the file size cap; a part ends before the row "
+        "that would take it past this size",
+    )
+
+
+class ExportOptions(BaseModel):
+    """How the file is written; each option left out takes its default.
+
+    ``encoding``, ``delimiter``, ``header`` and ``lineEnding`` apply to CSV only (another
+    format that names one is refused with ``OPTION_NOT_SUPPORTED``); ``gzip`` applies to
+    CSV and JSON Lines."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"language": "zh-CN", "encoding": "gb18030", "delimiter": ",", "header": True},
+                {"compression": "zip", "split": {"maxRowsPerFile": 100000}},
+            ]
+        },
+    )
+
+    language: str | None = Field(
+        default=None,
+        description="Header language (default: from the request's Accept-Language)",
+        json_schema_extra=_enum(LANGUAGES),
+    )
+    encoding: str | None = Field(
+        default=None,
+        description="CSV text encoding (default utf-8-bom; gb18030 for Excel on Chinese Windows)",
+        json_schema_extra=_enum(ENCODINGS),
+    )
+    delimiter: str | None = Field(
+        default=None,
+        description="CSV field delimiter (default ,)",
+        json_schema_extra=_enum(DELIMITERS),
+    )
+    header: StrictBool | None = Field(default=None, description="CSV header row (default true)")
+    lineEnding: str | None = Field(
+        default=None,
+        description="CSV record terminator (default crlf)",
+        json_schema_extra=_enum(LINE_ENDINGS),
+    )
+    compression: str | None = Field(
+        default=None,
+        description="none (default), gzip (CSV, JSON Lines) or zip",
+        json_schema_extra=_enum(COMPRESSIONS),
+    )
+    split: SplitOptions | None = Field(
+        default=None, description="Cut the file into parts, delivered as one ZIP"
+    )
 
 
 class ExportCreate(BaseModel):
@@ -52,7 +141,14 @@ class ExportCreate(BaseModel):
                     "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
                     "requestId": "7d1c0e2a",
                     "timeZone": "Asia/Shanghai",
-                }
+                },
+                {
+                    "exportType": "ORDERS",
+                    "format": "csv",
+                    "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
+                    "columns": ["o_orderkey", {"key": "o_totalprice", "title": "Amount"}],
+                    "options": {"language": "zh-CN", "encoding": "gb18030"},
+                },
             ]
         },
     )
@@ -77,6 +173,15 @@ class ExportCreate(BaseModel):
         description="IANA time zone the file's date-times are written in "
         "(default: the deployment's)",
     )
+    columns: list[Any] | None = Field(
+        default=None,
+        max_length=100,
+        description="The columns to export in output order: keys of the type "
+        "(GET /api/v1/export-types/{type}), each optionally renamed; default: all",
+        examples=[["o_orderkey", {"key": "o_totalprice", "title": "Amount"}]],
+        json_schema_extra={"items": _COLUMN_ITEM},
+    )
+    options: ExportOptions | None = Field(default=None, description="How the file is written")
 
 
 class LegacyOrderExport(BaseModel):

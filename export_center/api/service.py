@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
+from export_center.api.file_spec import file_spec_of, stored_spec
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
@@ -163,11 +164,14 @@ def create_export(
     body: ExportCreate,
     idempotency_key: str | None,
     trace_id: str | None = None,
+    accept_language: str | None = None,
 ) -> Created:
     """Validate and create one export for ``user`` (or return the task it names).
 
     ``trace_id`` (from the caller's ``traceparent``) becomes the task's trace id, which
     its commands, logs and provider calls carry; None starts a new trace.
+    ``accept_language`` (the request's header) picks the header language when the body's
+    ``options.language`` does not.
 
     Raises:
         ValidationFailed, Forbidden, Conflict: a field at fault, a type the user may not
@@ -184,6 +188,7 @@ def create_export(
             code="INVALID_FORMAT",
             field="format",
         )
+    spec = file_spec_of(runtime, etype, body, file_format.name, accept_language)
     key, key_name = _request_key(body, idempotency_key)
     if body.taskName is not None and _CONTROL.search(body.taskName):
         raise ValidationFailed(
@@ -204,6 +209,7 @@ def create_export(
         request_id=key,
         time_zone=validate_time_zone(body.timeZone, runtime.settings.task.time_zone),
         trace_id=trace_id,
+        file_spec_json=stored_spec(spec),
     )
     limits = runtime.settings.limits
     try:
@@ -263,6 +269,7 @@ def _key_reused(task: Task, new: repository.NewTask, key_name: str) -> Conflict:
             ("export type", task.export_type == new.export_type),
             ("format", task.format == new.format),
             ("time zone", task.time_zone == new.time_zone),
+            ("columns and options", task.file_spec_json == new.file_spec_json),
             (
                 "parameters",
                 task.parameters_hash == repository.canonical_parameters(new.parameters)[1],

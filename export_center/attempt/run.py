@@ -236,7 +236,7 @@ class ExportRun:
             raise
         if self.producer is not None:
             self.producer.cleanup()
-        metrics.TASK_DURATION.labels(self.task.export_type, self.attempt.ext).observe(
+        metrics.TASK_DURATION.labels(self.task.export_type, self.attempt.file_format.name).observe(
             time.perf_counter() - started
         )
         log.info(

@@ -450,7 +450,7 @@ class ShardedProducer:
             state.cp.snapshot_token = first.snapshot_token
         writer = self.run.file_format.open_part(
             state.buffer,
-            columns,
+            self.run.file_columns(columns),
             time_zone=self.run.task.time_zone,
             resume_from=state.resume_from,
         )
@@ -466,7 +466,7 @@ class ShardedProducer:
             raise RowLimitExceeded(f"more than {self.etype.max_rows:,} rows (the type's max_rows)")
         # Row numbers in messages count from the shard's start, pages from its first.
         typed = run.convert(batch, converter, offset=state.rows, batch_no=state.batch_no)
-        run.write(writer, typed)
+        run.write(writer, run.project(typed))
         state.live_rows += len(batch.rows)
         state.cp.cursor = batch.next_cursor
 
@@ -566,7 +566,11 @@ class ShardedProducer:
         try:
             try:
                 stats = run.file_format.assemble(
-                    stream, self.columns, parts, part_stats=part_stats, max_bytes=cap
+                    stream,
+                    run.file_columns(self.columns),
+                    parts,
+                    part_stats=part_stats,
+                    max_bytes=cap,
                 )
             except OSError as exc:
                 raise storage_error(exc, "cannot assemble the file from its parts") from exc

@@ -107,7 +107,7 @@ class SingleStreamProducer:
         run.total = first.total_rows
         writer = run.file_format.open_writer(
             stream,
-            first.columns,
+            run.file_columns(first.columns),
             time_zone=run.task.time_zone,
             max_bytes=run.ctx.settings.file_size_cap_bytes,
         )
@@ -146,7 +146,7 @@ class SingleStreamProducer:
         if run.processed + len(batch.rows) > max_rows:
             raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
         typed = run.convert(batch, converter, offset=run.processed, batch_no=run.batch_no)
-        run.write(writer, typed)
+        run.write(writer, run.project(typed))
         run.processed += len(batch.rows)
         run.progress()
 

@@ -51,8 +51,10 @@ from export_center.attempt.fetching import PageSizer
 from export_center.attempt.stream_guard import GuardedStream
 from export_center.attempt.watchdog import Watchdog
 from export_center.attempt.writes import AttemptWrites
+from export_center.columns import Column
 from export_center.errors import PermanentExportError, ProviderContractError
 from export_center.filenames import content_disposition, download_file_name
+from export_center.filespec import FileSpec
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import Task
@@ -60,11 +62,31 @@ from export_center.states import Phase
 from export_center.storage.base import storage_error
 from export_center.storage.keys import new_object_key
 from export_center.writers import ExportWriter, WriterStats
-from export_center.writers.formats import find_format, format_choices, task_format
+from export_center.writers.formats import FileFormat, find_format, format_choices, task_format
 
-__all__ = ["Attempt", "Producer", "abandon_file", "convert"]
+__all__ = ["Attempt", "Producer", "abandon_file", "convert", "delivered", "task_spec"]
 
 log = logging.getLogger(__name__)
+
+
+def task_spec(task: Task) -> FileSpec:
+    """The file a task's row asks for (its ``file_spec_json``; None: the defaults)."""
+    return (
+        FileSpec.from_json(orjson.loads(task.file_spec_json)) if task.file_spec_json else FileSpec()
+    )
+
+
+def delivered(file_format: FileFormat, spec: FileSpec) -> tuple[str, str]:
+    """``(extension, content type)`` of the file a user downloads.
+
+    Rule: a ZIP (``zip`` or a split) is ``zip``/``application/zip``; gzip adds ``.gz``
+    to the format's extension (``csv.gz``, ``application/gzip``); else the format's own.
+    """
+    if spec.archived:
+        return "zip", "application/zip"
+    if spec.compression == "gzip":
+        return f"{file_format.extension}.gz", "application/gzip"
+    return file_format.extension, file_format.content_type
 
 
 class Producer(Protocol):
@@ -187,7 +209,11 @@ class Attempt:
         self.version = version
         self.owner = owner
         self.file_format = task_format(task.format)
-        self.ext = self.file_format.extension
+        self.spec = task_spec(task)
+        self.ext, self._content_type = delivered(self.file_format, self.spec)
+        #: For each file column the index of its values among the provider's columns,
+        #: None while the file has the provider's columns as they are.
+        self.indexes: list[int] | None = None
         self.object_key = object_key or new_object_key(
             task.task_no, self.ext, tenant=task.tenant_id
         )
@@ -299,8 +325,35 @@ class Attempt:
         """
         return convert(batch, converter, offset=offset, batch_no=batch_no)
 
+    def file_columns(self, declared: Sequence[Column]) -> list[Column]:
+        """The file's columns: the chosen ones among the provider's ``declared``, in the
+        chosen order, titled in the chosen language or renamed (:meth:`FileSpec.project`);
+        sets :attr:`indexes`, which :meth:`write` projects every batch with.
+
+        Raises:
+            PermanentExportError: ``UNKNOWN_COLUMN``, a chosen key the provider does not
+                declare (it changed since the export was asked for).
+        """
+        try:
+            indexes, columns = self.spec.project(declared)
+        except KeyError as exc:
+            keys = ", ".join(c.key for c in declared)
+            raise PermanentExportError(
+                f"column {exc.args[0]!r} was chosen, but the provider does not declare it "
+                f"(its columns: {keys}); ask again with its columns",
+                code="UNKNOWN_COLUMN",
+            ) from None
+        self.indexes = None if indexes == list(range(len(declared))) else indexes
+        return columns
+
+    def project(self, typed: list[list[Any]]) -> list[list[Any]]:
+        """A batch of the provider's typed columns as the file's columns (:attr:`indexes`)."""
+        indexes = self.indexes
+        return typed if indexes is None else [typed[i] for i in indexes]
+
     def write(self, writer: ExportWriter, typed: list[list[Any]]) -> None:
-        """Write one batch of typed columns (the file's writer, or a shard's part writer).
+        """Write one batch of the file's typed columns (:meth:`project` them first) to the
+        file's writer or a shard's part writer.
 
         Raises:
             StorageError: the file cannot be written.
@@ -314,8 +367,8 @@ class Attempt:
 
     @property
     def content_type(self) -> str:
-        """The file's MIME type."""
-        return self.file_format.content_type
+        """The delivered file's MIME type (:func:`delivered`)."""
+        return self._content_type
 
     def open_file(self) -> BinaryIO:
         """Open the attempt's file for writing: the storage's stream behind a lease check
@@ -329,7 +382,7 @@ class Attempt:
         try:
             raw = self.ctx.storage.open_write(
                 self.object_key,
-                content_type=self.file_format.content_type,
+                content_type=self.content_type,
                 content_disposition=content_disposition(self.file_name),
             )
         except OSError as exc:
@@ -355,9 +408,16 @@ class Attempt:
         except OSError as exc:
             raise storage_error(exc, "cannot store the file") from exc
 
-    def stored(self, stats: WriterStats, size: int, notes: Sequence[str]) -> repository.StoredFile:
-        """What the commit records: key, name, type, size, :attr:`processed` rows and
-        the warning (the writer's changes and the converter's ``notes``)."""
+    def stored(
+        self,
+        stats: WriterStats,
+        size: int,
+        notes: Sequence[str],
+        manifest: dict[str, Any] | None = None,
+    ) -> repository.StoredFile:
+        """What the commit records: key, name, type, size, :attr:`processed` rows, the
+        warning (the writer's changes and the converter's ``notes``) and the manifest's
+        body (files, hashes, control totals), signed when it is read."""
         warning = change_warning(stats, notes)
         if warning:
             log.warning("export succeeded with changes: %s", warning, extra=self.log_fields())
@@ -366,10 +426,11 @@ class Attempt:
         return repository.StoredFile(
             object_key=self.object_key,
             file_name=self.file_name,
-            content_type=self.file_format.content_type,
+            content_type=self.content_type,
             size_bytes=size,
             row_count=self.processed,
             warning=warning,
+            manifest_json=None if manifest is None else orjson.dumps(manifest).decode(),
         )
 
     @staticmethod

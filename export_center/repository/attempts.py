@@ -181,6 +181,7 @@ def commit_success(
                 size_bytes=stored.size_bytes,
                 row_count=stored.row_count,
                 warning_message=stored.warning,
+                manifest_json=stored.manifest_json,
                 processed_rows=stored.row_count,
                 total_rows=stored.row_count,
                 completed_at=db_now(),

@@ -90,7 +90,7 @@ def create_task(
     1. lock the guard row;
     2. a known idempotency key (tenant, requester, key) returns the task it answered
        before: ``idempotent`` when the export is the same (type, format, normalized
-       parameters, time zone), else ``key_reused``;
+       parameters, time zone, file spec), else ``key_reused``;
     3. an active task of the same requester and export, younger than the duplicate
        window, is returned as ``duplicate`` (and the key, if any, is bound to it);
     4. the per-requester and per-type active limits;
@@ -119,6 +119,7 @@ def create_task(
                 and existing.format == new.format
                 and existing.parameters_hash == params_hash
                 and existing.time_zone == new.time_zone
+                and existing.file_spec_json == new.file_spec_json
             )
             reason = CreateReason.IDEMPOTENT if same else CreateReason.KEY_REUSED
             return CreateResult(existing, False, reason)
@@ -132,6 +133,11 @@ def create_task(
                 T.c.format == new.format,
                 T.c.parameters_hash == params_hash,
                 T.c.time_zone == new.time_zone,
+                (
+                    T.c.file_spec_json.is_(None)
+                    if new.file_spec_json is None
+                    else T.c.file_spec_json == new.file_spec_json
+                ),
                 T.c.status.in_(_ACTIVE),
                 T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),
             )
@@ -165,6 +171,7 @@ def create_task(
             cancel_requested=False,
             trace_id=new.trace_id or new_trace_id(),
             time_zone=new.time_zone,
+            file_spec_json=new.file_spec_json,
             requested_at=db_now(),
             updated_at=db_now(),
         )

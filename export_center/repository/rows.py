@@ -88,6 +88,8 @@ class Task(_Row):
     completed_at: datetime | None
     expires_at: datetime | None
     updated_at: datetime
+    file_spec_json: str | None
+    manifest_json: str | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -128,6 +130,7 @@ class NewTask:
     request_id: str | None = None
     time_zone: str = "UTC"
     trace_id: str | None = None  # from the caller's traceparent; None starts a new trace
+    file_spec_json: str | None = None  # canonical FileSpec JSON; None: the defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,8 @@ class LimitReached(Exception):
 
 @dataclass(frozen=True, slots=True)
 class StoredFile:
-    """The file an attempt produced: key, name, MIME type, bytes, rows, warning."""
+    """The file an attempt produced: key, name, MIME type, bytes, rows, warning, and the
+    manifest body (JSON text: its files, hashes and control totals; signed when read)."""
 
     object_key: str
     file_name: str
@@ -176,6 +180,7 @@ class StoredFile:
     size_bytes: int
     row_count: int
     warning: str | None = None
+    manifest_json: str | None = None
 
 
 class AttemptEnd(StrEnum):

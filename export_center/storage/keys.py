@@ -51,14 +51,16 @@ _PLAIN_TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def _export_key() -> re.Pattern[str]:
     """The pattern of a server-made key (either layout); group 1 is the task number.
 
-    The extensions are the format table's (``writers.formats``), imported at the first
-    key checked so that a command that never touches a file does not load the writers.
+    The extensions are the format table's (``writers.formats``), each optionally
+    gzipped (``csv.gz``), and ``zip`` (an archive of the file or its parts), imported at
+    the first key checked so that a command that never touches a file does not load the
+    writers.
     """
     from export_center.writers.formats import extension_pattern
 
     return re.compile(
         rf"^exports/(?:[A-Za-z0-9_-]{{1,64}}/|~[0-9a-f]{{32}}/)?\d{{4}}/\d{{2}}/"
-        rf"({_TASK_NO})/[0-9a-f]{{32}}\.({extension_pattern()})$"
+        rf"({_TASK_NO})/[0-9a-f]{{32}}\.((?:{extension_pattern()})(?:\.gz)?|zip)$"
     )
 
 

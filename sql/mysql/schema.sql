@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `shards_done` int(11) DEFAULT NULL,
   `shards_total` int(11) DEFAULT NULL,
   `lease_recoveries` int(11) NOT NULL DEFAULT 0,
+  `file_spec_json` text DEFAULT NULL,
+  `manifest_json` mediumtext DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),

@@ -67,6 +67,12 @@ CREATE_ERRORS = errors(
             "UNKNOWN_PARAMETER",
             "INVALID_DATE",
             "INVALID_DATE_RANGE",
+            "UNKNOWN_COLUMN",
+            "DUPLICATE_COLUMN",
+            "INVALID_OPTION",
+            "OPTION_NOT_SUPPORTED",
+            "INVALID_SPLIT",
+            "FORMAT_NOT_INSTALLED",
         ],
         429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"],
     },
@@ -165,6 +171,7 @@ CREATE_ROUTE: dict[str, Any] = {
 @router.post("", **CREATE_ROUTE)
 def create(
     body: ExportCreate,
+    request: Request,
     user: CurrentUser,
     runtime: RuntimeDep,
     response: Response,
@@ -172,7 +179,9 @@ def create(
     trace_id: TraceId,
 ) -> ExportAccepted:
     """Create an export task; answers at once with its id (202, or 200 for a replay)."""
-    created = service.create_export(runtime, user, body, idempotency_key, trace_id)
+    created = service.create_export(
+        runtime, user, body, idempotency_key, trace_id, request.headers.get("accept-language")
+    )
     return accepted(created, response, "/api/v1/exports/")
 
 
