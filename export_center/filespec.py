@@ -26,6 +26,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +196,11 @@ class FileSpec:
             ],
             "options": options,
         }
+
+    @classmethod
+    def from_text(cls, text: str | None) -> FileSpec:
+        """The spec a task row's ``file_spec_json`` holds (None: the defaults)."""
+        return cls.from_json(json.loads(text)) if text else cls()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> FileSpec:

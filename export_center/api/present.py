@@ -22,6 +22,7 @@ from export_center.api.schemas import ActorPublic, ExportPublic, RetryPublic, Ta
 from export_center.auth import Identity
 from export_center.db import reading
 from export_center.errors import RETRY_CANNOT_HELP
+from export_center.filespec import FileSpec
 from export_center.links import link_expiry, sign_download
 from export_center.repository import Disposition, Task
 from export_center.runtime import Runtime
@@ -146,6 +147,7 @@ def task_public(
     failed = status == TaskStatus.FAILED
     retryable = failed and task.failure_code not in RETRY_CANNOT_HELP
     retried_by = _actor(done.retried_by, task)
+    spec = FileSpec.from_text(task.file_spec_json).to_json()
     return ExportPublic(
         taskId=task.task_no,
         exportType=task.export_type,
@@ -184,4 +186,11 @@ def task_public(
         downloadExpiresAt=url_expires,
         fileName=task.file_name,
         sizeBytes=task.size_bytes,
+        columns=spec["columns"],
+        options=spec["options"],
+        manifestUrl=(
+            f"/api/v1/exports/{task.task_no}/manifest"
+            if status == TaskStatus.SUCCEEDED and task.manifest_json is not None
+            else None
+        ),
     )

@@ -356,6 +356,20 @@ class ExportPublic(BaseModel):
     )
     fileName: str | None
     sizeBytes: int | None
+    columns: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The chosen columns as created ([{key} or {key, title}]); empty: all",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The file options as created, defaults filled in (language, encoding, "
+        "delimiter, header, lineEnding, compression, split)",
+    )
+    manifestUrl: str | None = Field(
+        default=None,
+        description="Succeeded: where the signed manifest of the file is "
+        "(GET, the same visibility as the task)",
+    )
 
 
 class ExportsPublic(BaseModel):
