@@ -6,16 +6,19 @@ tests/integration/test_export_type_columns.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+import yaml
 
 from export_center.columns import Column as CenterColumn
 from export_center.columns import ColumnType
 from export_center.errors import ProviderContractError, ProviderRejected
 from export_center.provider_client import ProviderClient, ProviderRequest, Schema
+from export_center.registry import RegistryError, parse_registry
 from providers.customers import CUSTOMERS_COLUMNS
 from providers.samples import ORDERS_COLUMNS
 from providers.sdk import BatchRequest, Column, ExportProvider, Page, schema_hash
@@ -26,6 +29,7 @@ COLUMNS = [
     Column("note", "Note"),
 ]
 TOKEN = "secret-token"
+SAMPLE_REGISTRY = Path(__file__).parents[2] / "providers" / "export_types.yaml"
 
 
 def make_provider(*, estimate: bool = True) -> tuple[ExportProvider, list[BatchRequest]]:
@@ -285,3 +289,83 @@ def test_null_chinese_title_and_precision_read_as_undeclared() -> None:
     column = {"key": "a", "type": "DECIMAL", "titleZh": None, "precision": None, "scale": None}
     client, _ = client_for(raw_answer(schema_body([column])))
     assert client.schema(REQUEST).columns == [CenterColumn("a", "a", ColumnType.DECIMAL)]
+
+
+# ---------------------------------------------------------------- the registry
+
+REGISTRY_ENTRY = {
+    "provider_url": "http://orders.internal:8080",
+    "provider_path": "/internal/exports/v1/ORDERS/batches",
+    "required_permission": "export:orders:create",
+    "app_scope": "PLATFORM",
+}
+
+
+def registry_columns(columns: Any) -> tuple[CenterColumn, ...]:
+    text = yaml.safe_dump({"ORDERS": {**REGISTRY_ENTRY, "columns": columns}}, allow_unicode=True)
+    registry = parse_registry(text, source="types.yaml", allowed_hosts={"orders.internal"})
+    etype = registry.get("ORDERS")
+    assert etype is not None
+    return etype.columns
+
+
+def test_registry_columns_are_read_with_both_titles_and_precision() -> None:
+    columns = registry_columns(
+        [
+            {"key": "o_orderkey", "title": "Order key", "title_zh": "订单号", "type": "INTEGER"},
+            {
+                "key": "o_totalprice",
+                "title": "Total price",
+                "type": "DECIMAL",
+                "precision": 15,
+                "scale": 2,
+                "width": 14,
+            },
+            {"key": "o_comment"},
+        ]
+    )
+    assert columns == (
+        CenterColumn("o_orderkey", "Order key", ColumnType.INTEGER, title_zh="订单号"),
+        CenterColumn("o_totalprice", "Total price", ColumnType.DECIMAL, 14, precision=15, scale=2),
+        CenterColumn("o_comment", "o_comment", ColumnType.STRING),
+    )
+
+
+@pytest.mark.parametrize(
+    ("columns", "words"),
+    [
+        ([{"key": "a"}, {"key": "a"}], r"columns\[1\]: column 'a' is declared twice"),
+        ([{"key": "a", "type": "MONEY"}], r"columns\[0\].type: must be one of STRING"),
+        ([{"key": "a", "type": "STRING", "precision": 5, "scale": 1}], "only a DECIMAL"),
+        ([{"key": "a", "type": "DECIMAL", "precision": 39, "scale": 1}], r"precision: .*1..38"),
+        ([{"key": "a", "type": "DECIMAL", "precision": 5, "scale": 6}], r"scale: .*0..5"),
+        ([{"key": "a", "type": "DECIMAL", "precision": 5}], "together"),
+        ([{"key": "a", "colour": "red"}], "unknown keys"),
+        ([{"title": "A"}], "needs a 'key'"),
+        ([{"key": 5}], "must be text"),
+        ([{"key": "a", "title_zh": "名" * 201}], "1..200 characters"),
+        ([], "non-empty list"),
+        ({"key": "a"}, "non-empty list"),
+        ([{"key": f"c{i}"} for i in range(101)], "at most 100"),
+    ],
+)
+def test_invalid_registry_columns_stop_the_load(columns: Any, words: str) -> None:
+    with pytest.raises(RegistryError, match=words):
+        registry_columns(columns)
+
+
+def test_the_sample_registry_declares_the_customers_columns_the_provider_answers() -> None:
+    registry = parse_registry(
+        SAMPLE_REGISTRY.read_text(encoding="utf-8"),
+        source=str(SAMPLE_REGISTRY),
+        allowed_hosts=set(),
+        allow_self=True,
+    )
+    customers, orders = registry.get("CUSTOMERS"), registry.get("ORDERS")
+    assert customers is not None and orders is not None
+    answered = [c.as_json() for c in CUSTOMERS_COLUMNS]
+    client, _ = client_for(
+        raw_answer({"schemaHash": "h", "columns": answered, "rows": [], "hasMore": False})
+    )
+    assert list(customers.columns) == client.schema(REQUEST).columns
+    assert orders.columns == ()  # ORDERS is asked with a schema request
