@@ -9,7 +9,9 @@ field               rule
 whole answer        a JSON object, or a ``{code, message, data}`` envelope around one
 ``rows``            a list, at most ``limit`` of them
 ``columns``         first batch: 1..100 columns, each with a string ``key`` (unique) and
-                    a known ``type`` (default STRING); may be omitted later
+                    a known ``type`` (default STRING); may be omitted later. Optional:
+                    ``titleZh`` (text of 1..200 characters, or null), and on a DECIMAL
+                    column ``precision`` (1..38) with ``scale`` (0..precision)
 ``rowFormat``       absent/null or ``"object"``: rows are objects; ``"array"``: each row
                     is one value per column in column order; anything else is refused
 ``nextCursor``      a string (an integer is taken as its digits), or null
@@ -46,11 +48,15 @@ from export_center.errors import ProviderContractError
 
 __all__ = [
     "MAX_COLUMNS",
+    "MAX_PRECISION",
+    "MAX_TITLE_CHARS",
     "MAX_TOKEN_CHARS",
     "ROW_FORMATS",
     "Batch",
     "NonFiniteNumber",
+    "Schema",
     "parse_batch",
+    "parse_schema",
     "printable",
 ]
 
@@ -58,6 +64,10 @@ MAX_COLUMNS = 100
 """Most columns an answer may declare."""
 MAX_TOKEN_CHARS = 512
 """Longest ``snapshotToken`` accepted (characters)."""
+MAX_TITLE_CHARS = 200
+"""Longest ``titleZh`` of a column (characters)."""
+MAX_PRECISION = 38
+"""Most digits a DECIMAL column may declare (``precision``)."""
 ROW_FORMATS = frozenset({"object", "array"})
 """Values of an answer's ``rowFormat``: rows as JSON objects keyed by column key (the
 default), or as JSON arrays of one value per column in the order of ``columns``."""
@@ -116,6 +126,35 @@ class Batch:
         if len(rows) != len(self.rows):  # pragma: no cover - same bytes, same array
             raise ProviderContractError("the exact decoding of the answer found other rows")
         return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """The answer to a schema request (``limit: 0``): what an export of the request has.
+
+    Attributes:
+        columns: every column the provider declares, in its order.
+        total_rows: the provider's row estimate for the request's parameters, or None
+            when it gives none.
+    """
+
+    columns: list[Column]
+    total_rows: int | None
+
+
+def parse_schema(raw: bytes) -> Schema:
+    """Read and check the body of a 2xx answer to a schema request (``limit: 0``).
+
+    The rules of :func:`parse_batch` with ``limit`` 0 (so any row is refused), and the
+    columns must be there.
+
+    Raises:
+        ProviderContractError: a rule is broken, or the answer declares no columns.
+    """
+    batch = parse_batch(raw, 0)
+    if batch.columns is None:
+        raise ProviderContractError("the answer to a schema request (limit 0) has no columns")
+    return Schema(columns=batch.columns, total_rows=batch.total_rows)
 
 
 class NonFiniteNumber(str):
@@ -208,15 +247,65 @@ def _parse_columns(raw: Any) -> list[Column]:
             raise ProviderContractError(f"column {item['key']!r} declared twice")
         seen.add(item["key"])
         width = item.get("width")
+        precision, scale = _precision(item, ctype)
         columns.append(
             Column(
                 key=item["key"],
                 title=str(item.get("title") or item["key"]),
                 type=ctype,
                 width=int(width) if isinstance(width, int) and width > 0 else None,
+                title_zh=_title_zh(item),
+                precision=precision,
+                scale=scale,
             )
         )
     return columns
+
+
+def _title_zh(item: Mapping[str, Any]) -> str | None:
+    """A column's ``titleZh``: None when absent or null, else text of 1..200 characters.
+
+    Raises:
+        ProviderContractError: not text, empty, or longer than 200 characters.
+    """
+    title = item.get("titleZh")
+    if title is None:
+        return None
+    if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_CHARS:
+        raise ProviderContractError(
+            f"column {printable(item['key'], 60)!r}: titleZh must be text of 1..{MAX_TITLE_CHARS} "
+            f"characters, got {printable(repr(title), 60)}"
+        )
+    return title
+
+
+def _precision(item: Mapping[str, Any], ctype: ColumnType) -> tuple[int | None, int | None]:
+    """A column's ``(precision, scale)``: both None when absent or null.
+
+    Raises:
+        ProviderContractError: one without the other, on another type than DECIMAL, not
+            integers, precision outside 1..38 or scale outside 0..precision.
+    """
+    precision, scale = item.get("precision"), item.get("scale")
+    if precision is None and scale is None:
+        return None, None
+    key = printable(item["key"], 60)
+    if ctype is not ColumnType.DECIMAL:
+        raise ProviderContractError(
+            f"column {key!r}: only a DECIMAL column declares precision and scale, not {ctype}"
+        )
+    if (
+        type(precision) is not int
+        or type(scale) is not int
+        or not 1 <= precision <= MAX_PRECISION
+        or not 0 <= scale <= precision
+    ):
+        raise ProviderContractError(
+            f"column {key!r}: precision must be an integer in 1..{MAX_PRECISION} and scale one "
+            f"in 0..precision, got precision {printable(repr(precision), 30)} and scale "
+            f"{printable(repr(scale), 30)}"
+        )
+    return precision, scale
 
 
 def _unwrap(data: Any) -> Mapping[str, Any]:

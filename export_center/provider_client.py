@@ -87,7 +87,9 @@ from export_center.provider_batch import (
     ROW_FORMATS,
     Batch,
     NonFiniteNumber,
+    Schema,
     parse_batch,
+    parse_schema,
 )
 from export_center.provider_body import ACCEPT_ENCODING, Body, content_coding, read_body
 from export_center.provider_status import (
@@ -116,6 +118,7 @@ __all__ = [
     "NonFiniteNumber",
     "ProviderClient",
     "ProviderRequest",
+    "Schema",
     "retry_after_seconds",
     "too_slow",
 ]
@@ -267,6 +270,7 @@ class ProviderClient:
         limit: int | None = None,
         time_limit: float | None = None,
         abort: threading.Event | None = None,
+        columns: Sequence[str] | None = None,
     ) -> Batch:
         """Fetch one batch, trying transient failures again (table in the module docstring).
 
@@ -275,6 +279,8 @@ class ProviderClient:
             cursor: the cursor of this batch (None for the first).
             snapshot_token: the token of the first answer (None for the first batch).
             limit: the rows asked for; None: ``request.limit`` (the type's batch size).
+            columns: the keys the export writes, sent as the body's ``columns`` (the
+                provider may leave the others out); None: all, and no ``columns`` field.
             time_limit: seconds the whole batch may take, tries and pauses included;
                 None: no limit beyond the timeouts of each request.
             abort: set by the caller when it stops waiting; checked between received
@@ -296,21 +302,62 @@ class ProviderClient:
             FetchAborted: ``abort`` was set.
         """
         size = request.limit if limit is None else limit
-        body = orjson.dumps(
-            {
-                "taskId": request.task_id,
-                "tenantId": request.tenant_id,
-                "appCode": request.app_code,
-                "requestedBy": request.requested_by,
-                "dispatchVersion": request.dispatch_version,
-                "parameters": request.parameters,
-                "cursor": cursor,
-                "snapshotToken": snapshot_token,
-                "limit": size,
-                "timeZone": request.time_zone,
-                **({"shard": request.shard} if request.shard is not None else {}),
-            }
-        )
+        body = _request_body(request, cursor, snapshot_token, size, columns)
+        return self._decode(self._exchange(request, body, size, time_limit, abort), size)
+
+    def schema(
+        self,
+        request: ProviderRequest,
+        *,
+        columns: Sequence[str] | None = None,
+        time_limit: float | None = None,
+        abort: threading.Event | None = None,
+    ) -> Schema:
+        """Ask the provider's schema: a batch request with ``limit: 0`` (no cursor, no
+        snapshot token), answered with the columns and a row estimate, no rows.
+
+        The same caps, tries and error mapping as :meth:`fetch` (table in the module
+        docstring); ``request.limit`` is not used.
+
+        Args:
+            request: the identity (a preview uses ``preview-<uuid>`` as task id) and the
+                parameters the estimate is for.
+            columns: the keys the export would write (None: all).
+            time_limit: seconds the request may take, tries and pauses included.
+            abort: set by the caller when it stops waiting.
+
+        Returns:
+            The declared columns and ``totalRows`` (None when the provider gives none).
+
+        Raises:
+            ProviderRejected, ProviderUnavailable, ProviderTooSlow, PageTooLarge,
+            FetchAborted: as :meth:`fetch`.
+            ProviderContractError: the answer broke the contract, carries rows, or
+                declares no columns.
+        """
+        body = _request_body(request, None, None, 0, columns)
+        raw = self._exchange(request, body, 0, time_limit, abort)
+        try:
+            return parse_schema(raw)
+        except MemoryError:
+            raise PageTooLarge(
+                f"out of memory decoding an answer of {len(raw):,} bytes", limit=0, cause="memory"
+            ) from None
+
+    def _exchange(
+        self,
+        request: ProviderRequest,
+        body: bytes,
+        size: int,
+        time_limit: float | None,
+        abort: threading.Event | None,
+    ) -> bytes:
+        """Send ``body`` until a 2xx answers, with the tries and pauses of the module
+        docstring; returns the 2xx body (inflated, within the cap).
+
+        Raises:
+            The errors of :meth:`fetch`, except the contract checks of the body.
+        """
         headers = {"X-Internal-Service-Token": self.token}
         limits = _Limits(
             abort=abort or threading.Event(),
@@ -341,7 +388,7 @@ class ProviderClient:
             else:
                 metrics.PROVIDER_SECONDS.labels(kind).observe(time.perf_counter() - started)
                 if 200 <= answer.status < 300:
-                    return self._decode(answer.body, size)
+                    return answer.body
                 raise_if_too_large(answer, kind, size)
                 raise_if_permanent(answer, kind)
                 db_timeout = is_db_timeout(answer)
@@ -444,6 +491,32 @@ class ProviderClient:
     def _parse(self, raw: bytes, limit: int) -> Batch:
         """:func:`export_center.provider_batch.parse_batch` (the contract checks)."""
         return parse_batch(raw, limit)
+
+
+def _request_body(
+    request: ProviderRequest,
+    cursor: str | None,
+    snapshot_token: str | None,
+    limit: int,
+    columns: Sequence[str] | None,
+) -> bytes:
+    """The JSON body of one batch request (``limit`` 0: a schema request)."""
+    return orjson.dumps(
+        {
+            "taskId": request.task_id,
+            "tenantId": request.tenant_id,
+            "appCode": request.app_code,
+            "requestedBy": request.requested_by,
+            "dispatchVersion": request.dispatch_version,
+            "parameters": request.parameters,
+            "cursor": cursor,
+            "snapshotToken": snapshot_token,
+            "limit": limit,
+            "timeZone": request.time_zone,
+            **({"shard": request.shard} if request.shard is not None else {}),
+            **({"columns": list(columns)} if columns is not None else {}),
+        }
+    )
 
 
 def _read_answer(response: httpx.Response, ok: bool, limits: _Limits) -> Body:

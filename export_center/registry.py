@@ -27,6 +27,16 @@ An entry::
           value_titles: {O: Open, F: Fulfilled, P: Partly fulfilled}   # optional
           value_titles_zh: {O: 未完成, F: 已完成, P: 部分完成}
       date_range: [from, to]        # from <= to, both inclusive
+      columns:                      # optional: the columns, known before any export
+        - {key: o_orderkey, title: Order key, title_zh: 订单号, type: INTEGER}
+        - {key: o_totalprice, title: Total price, title_zh: 订单总额, type: DECIMAL,
+           precision: 15, scale: 2}
+
+``columns`` declares the type's columns (keys unique, types those of the provider
+contract, ``precision`` 1..38 with ``scale`` 0..precision on DECIMAL columns only,
+titles of at most 200 characters); a type without them is asked its columns with a
+schema request (``limit: 0``). They must be the provider's: the create check uses them,
+the file is written from the columns the provider answers.
 
 YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` /
 ``false`` are booleans and only digits are numbers, so ``NO`` (Norway), ``on``, ``y`` and
@@ -55,6 +65,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+
+from export_center.columns import Column, ColumnType
 
 __all__ = [
     "ExportType",
@@ -101,8 +113,14 @@ _KNOWN_KEYS = {
     "parameters",
     "date_range",
     "shards",
+    "columns",
 }
 _SHARD_KEYS = {"by", "max_shards", "parallel"}
+_COLUMN_KEYS = {"key", "title", "title_zh", "type", "width", "precision", "scale"}
+MAX_COLUMNS = 100
+"""Most columns a type may declare (the provider contract's limit)."""
+MAX_TITLE_CHARS = 200
+"""Longest column title, in characters (either language)."""
 
 
 class RegistryError(ValueError):
@@ -232,6 +250,8 @@ class ExportType:
     batch_timeout_seconds: int | None = None
     title_zh: str = ""
     shards: ShardSpec | None = None
+    columns: tuple[Column, ...] = ()
+    """The declared columns (empty: ask the provider with a schema request)."""
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -343,6 +363,81 @@ def _parameters(code: str, raw: Any) -> tuple[ParameterSpec, ...]:
     return tuple(specs)
 
 
+def _column(path: str, item: Any) -> Column:
+    """One entry of a type's ``columns``: ``{key, title, title_zh, type, width,
+    precision, scale}`` (``key`` required; ``title`` defaults to the key, ``type`` to
+    STRING).
+
+    Raises:
+        RegistryError: unknown keys, text that is not text, an unknown type, a width
+            outside 1..255, precision/scale on another type than DECIMAL, one without
+            the other, precision outside 1..38 or scale outside 0..precision.
+    """
+    if not isinstance(item, Mapping) or "key" not in item:
+        raise RegistryError(f"{path}: needs a 'key'")
+    unknown = set(item) - _COLUMN_KEYS
+    if unknown:
+        raise RegistryError(f"{path}: unknown keys {sorted(map(str, unknown))}")
+    key = _text(item["key"], f"{path}.key")
+    if not 0 < len(key) <= 128:
+        raise RegistryError(f"{path}.key: must be 1..128 characters")
+    titles = {}
+    for name in ("title", "title_zh"):
+        value = item.get(name)
+        if value is not None:
+            value = _text(value, f"{path}.{name}")
+            if not 0 < len(value) <= MAX_TITLE_CHARS:
+                raise RegistryError(f"{path}.{name}: must be 1..{MAX_TITLE_CHARS} characters")
+        titles[name] = value
+    kind = _text(item.get("type", "STRING"), f"{path}.type")
+    try:
+        ctype = ColumnType(kind)
+    except ValueError:
+        raise RegistryError(
+            f"{path}.type: must be one of {', '.join(ColumnType)}, got {kind!r}"
+        ) from None
+    width = _int_in(item, path, "width", 1, 255, 1) if item.get("width") is not None else None
+    precision = scale = None
+    if item.get("precision") is not None or item.get("scale") is not None:
+        if ctype is not ColumnType.DECIMAL:
+            raise RegistryError(f"{path}: only a DECIMAL column has a precision and a scale")
+        if item.get("precision") is None or item.get("scale") is None:
+            raise RegistryError(f"{path}: give precision and scale together")
+        precision = _int_in(item, path, "precision", 1, 38, 1)
+        scale = _int_in(item, path, "scale", 0, precision, 0)
+    return Column(
+        key=key,
+        title=titles["title"] or key,
+        type=ctype,
+        width=width,
+        title_zh=titles["title_zh"],
+        precision=precision,
+        scale=scale,
+    )
+
+
+def _columns(code: str, raw: Any) -> tuple[Column, ...]:
+    """A type's ``columns`` list (absent: none declared).
+
+    Raises:
+        RegistryError: not a non-empty list, more than 100, a key declared twice, or an
+            invalid column (:func:`_column`).
+    """
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise RegistryError(f"{code}.columns: must be a non-empty list of columns")
+    if len(raw) > MAX_COLUMNS:
+        raise RegistryError(f"{code}.columns: {len(raw)} columns, at most {MAX_COLUMNS}")
+    columns: list[Column] = []
+    for i, item in enumerate(raw):
+        column = _column(f"{code}.columns[{i}]", item)
+        if any(c.key == column.key for c in columns):
+            raise RegistryError(f"{code}.columns[{i}]: column {column.key!r} is declared twice")
+        columns.append(column)
+    return tuple(columns)
+
+
 def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: bool) -> ExportType:
     if not TYPE_PATTERN.match(code):
         raise RegistryError(f"{code}: type codes must match ^[A-Z0-9_]{{1,64}}$")
@@ -421,6 +516,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         parameters=params,
         date_range=date_range,
         shards=shards,
+        columns=_columns(code, entry.get("columns")),
     )
 
 

@@ -10,23 +10,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from providers.sdk import BatchRequest, Column, ExportProvider, Page
 
 __all__ = ["CUSTOMERS_COLUMNS", "customers_provider"]
 
 CUSTOMERS_COLUMNS = [
-    Column("c_custkey", "Customer key", "INTEGER", 12),
-    Column("c_name", "Name", "STRING", 20),
-    Column("c_address", "Address", "STRING", 40),
-    Column("c_nationkey", "Nation", "INTEGER", 8),
-    Column("c_phone", "Phone", "STRING", 16),
-    Column("c_acctbal", "Account balance", "DECIMAL", 14),
-    Column("c_mktsegment", "Market segment", "STRING", 12),
-    Column("c_comment", "Comment", "STRING", 60),
+    Column("c_custkey", "Customer key", "INTEGER", 12, "客户编号"),
+    Column("c_name", "Name", "STRING", 20, "客户名称"),
+    Column("c_address", "Address", "STRING", 40, "地址"),
+    Column("c_nationkey", "Nation", "INTEGER", 8, "国家编号"),
+    Column("c_phone", "Phone", "STRING", 16, "电话"),
+    Column("c_acctbal", "Account balance", "DECIMAL", 14, "账户余额", precision=15, scale=2),
+    Column("c_mktsegment", "Market segment", "STRING", 12, "市场细分"),
+    Column("c_comment", "Comment", "STRING", 60, "备注"),
 ]
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
+
+
+def _segment(req: BatchRequest) -> tuple[str, dict[str, Any]]:
+    """The SQL condition (`` AND ...``) of the optional ``segment`` and its binds."""
+    segment = req.parameters.get("segment")
+    if not segment:
+        return "", {}
+    return " AND c_mktsegment = :segment", {"segment": segment}
 
 
 def customers_provider(
@@ -41,25 +49,29 @@ def customers_provider(
         snapshot_ttl_seconds=snapshot_ttl_seconds,
     )
 
+    def snapshot_and_count(conn: Connection, where: str, binds: dict[str, Any]) -> tuple[int, int]:
+        """``(max customer key, customers of the filter up to it)``."""
+        max_key = int(conn.execute(text("SELECT MAX(c_custkey) FROM customer")).scalar() or 0)
+        count = conn.execute(
+            text(f"SELECT COUNT(*) FROM customer WHERE c_custkey <= :max_key{where}"),
+            {"max_key": max_key, **binds},
+        ).scalar()
+        return max_key, int(count or 0)
+
+    @provider.estimator
+    def estimate(req: BatchRequest) -> int:
+        where, binds = _segment(req)
+        with engine.connect() as conn:
+            return snapshot_and_count(conn, where, binds)[1]
+
     @provider.fetcher
     def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
-        segment = req.parameters.get("segment")
-        where = " AND c_mktsegment = :segment" if segment else ""
-        binds: dict[str, Any] = {"segment": segment} if segment else {}
+        where, binds = _segment(req)
         total = None
         with engine.connect() as conn:
             if snapshot is None:
-                max_key = int(
-                    conn.execute(text("SELECT MAX(c_custkey) FROM customer")).scalar() or 0
-                )
+                max_key, total = snapshot_and_count(conn, where, binds)
                 snapshot = {"maxKey": max_key}
-                total = int(
-                    conn.execute(
-                        text(f"SELECT COUNT(*) FROM customer WHERE c_custkey <= :max_key{where}"),
-                        {"max_key": max_key, **binds},
-                    ).scalar()
-                    or 0
-                )
             after = int(cursor or 0)
             rows = [
                 dict(r)

@@ -67,18 +67,18 @@ from providers.sdk import BatchRequest, Column, ExportProvider, Page, ProviderFa
 __all__ = ["ORDERS_COLUMNS", "orders_provider", "sample_router"]
 
 ORDERS_COLUMNS = [
-    Column("o_orderkey", "Order key", "INTEGER", 12),
-    Column("o_custkey", "Customer key", "INTEGER", 12),
-    Column("c_name", "Customer name", "STRING", 20),
-    Column("c_phone", "Phone", "STRING", 16),
-    Column("c_mktsegment", "Market segment", "STRING", 12),
-    Column("o_orderstatus", "Order status", "STRING", 6),
-    Column("o_totalprice", "Total price", "DECIMAL", 14),
-    Column("o_orderdate", "Order date", "DATE", 12),
-    Column("o_orderpriority", "Priority", "STRING", 16),
-    Column("o_clerk", "Clerk", "STRING", 16),
-    Column("o_shippriority", "Ship priority", "INTEGER", 8),
-    Column("o_comment", "Comment", "STRING", 60),
+    Column("o_orderkey", "Order key", "INTEGER", 12, "订单号"),
+    Column("o_custkey", "Customer key", "INTEGER", 12, "客户编号"),
+    Column("c_name", "Customer name", "STRING", 20, "客户名称"),
+    Column("c_phone", "Phone", "STRING", 16, "电话"),
+    Column("c_mktsegment", "Market segment", "STRING", 12, "市场细分"),
+    Column("o_orderstatus", "Order status", "STRING", 6, "订单状态"),
+    Column("o_totalprice", "Total price", "DECIMAL", 14, "订单总额", precision=15, scale=2),
+    Column("o_orderdate", "Order date", "DATE", 12, "下单日期"),
+    Column("o_orderpriority", "Priority", "STRING", 16, "优先级"),
+    Column("o_clerk", "Clerk", "STRING", 16, "业务员"),
+    Column("o_shippriority", "Ship priority", "INTEGER", 8, "发货优先级"),
+    Column("o_comment", "Comment", "STRING", 60, "备注"),
 ]
 _KEYS = [c.key for c in ORDERS_COLUMNS]
 _TABLE = {"c_name": "c", "c_phone": "c", "c_mktsegment": "c"}  # the rest is orders "o"
@@ -304,6 +304,30 @@ def orders_provider(
             rows = [tuple(map(_as_text, r)) for r in found[:limit]]
         return rows, (found[:limit][-1][0] if rows else None), len(found) > limit
 
+    def snapshot_and_count(req: BatchRequest) -> tuple[int, int]:
+        """``(max order key, orders of the request up to it)``: the snapshot and the
+        row count of the first batch, and the estimate of a schema request."""
+        filters, binds = _filters(req.parameters, p)
+        with engine.connect() as conn, conn.begin():
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            cur = raw.cursor()
+            try:
+                cur.execute("SELECT MAX(o_orderkey) FROM orders")
+                max_key = int(cur.fetchone()[0] or 0)
+                cur.execute(
+                    f"SELECT COUNT(*) FROM {sql.orders(_narrow(req.parameters))}"
+                    f" WHERE o.o_orderkey <= {p} {filters}",
+                    [max_key, *binds],
+                )
+                return max_key, int(cur.fetchone()[0] or 0)
+            finally:
+                cur.close()
+
+    @provider.estimator
+    def estimate(req: BatchRequest) -> int:
+        return snapshot_and_count(req)[1]
+
     @provider.fetcher
     def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
         filters, binds = _filters(req.parameters, p)
@@ -311,22 +335,8 @@ def orders_provider(
         total = None
         after = int(cursor) if cursor is not None else 0
         if snapshot is None:
-            with engine.connect() as conn, conn.begin():
-                raw = conn.connection.driver_connection
-                assert raw is not None
-                cur = raw.cursor()
-                try:
-                    cur.execute("SELECT MAX(o_orderkey) FROM orders")
-                    max_key = int(cur.fetchone()[0] or 0)
-                    snapshot = {"maxKey": max_key}
-                    cur.execute(
-                        f"SELECT COUNT(*) FROM {sql.orders(narrow)}"
-                        f" WHERE o.o_orderkey <= {p} {filters}",
-                        [max_key, *binds],
-                    )
-                    total = int(cur.fetchone()[0] or 0)
-                finally:
-                    cur.close()
+            max_key, total = snapshot_and_count(req)
+            snapshot = {"maxKey": max_key}
         where = [after, int(snapshot["maxKey"]), *binds]
         # Shards of one task page at once: each has its own read-ahead slot.
         task = (req.taskId, req.dispatchVersion, req.shard.id if req.shard else None)

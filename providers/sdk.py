@@ -10,6 +10,11 @@ contract") and does the rest:
   (chunked bodies too; 413 ``REQUEST_TOO_LARGE`` beyond);
 * validates the request body (422 with a code and the field);
 * computes ``schemaHash`` from the declared columns;
+* answers a schema request (``limit: 0``) itself: every declared column, the row
+  estimate of the optional ``estimate`` hook as ``totalRows``, no rows, no cursor, no
+  snapshot token (``fetch`` is not called);
+* passes the keys the export writes as ``req.columns`` (None: all); ``fetch`` may leave
+  the other keys out of its rows, the export center projects in any case;
 * signs cursors and snapshot tokens (HMAC-SHA256), so a caller cannot forge them, and
   answers 410 when a snapshot token has expired;
 * serializes DECIMAL as a JSON string in positional notation, DATE and DATETIME as
@@ -63,9 +68,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
+from providers.schema import MAX_PRECISION, MAX_TITLE_CHARS, TYPES, Column, schema_hash
+
 __all__ = [
     "DB_TIMEOUT",
     "MAX_BATCH_REQUEST_BYTES",
+    "MAX_PRECISION",
+    "MAX_TITLE_CHARS",
     "PAGE_TOO_LARGE",
     "BatchRequest",
     "day_range_utc",
@@ -73,11 +82,11 @@ __all__ = [
     "ExportProvider",
     "Page",
     "ProviderFault",
+    "TYPES",
     "schema_hash",
 ]
 
 log = logging.getLogger(__name__)
-TYPES = ("STRING", "INTEGER", "DECIMAL", "BOOLEAN", "DATE", "DATETIME")
 DB_TIMEOUT = "DB_TIMEOUT"
 """Error code of a 503 (or 504): the database timed out on this page; ask again soon."""
 PAGE_TOO_LARGE = "PAGE_TOO_LARGE"
@@ -87,23 +96,6 @@ MAX_BATCH_REQUEST_BYTES = 64 * 1024
 contract: parameters at most 4 KB of JSON, a cursor of at most 1,024 characters, a
 snapshot token of at most 512, ids of at most 128; a request near 7 KB is the largest
 the export center sends, and 64 KB leaves room for JSON escapes (``\\u`` sequences)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """A column of the export: row key, header title, type (one of ``TYPES``), width."""
-
-    key: str
-    title: str
-    type: str = "STRING"
-    width: int | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        """The contract's column object."""
-        out: dict[str, Any] = {"key": self.key, "title": self.title, "type": self.type}
-        if self.width:
-            out["width"] = self.width
-        return out
 
 
 def day_range_utc(first: str, last: str, tz: str = "UTC") -> tuple[datetime, datetime]:
@@ -137,12 +129,6 @@ def day_range_utc(first: str, last: str, tz: str = "UTC") -> tuple[datetime, dat
     return start, end
 
 
-def schema_hash(columns: Sequence[Column]) -> str:
-    """``sha256:<hex>`` over the columns' keys, titles and types, in order."""
-    text = orjson.dumps([[c.key, c.title, c.type] for c in columns])
-    return "sha256:" + hashlib.sha256(text).hexdigest()
-
-
 class ShardWindow(BaseModel):
     """The shard a batch belongs to (types with ``shards`` in the registry).
 
@@ -174,7 +160,12 @@ class BatchRequest(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=dict)
     cursor: str | None = Field(default=None, max_length=1024)
     snapshotToken: str | None = Field(default=None, max_length=512)
-    limit: int = Field(ge=1, le=5000)
+    limit: int = Field(
+        ge=0,
+        le=5000,
+        description="Rows asked for; 0 is a schema request: the answer has the columns "
+        "and the row estimate, no rows",
+    )
     timeZone: str = Field(
         default="UTC",
         max_length=64,
@@ -184,6 +175,17 @@ class BatchRequest(BaseModel):
     shard: ShardWindow | None = Field(
         default=None, description="The shard of a sharded export (None: not sharded)"
     )
+    columns: list[str] | None = Field(
+        default=None,
+        max_length=100,
+        description="The keys the export writes (None: all). A provider may leave the "
+        "other keys out of its rows; the export center projects in any case",
+    )
+
+    @property
+    def is_schema_request(self) -> bool:
+        """True for ``limit: 0``: answer the columns and the row estimate, no rows."""
+        return self.limit == 0
 
 
 @dataclass(slots=True)
@@ -287,6 +289,8 @@ class ExportProvider:
         token: the shared ``X-Internal-Service-Token``.
         secret: key that signs cursors and snapshot tokens.
         snapshot_ttl_seconds: how long a snapshot token is accepted (then 410).
+        estimate: optional ``estimate(req) -> rows | None``, the row count a schema
+            request (``limit: 0``) answers as ``totalRows`` (:meth:`estimator`).
         row_format: ``"array"`` (default): rows travel as JSON arrays in column order;
             ``"object"``: as JSON objects keyed by column key (mapping rows only).
     """
@@ -299,6 +303,7 @@ class ExportProvider:
     schema_version: int = 1
     fetch: Callable[[BatchRequest, Any, Any], Page] | None = None
     row_format: str = "array"
+    estimate: Callable[[BatchRequest], int | None] | None = None
     _hash: str = field(init=False, default="")
     _cells: Callable[[Any], Any] = field(init=False, repr=False, default=tuple)
     _cells_keys: list[str] = field(init=False, repr=False, default_factory=list)
@@ -355,6 +360,48 @@ class ExportProvider:
         self.fetch = fn
         return fn
 
+    def estimator(
+        self, fn: Callable[[BatchRequest], int | None]
+    ) -> Callable[[BatchRequest], int | None]:
+        """Decorator registering the row estimate of a schema request (``limit: 0``).
+
+        ``fn(req)`` gets the request (parameters, tenant, time zone) and returns the
+        rows an export of it would have (a ``COUNT``; an estimate is fine), or None
+        when unknown. Without one a schema request answers ``totalRows: null``.
+        """
+        self.estimate = fn
+        return fn
+
+    def _schema_answer(self, req: BatchRequest) -> Response:
+        """The answer to a schema request: every declared column, ``totalRows`` from
+        :attr:`estimate`, no rows, no cursor, no snapshot token.
+
+        Raises:
+            ProviderFault: from the estimate (a bad parameter, the database).
+        """
+        if req.cursor is not None or req.snapshotToken is not None:
+            raise ProviderFault(
+                422,
+                "INVALID_REQUEST",
+                "a schema request (limit 0) carries no cursor and no snapshot token",
+                "cursor" if req.cursor is not None else "snapshotToken",
+            )
+        total = self.estimate(req) if self.estimate is not None else None
+        if total is not None and (isinstance(total, bool) or not isinstance(total, int)):
+            raise TypeError(f"estimate must return an int or None, got {type(total).__name__}")
+        body = {
+            "schemaVersion": self.schema_version,
+            "schemaHash": self._hash,
+            "snapshotToken": None,
+            "columns": [c.as_json() for c in self.columns],
+            "rowFormat": self.row_format,
+            "rows": [],
+            "nextCursor": None,
+            "hasMore": False,
+            "totalRows": total,
+        }
+        return Response(orjson.dumps(body), media_type="application/json")
+
     # ---------------------------------------------------------------- signing
 
     def _sign(self, kind: str, value: Any, task_id: str, expires: int | None = None) -> str:
@@ -406,6 +453,10 @@ class ExportProvider:
         if self.fetch is None:
             return _error(501, "NOT_IMPLEMENTED", f"{self.export_type} has no fetch function")
         try:
+            if req.is_schema_request:
+                answer = self._schema_answer(req)
+                self._outage(None)
+                return answer
             cursor = snapshot = None
             if req.cursor is not None:
                 cursor, _ = self._verify("cursor", req.cursor, req.taskId)

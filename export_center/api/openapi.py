@@ -109,6 +109,40 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_TYPE": ("parameters: Input should be a valid dictionary", "parameters"),
     "INVALID_VALUE": ("status must be one of O, F, P", "parameters.status"),
     "UNKNOWN_EXPORT_TYPE": ("unknown export type 'ORDRES'", "exportType"),
+    "UNKNOWN_COLUMN": (
+        "unknown column 'o_price'; the columns are c_mktsegment, c_name, ...",
+        "columns[1]",
+    ),
+    "DUPLICATE_COLUMN": ("column 'o_orderkey' is chosen twice", "columns[2]"),
+    "INVALID_OPTION": (
+        "options.encoding must be one of 'utf-8-bom', 'utf-8', 'gb18030', got 'latin-1'",
+        "options.encoding",
+    ),
+    "OPTION_NOT_SUPPORTED": (
+        "options.delimiter applies to CSV files only, not xlsx; leave it out",
+        "options.delimiter",
+    ),
+    "INVALID_SPLIT": (
+        "options.split.maxRowsPerFile must be 1..5000000 (this type's row cap), got 0",
+        "options.split.maxRowsPerFile",
+    ),
+    "FORMAT_NOT_INSTALLED": (
+        "format parquet needs the optional extra 'parquet': pip install -e '.[parquet]'",
+        "format",
+    ),
+    "PROVIDER_UNAVAILABLE": (
+        "the ORDERS provider does not answer now (provider timed out on 3 tries); try "
+        "again in a minute",
+        None,
+    ),
+    "PROVIDER_CONTRACT": (
+        "the ORDERS provider's answer is invalid: provider broke the contract: rows must be a list",
+        None,
+    ),
+    "PROVIDER_REJECTED": (
+        "the ORDERS provider refused the request (PROVIDER_REJECTED): provider answered 422",
+        None,
+    ),
     "INVALID_FORMAT": (f"format must be {format_choices()}, got 'pdf'", "format"),
     "INVALID_TIME_ZONE": (
         "timeZone must be an IANA time zone name such as Asia/Shanghai or UTC, got '+08:00'",

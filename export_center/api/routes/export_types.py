@@ -1,16 +1,20 @@
-"""``GET /api/v1/export-types``: the types the caller may create, with their form fields."""
+"""``GET /api/v1/export-types``: the types the caller may create, with their form fields;
+``GET /api/v1/export-types/{type}``: one of them with its columns."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
-from export_center.api.openapi import AUTH, errors
+from export_center.api.file_schemas import ExportTypeDetail, TypeColumnPublic
+from export_center.api.openapi import AUTH, QUERY, errors
+from export_center.api.preview import declared_columns, visible_type
 from export_center.api.schemas import ExportTypePublic, ParameterPublic
+from export_center.columns import Column
 from export_center.registry import ExportType
 from export_center.writers.formats import format_names
 
-__all__ = ["router", "type_public"]
+__all__ = ["column_public", "router", "type_public"]
 
 router = APIRouter(tags=["exports"], dependencies=[Depends(strict_query)])
 
@@ -48,3 +52,41 @@ def export_types(user: CurrentUser, runtime: RuntimeDep) -> list[ExportTypePubli
         for t in runtime.registry
         if t.enabled and user.can(t.required_permission) and user.app_code == t.app_scope
     ]
+
+
+def column_public(column: Column) -> TypeColumnPublic:
+    """A declared column as a column picker needs it (titles in both languages)."""
+    return TypeColumnPublic(
+        key=column.key,
+        title=column.title,
+        titles={"en": column.title, "zh-CN": column.title_zh or column.title},
+        type=column.type.value,
+        precision=column.precision,
+        scale=column.scale,
+    )
+
+
+@router.get(
+    "/api/v1/export-types/{export_type}",
+    response_model=ExportTypeDetail,
+    responses=errors(
+        QUERY,
+        AUTH,
+        {
+            404: ["UNKNOWN_EXPORT_TYPE"],
+            502: ["PROVIDER_CONTRACT", "PROVIDER_REJECTED"],
+            503: ["PROVIDER_UNAVAILABLE"],
+        },
+    ),
+)
+def export_type_detail(
+    export_type: str, user: CurrentUser, runtime: RuntimeDep
+) -> ExportTypeDetail:
+    """One export type the caller may create, with its columns (registry or provider)."""
+    etype = visible_type(runtime, user, export_type)
+    columns = declared_columns(runtime, etype)
+    return ExportTypeDetail(
+        **type_public(etype).model_dump(),
+        columns=[column_public(c) for c in columns],
+        columnsSource="registry" if etype.columns else "provider",
+    )
