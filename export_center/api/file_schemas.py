@@ -1,32 +1,25 @@
 """Bodies of the file a user asked for: a type's columns, the create body's ``columns``
 and ``options``, and the preview's answer (JSON, camelCase).
 
-:class:`FileExportCreate` extends :class:`~export_center.api.schemas.ExportCreate` with
-``columns`` and ``options`` until the create body itself carries them; the values are
-checked by :func:`export_center.filespec.parse_file_spec`, which gives the error codes
-(``UNKNOWN_COLUMN``, ``INVALID_OPTION``, ...), so the option fields are plain text here
-with their enums in the schema.
+The create body's ``columns`` and ``options`` are :class:`~export_center.api.schemas.
+ExportCreate`'s (the preview takes the create body); the values are checked by
+:func:`export_center.filespec.parse_file_spec`, which gives the error codes.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from export_center.api.schemas import ExportCreate, ExportTypePublic
-from export_center.filespec import COMPRESSIONS, DELIMITERS, ENCODINGS, LANGUAGES, LINE_ENDINGS
+from export_center.api.schemas import ExportTypePublic
 
 __all__ = [
     "WARNING_CODES",
-    "ColumnChoiceBody",
     "ExportTypeDetail",
-    "FileExportCreate",
-    "FileOptions",
     "PreviewColumn",
     "PreviewPublic",
     "PreviewWarning",
-    "SplitOptions",
     "TypeColumnPublic",
 ]
 
@@ -83,109 +76,6 @@ class ExportTypeDetail(ExportTypePublic):
         description="Where the columns come from: the registry file, or the provider's "
         "schema answer (asked at most once a minute per type)"
     )
-
-
-class ColumnChoiceBody(BaseModel):
-    """A chosen column with its header renamed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    key: str = Field(min_length=1, max_length=128, examples=["o_totalprice"])
-    title: str | None = Field(
-        default=None,
-        description="The header to write instead of the column's title (1..100 characters)",
-        examples=["Amount"],
-    )
-
-
-class SplitOptions(BaseModel):
-    """Where to cut the file into parts (several files in one ZIP with manifest.json)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    maxRowsPerFile: StrictInt | None = Field(
-        default=None,
-        description="Data rows per part, 1..the type's maxRows",
-        examples=[100000],
-    )
-    maxBytesPerFile: StrictInt | None = Field(
-        default=None,
-        description="Bytes per part, 1024..the file size cap",
-        examples=[20971520],
-    )
-
-
-class FileOptions(BaseModel):
-    """How the file is written. CSV options are refused with other formats."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"language": "zh-CN", "encoding": "gb18030", "delimiter": ";", "header": True}
-            ]
-        },
-    )
-
-    language: str | None = Field(
-        default=None,
-        description="Header language (default: from Accept-Language)",
-        json_schema_extra=_enum(LANGUAGES),
-    )
-    encoding: str | None = Field(
-        default=None, description="CSV: text encoding", json_schema_extra=_enum(ENCODINGS)
-    )
-    delimiter: str | None = Field(
-        default=None, description="CSV: field delimiter", json_schema_extra=_enum(DELIMITERS)
-    )
-    header: StrictBool | None = Field(default=None, description="CSV: write the header row")
-    lineEnding: str | None = Field(
-        default=None, description="CSV: record terminator", json_schema_extra=_enum(LINE_ENDINGS)
-    )
-    compression: str | None = Field(
-        default=None,
-        description="gzip: CSV and JSON Lines only; zip: any format",
-        json_schema_extra=_enum(COMPRESSIONS),
-    )
-    split: SplitOptions | None = None
-
-
-class FileExportCreate(ExportCreate):
-    """A create body with the file's ``columns`` and ``options`` (the preview's body)."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "exportType": "ORDERS",
-                    "format": "xlsx",
-                    "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
-                    "timeZone": "Asia/Shanghai",
-                    "columns": ["o_orderkey", {"key": "o_totalprice", "title": "Amount"}],
-                    "options": {"language": "zh-CN"},
-                }
-            ]
-        },
-    )
-
-    columns: list[str | ColumnChoiceBody] | None = Field(
-        default=None,
-        max_length=100,
-        description="The columns to write, in order: keys, or {key, title} to rename a "
-        "header (default: every column of the type)",
-    )
-    options: FileOptions | None = None
-
-    def raw_columns(self) -> list[object] | None:
-        """``columns`` as :func:`~export_center.filespec.parse_file_spec` reads them."""
-        if self.columns is None:
-            return None
-        return [c if isinstance(c, str) else c.model_dump(exclude_none=True) for c in self.columns]
-
-    def raw_options(self) -> dict[str, object] | None:
-        """``options`` as :func:`~export_center.filespec.parse_file_spec` reads them."""
-        return None if self.options is None else self.options.model_dump(exclude_none=True)
 
 
 class PreviewColumn(BaseModel):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 
+from export_center.api.preview import declared_columns
 from export_center.api.schemas import ExportCreate
-from export_center.columns import Column
 from export_center.filespec import FileSpec, language_of_locale, parse_file_spec
 from export_center.registry import ExportType
 from export_center.runtime import Runtime
 
-__all__ = ["declared_columns", "file_spec_of", "stored_spec"]
+__all__ = ["file_spec_of", "stored_spec"]
 
 
 def file_spec_of(
@@ -45,11 +45,6 @@ def file_spec_of(
         row_cap=etype.max_rows,
         byte_cap=runtime.settings.file_size_cap_bytes,
     )
-
-
-def declared_columns(runtime: Runtime, etype: ExportType) -> list[Column] | None:
-    """The type's columns known before an export runs, None when they are not."""
-    return None
 
 
 def stored_spec(spec: FileSpec) -> str | None:

@@ -159,27 +159,6 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     ),
     "INVALID_DATE": ("from must be a date YYYY-MM-DD, got '2024-02-30'", "parameters.from"),
     "INVALID_DATE_RANGE": ("from (2024-02-01) is after to (2024-01-01)", "parameters.from"),
-    "UNKNOWN_COLUMN": (
-        "unknown column 'o_price'; the columns are o_orderkey, o_totalprice, ...",
-        "columns[0]",
-    ),
-    "DUPLICATE_COLUMN": ("column 'o_orderkey' is chosen twice", "columns[1]"),
-    "INVALID_OPTION": (
-        "options.encoding must be one of 'utf-8-bom', 'utf-8', 'gb18030', got 'latin-1'",
-        "options.encoding",
-    ),
-    "OPTION_NOT_SUPPORTED": (
-        "options.header applies to CSV files only, not xlsx; leave it out",
-        "options.header",
-    ),
-    "INVALID_SPLIT": (
-        "options.split.maxRowsPerFile must be 1..1000000 (this type's row cap), got 0",
-        "options.split.maxRowsPerFile",
-    ),
-    "FORMAT_NOT_INSTALLED": (
-        "format parquet needs the optional extra 'parquet': pip install -e '.[parquet]'",
-        "format",
-    ),
     "PERMISSION_DENIED": ("you may not create ORDERS exports", None),
     "EXPORT_TYPE_DISABLED": ("ORDERS exports are disabled", None),
     "IDEMPOTENCY_KEY_REUSED": (

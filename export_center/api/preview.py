@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from export_center.api.file_schemas import FileExportCreate
 from export_center.api.params import validate_parameters, validate_time_zone
+from export_center.api.schemas import ExportCreate
 from export_center.attempt.batches import BatchConverter
 from export_center.attempt.shards import plan_shards
 from export_center.attempt.steps import convert
@@ -279,7 +279,7 @@ def _checked_format(value: str) -> FileFormat:
 def preview_export(
     runtime: Runtime,
     user: Identity,
-    body: FileExportCreate,
+    body: ExportCreate,
     *,
     accept_language: str | None,
     trace_id: str | None,
@@ -315,8 +315,8 @@ def preview_export(
     time_zone = validate_time_zone(body.timeZone, runtime.settings.task.time_zone)
     spec = parse_file_spec(
         file_format.name,
-        body.raw_columns(),
-        body.raw_options(),
+        body.columns,
+        None if body.options is None else body.options.model_dump(exclude_none=True),
         declared=declared_columns(runtime, etype),
         default_language=language_of_locale(accept_language),
         row_cap=etype.max_rows,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from export_center import repository
+from providers.samples import ORDERS_COLUMNS
 from tests.support.helpers import Stack, create, download, read_csv, read_xlsx, wait_state
 
 SEPTEMBER = {"from": "1995-09-01", "to": "1995-09-03"}
@@ -62,7 +63,9 @@ def test_chosen_columns_come_in_the_chosen_order_with_their_titles(
 
 def test_the_header_language_follows_the_option_and_the_locale(stack: Stack) -> None:
     client = stack.client()
-    english = _full(stack, "csv", {})[0]
+    english_rows = _full(stack, "csv", {})
+    english = english_rows[0]
+    assert english == [c.title for c in ORDERS_COLUMNS]
     for how in ({"options": {"language": "zh-CN"}}, {}):
         headers = {"accept-language": "zh-CN,zh;q=0.9,en;q=0.5"} if not how else {}
         body = {
@@ -76,18 +79,21 @@ def test_the_header_language_follows_the_option_and_the_locale(stack: Stack) -> 
         assert answer.status_code == 202, answer.text
         detail = wait_state(client, answer.json()["taskId"])
         assert detail["state"] == "succeeded", detail
-        header = read_csv(download(client, detail))[0]
-        # Every column has a Chinese title once the provider declares them; a column
-        # without one keeps its English title, and no title is lost or reordered.
-        assert len(header) == len(english)
-        assert header != english or all(h.isascii() for h in header)
+        rows = read_csv(download(client, detail))
+        assert rows[0] == [c.title_zh for c in ORDERS_COLUMNS]
+        assert len(rows[0]) == len(english)
+        # Data cells never change with the language.
+        assert rows[1:] == english_rows[1:]
 
 
 @pytest.mark.parametrize(
     ("body", "code", "field"),
     [
         ({"columns": ["o_orderkey", "o_orderkey"]}, "DUPLICATE_COLUMN", "columns[1]"),
-        ({"columns": [{"key": "o_orderkey", "x": 1}]}, "UNKNOWN_FIELD", None),
+        ({"columns": [{"key": "o_orderkey", "x": 1}]}, "UNKNOWN_FIELD", "columns[0]"),
+        ({"columns": ["o_price"]}, "UNKNOWN_COLUMN", "columns[0]"),
+        ({"columns": [{"key": "o_orderkey", "title": ""}]}, "INVALID_VALUE", "columns[0]"),
+        ({"columns": [7]}, "INVALID_VALUE", "columns[0]"),
         ({"options": {"encoding": "latin-1"}}, "INVALID_OPTION", "options.encoding"),
         ({"options": {"delimiter": "::"}}, "INVALID_OPTION", "options.delimiter"),
         ({"options": {"lineEnding": "cr"}}, "INVALID_OPTION", "options.lineEnding"),

@@ -7,10 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header
 
 from export_center.api.deps import CurrentUser, RuntimeDep, TraceId, strict_query
-from export_center.api.file_schemas import FileExportCreate, PreviewPublic
+from export_center.api.file_schemas import PreviewPublic
 from export_center.api.openapi import AUTH, BODY, errors
 from export_center.api.preview import preview_export
 from export_center.api.preview_render import render_preview
+from export_center.api.schemas import ExportCreate
 
 __all__ = ["PREVIEW_ERRORS", "router"]
 
@@ -48,7 +49,7 @@ PREVIEW_ERRORS = errors(
 
 @router.post("/preview", response_model=PreviewPublic, responses=PREVIEW_ERRORS)
 def preview(
-    body: FileExportCreate,
+    body: ExportCreate,
     user: CurrentUser,
     runtime: RuntimeDep,
     trace_id: TraceId,
