@@ -7,10 +7,10 @@ Rules:
   columns, titles and CSV options; the format's reader reads them back (``csv`` with
   the encoding and delimiter, openpyxl, one JSON object per line, pyarrow), and each
   cell is given as the text the reader shows: a CSV field as it is (formula guard
-  included); an XLSX number with the decimals of its number format, a date
-  ``YYYY-MM-DD``, a date-time ``YYYY-MM-DD HH:MM:SS``, a boolean ``TRUE``/``FALSE``; a
-  JSON Lines or Parquet value as its JSON text (strings without quotes). An empty cell
-  is ``""``.
+  included); an XLSX number with the decimals of its number format, a date (a
+  number format without hours) ``YYYY-MM-DD``, a date-time ``YYYY-MM-DD HH:MM:SS``, a
+  boolean ``TRUE``/``FALSE``; a JSON Lines or Parquet value as its JSON text (strings
+  without quotes). An empty cell is ``""``.
 * ``estimatedBytes = files x head + per_row x estimatedRows``, rounded up: ``head`` is
   the size of the format's file with no rows (BOM, header, workbook parts), ``per_row``
   the sample's bytes beyond the head divided by its rows. Before gzip or zip: a
@@ -90,7 +90,9 @@ def _excel_text(value: Any, number_format: str) -> str:
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, dt.datetime):
+    if isinstance(value, dt.datetime):  # openpyxl reads every date cell as a datetime
+        if "h" not in number_format.lower():
+            return value.date().isoformat()
         return value.isoformat(sep=" ")
     if isinstance(value, dt.date):
         return value.isoformat()
