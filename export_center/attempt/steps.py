@@ -214,6 +214,9 @@ class Attempt:
         #: For each file column the index of its values among the provider's columns,
         #: None while the file has the provider's columns as they are.
         self.indexes: list[int] | None = None
+        #: The chosen keys every batch request carries (a provider may send only
+        #: these), None when the file has every column.
+        self.chosen_keys = [c.key for c in self.spec.columns] or None
         self.object_key = object_key or new_object_key(
             task.task_no, self.ext, tenant=task.tenant_id
         )
@@ -312,6 +315,7 @@ class Attempt:
                 limit=limit,
                 time_limit=time_limit,
                 abort=abort,
+                columns=self.chosen_keys,
             )
         )
 
