@@ -79,6 +79,7 @@ def _unmade_secrets(settings: Settings) -> list[str]:
     values = {
         "jwt-secret": settings.api.jwt_secret,
         "download-secret": settings.api.download_secret,
+        "manifest-secret": settings.api.manifest_secret,
         "internal-token": settings.provider.internal_token,
     }
     return [

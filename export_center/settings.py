@@ -222,6 +222,11 @@ class Settings(BaseSettings):
         return self._secret(self.api.download_secret, "download-secret")
 
     @cached_property
+    def manifest_secret(self) -> str:
+        """HMAC-SHA256 key that signs export manifests (``packaging.manifest``)."""
+        return self._secret(self.api.manifest_secret, "manifest-secret")
+
+    @cached_property
     def internal_token(self) -> str:
         """``X-Internal-Service-Token`` shared with providers."""
         return self._secret(self.provider.internal_token, "internal-token")
@@ -238,7 +243,7 @@ class Settings(BaseSettings):
             raise ValueError(
                 "storage.backend is s3 but no bucket is set: set EXPORT_CENTER_STORAGE__S3__BUCKET"
             )
-        for name in ("jwt_secret", "download_secret", "internal_token"):
+        for name in ("jwt_secret", "download_secret", "manifest_secret", "internal_token"):
             getattr(self, name)
 
     def _secret(self, value: SecretStr | None, name: str) -> str:
@@ -251,6 +256,7 @@ class Settings(BaseSettings):
             variable = {
                 "jwt-secret": "EXPORT_CENTER_API__JWT_SECRET",
                 "download-secret": "EXPORT_CENTER_API__DOWNLOAD_SECRET",
+                "manifest-secret": "EXPORT_CENTER_API__MANIFEST_SECRET",
                 "internal-token": "EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN",
             }.get(name, name)
             raise ValueError(

@@ -341,6 +341,9 @@ class ApiSettings(BaseModel):
         24 * 3600, description="Lifetime of a signed download link"
     )
     download_secret: SecretStr | None = Field(None, description="HMAC secret of download links")
+    manifest_secret: SecretStr | None = Field(
+        None, description="HMAC secret that signs export manifests (export-center verify checks it)"
+    )
 
     @field_validator("allowed_hosts")
     @classmethod

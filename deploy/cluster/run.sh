@@ -57,8 +57,12 @@ secrets() {
         {
             echo "EXPORT_CENTER_API__JWT_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(36))')"
             echo "EXPORT_CENTER_API__DOWNLOAD_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(36))')"
+            echo "EXPORT_CENTER_API__MANIFEST_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(36))')"
             echo "EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(36))')"
         } >"$file"
+    fi
+    if ! grep -q '^EXPORT_CENTER_API__MANIFEST_SECRET=' "$file"; then # made before manifests
+        echo "EXPORT_CENTER_API__MANIFEST_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(36))')" >>"$file"
     fi
     set -a
     # shellcheck disable=SC1090

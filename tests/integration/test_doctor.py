@@ -163,6 +163,7 @@ def test_no_registry_doctor_and_serve_give_the_same_advice(environment, samples,
         env.update(
             EXPORT_CENTER_API__JWT_SECRET=secret,
             EXPORT_CENTER_API__DOWNLOAD_SECRET=secret,
+            EXPORT_CENTER_API__MANIFEST_SECRET=secret,
             EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN=secret,
             EXPORT_CENTER_TOPIC_PREFIX="prod-",
         )

@@ -222,7 +222,10 @@ def test_doctor_on_a_wrong_data_directory_creates_nothing(tmp_path, place):
     assert checks["database"]["message"].startswith(f"no database at {data}/export-center.db")
     assert checks["migrations"]["message"] == "not checked: no database"
     assert checks["settings"]["ok"]  # embedded default: the secrets come with `serve`
-    assert "no jwt-secret, download-secret, internal-token in" in checks["settings"]["message"]
+    assert (
+        "no jwt-secret, download-secret, manifest-secret, internal-token in"
+        in checks["settings"]["message"]
+    )
     assert checks["storage"]["ok"] and "does not exist yet" in checks["storage"]["message"]
     assert (sorted(data.iterdir()) if data.exists() else None) == ([] if place == "empty" else None)
 

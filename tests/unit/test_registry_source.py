@@ -64,6 +64,7 @@ def _env(
     if environment == "production":
         monkeypatch.setenv("EXPORT_CENTER_API__JWT_SECRET", SECRET)
         monkeypatch.setenv("EXPORT_CENTER_API__DOWNLOAD_SECRET", SECRET)
+        monkeypatch.setenv("EXPORT_CENTER_API__MANIFEST_SECRET", SECRET)
         monkeypatch.setenv("EXPORT_CENTER_PROVIDER__INTERNAL_TOKEN", SECRET)
         monkeypatch.setenv("EXPORT_CENTER_TOPIC_PREFIX", "prod-")
     if samples != "default":

@@ -99,7 +99,7 @@ def test_production_refuses_to_start_without_its_secrets(tmp_path, monkeypatch):
         environment="production",
         data_dir=tmp_path,
         topic_prefix="",
-        api={"jwt_secret": strong, "download_secret": strong},
+        api={"jwt_secret": strong, "download_secret": strong, "manifest_secret": strong},
         provider={"internal_token": strong},
     )
     ready.check_startup()  # nothing missing
