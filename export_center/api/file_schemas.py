@@ -8,7 +8,7 @@ ExportCreate`'s (the preview takes the create body); the values are checked by
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -16,6 +16,7 @@ from export_center.api.schemas import ExportTypePublic
 
 __all__ = [
     "WARNING_CODES",
+    "ManifestPublic",
     "ExportTypeDetail",
     "PreviewColumn",
     "PreviewPublic",
@@ -134,3 +135,92 @@ class PreviewPublic(BaseModel):
     files: int = Field(description="Files delivered: the parts of a split, else 1")
     sheets: int = Field(description="XLSX: sheets of the largest file; 1 for other formats")
     warnings: list[PreviewWarning]
+
+
+class ManifestFile(BaseModel):
+    """One delivered file: the download itself, or one part inside the ZIP."""
+
+    name: str = Field(examples=["September orders-part-0001.csv"])
+    rows: int = Field(description="Data rows (header rows not counted)")
+    bytes: int = Field(description="Size in bytes (a part: as extracted)")
+    sha256: str = Field(description="Lowercase hex SHA-256 of those bytes")
+
+
+class ManifestArchive(BaseModel):
+    """The delivered ZIP."""
+
+    name: str
+    bytes: int
+    sha256: str
+
+
+class ManifestSignature(BaseModel):
+    """How the manifest is signed: HMAC-SHA256 with the installation's manifest key over
+    the canonical JSON of the manifest without ``signature`` (keys sorted, compact,
+    UTF-8); ``keyId`` is the first 8 hex digits of the key's SHA-256."""
+
+    alg: Literal["HMAC-SHA256"]
+    keyId: str
+    value: str
+
+
+class ManifestPublic(BaseModel):
+    """The signed manifest of a succeeded export (``GET /api/v1/exports/{taskId}/manifest``)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "manifestVersion": 1,
+                    "taskId": "exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W",
+                    "exportType": "ORDERS",
+                    "parameters": {"from": "1995-09-01", "to": "1995-09-30"},
+                    "format": "csv",
+                    "options": {"language": "en", "encoding": "utf-8-bom", "compression": "none"},
+                    "timeZone": "UTC",
+                    "columns": [
+                        {"key": "o_orderkey", "title": "Order key", "type": "INTEGER"},
+                        {"key": "o_totalprice", "title": "Total price", "type": "DECIMAL"},
+                    ],
+                    "totalRows": 15408,
+                    "files": [
+                        {
+                            "name": "September orders.csv",
+                            "rows": 15408,
+                            "bytes": 402114,
+                            "sha256": "9f2c...e1",
+                        }
+                    ],
+                    "archive": None,
+                    "controlTotals": {
+                        "rowCount": 15408,
+                        "columns": {"o_totalprice": {"sum": "2331047117.52", "nulls": 0}},
+                    },
+                    "snapshotToken": "~eyJ2Ijo...",
+                    "createdAt": "2026-12-01T03:20:11.204Z",
+                    "finishedAt": "2026-12-01T03:20:11.980Z",
+                    "signature": {"alg": "HMAC-SHA256", "keyId": "1a2b3c4d", "value": "5f0c..."},
+                }
+            ]
+        }
+    )
+
+    manifestVersion: int
+    taskId: str
+    exportType: str
+    parameters: dict[str, Any]
+    format: str
+    options: dict[str, Any] = Field(description="The file options, defaults filled in")
+    timeZone: str
+    columns: list[PreviewColumn] = Field(description="The file's columns in order")
+    totalRows: int = Field(description="Data rows of all files")
+    files: list[ManifestFile]
+    archive: ManifestArchive | None = Field(description="The ZIP, or null")
+    controlTotals: dict[str, Any] = Field(
+        description="rowCount, and per column: exact sum of INTEGER and DECIMAL (text), "
+        "min/max of DATE and DATETIME (ISO 8601, datetimes in UTC), nulls"
+    )
+    snapshotToken: str | None
+    createdAt: str | None
+    finishedAt: str | None
+    signature: ManifestSignature

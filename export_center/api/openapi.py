@@ -177,6 +177,11 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_STATE": ("state must be among queued, running, ...", "state"),
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),
+    "MANIFEST_NOT_FOUND": (
+        "this export has no manifest: it has not succeeded (or succeeded before manifests "
+        "were recorded)",
+        None,
+    ),
     "EVENT_NOT_FOUND": ("no command with event id 1b9d...", None),
     "NOT_FOUND": ("there is no development sign-in here", None),
     "NOT_LOOPBACK": ("the development sign-in answers only on this machine (loopback)", None),

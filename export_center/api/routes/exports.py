@@ -1,4 +1,4 @@
-"""``/api/v1/exports``: create, list, detail, download, cancel, retry.
+"""``/api/v1/exports``: create, list, detail, manifest, download, cancel, retry.
 
 Thin routes: each parses its request, calls one function of
 :mod:`export_center.api.service` and presents the result with
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
@@ -22,11 +23,13 @@ from export_center.api.deps import (
     strict_query,
 )
 from export_center.api.error_pages import DownloadErrorsRoute
+from export_center.api.file_schemas import ManifestPublic
 from export_center.api.files import file_response
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.present import one_public, tasks_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
-from export_center.errors import Unauthorized
+from export_center.errors import NotFound, Unauthorized
+from export_center.manifests import signed_manifest
 from export_center.repository import CreateReason
 from export_center.states import api_state
 from export_center.writers.formats import FORMATS
@@ -97,7 +100,11 @@ TASK_CODES: dict[int, list[str]] = {404: ["TASK_NOT_FOUND"]}
 TASK_ERRORS = errors(AUTH, TASK_CODES)
 _CONTENT_FILE = {"schema": {"type": "string", "format": "binary"}}
 #: The download's media types: one per format of the table, without parameters.
-_FILE_CONTENT = {entry.media_type: _CONTENT_FILE for entry in FORMATS.values()}
+_FILE_CONTENT = {
+    **{entry.media_type: _CONTENT_FILE for entry in FORMATS.values()},
+    "application/gzip": _CONTENT_FILE,
+    "application/zip": _CONTENT_FILE,
+}
 DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The file, with `Content-Disposition: attachment; filename=...; "
@@ -227,6 +234,31 @@ def list_exports(
 def detail(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> ExportPublic:
     """State, phase and progress of one task; a signed link once it succeeded."""
     return one_public(runtime, service.visible_task(runtime, task_id, user), user)
+
+
+@router.get(
+    "/{task_id}/manifest",
+    response_model=None,
+    responses={
+        200: {"model": ManifestPublic, "description": "The signed manifest"},
+        **errors(QUERY, AUTH, {404: ["TASK_NOT_FOUND", "MANIFEST_NOT_FOUND"]}),
+    },
+)
+def manifest(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> Response:
+    """The signed manifest of a succeeded export: its files with rows, bytes and SHA-256,
+    the control totals and the snapshot token (``export-center verify`` checks a file
+    against it)."""
+    task = service.visible_task(runtime, task_id, user)
+    body = signed_manifest(task, runtime.settings.manifest_secret)
+    if body is None:
+        raise NotFound(
+            "this export has no manifest: it has not succeeded (or succeeded before "
+            "manifests were recorded)",
+            code="MANIFEST_NOT_FOUND",
+        )
+    return Response(
+        orjson.dumps(body), media_type="application/json", headers={"Cache-Control": "no-store"}
+    )
 
 
 def download(
