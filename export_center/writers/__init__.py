@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from export_center.columns import Column
+from export_center.filespec import CsvOptions
 from export_center.writers.base import CountingStream, ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
 from export_center.writers.formats import FORMATS, format_choices
@@ -64,6 +65,7 @@ def open_writer(
     time_zone: str = "UTC",
     max_bytes: int | None = None,
     sheet_row_limit: int = EXCEL_MAX_ROWS - 1,
+    csv: CsvOptions = CsvOptions(),
 ) -> ExportWriter:
     """Open a streaming writer of one export file.
 
@@ -79,12 +81,14 @@ def open_writer(
             the caller's setting); ``errors.FileTooLarge`` is raised while writing.
         sheet_row_limit: XLSX data rows per sheet (1..1,048,575; CASES E12); ignored
             by formats without sheets (CSV).
+        csv: the CSV options (encoding, delimiter, header row, line ending); ignored by
+            the other formats.
 
     Returns:
         An ``ExportWriter``: call ``write_rows`` per batch, then ``close()``.
 
     Raises:
-        ValueError: unknown format, no columns, or a bad ``sheet_row_limit``.
+        ValueError: unknown format, no columns, a bad ``sheet_row_limit`` or CSV option.
         zoneinfo.ZoneInfoNotFoundError: unknown time zone.
         FileTooLarge: ``max_bytes`` is smaller than the file's first bytes.
     """
@@ -97,4 +101,5 @@ def open_writer(
         time_zone=time_zone,
         max_bytes=max_bytes,
         sheet_row_limit=sheet_row_limit,
+        csv=csv,
     )

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import BinaryIO, Protocol
 
 from export_center.columns import Column
+from export_center.filespec import CsvOptions
 from export_center.writers.base import ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
 from export_center.writers.parts import (
@@ -72,11 +73,13 @@ class WriterFactory(Protocol):
         time_zone: str,
         max_bytes: int | None,
         sheet_row_limit: int | None = None,
+        csv: CsvOptions = CsvOptions(),
     ) -> ExportWriter:
         """Open the writer.
 
         ``sheet_row_limit`` is the data rows per sheet, None for the format's most
-        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it.
+        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it. ``csv`` is
+        the file's CSV options; formats other than CSV ignore them.
         """
         ...
 
@@ -91,8 +94,10 @@ class PartFactory(Protocol):
         *,
         time_zone: str,
         resume_from: WriterStats | None,
+        csv: CsvOptions = CsvOptions(),
     ) -> PartWriter:
-        """Open the part writer; ``resume_from`` is the part's last checkpoint or None."""
+        """Open the part writer; ``resume_from`` is the part's last checkpoint or None;
+        ``csv`` the file's CSV options (other formats ignore them)."""
         ...
 
 
@@ -108,8 +113,12 @@ class Assembler(Protocol):
         *,
         part_stats: WriterStats,
         max_bytes: int | None,
+        csv: CsvOptions = CsvOptions(),
     ) -> WriterStats:
         """Write the file from the parts (per shard in order, its chunks in order).
+
+        ``csv`` is the file's CSV options, as given to the part writers (other formats
+        ignore them).
 
         Returns:
             The file's stats, equal to the single writer's for the same rows.
@@ -168,9 +177,38 @@ def _open_csv(
     time_zone: str,
     max_bytes: int | None,
     sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
 ) -> ExportWriter:
-    """A :class:`CsvWriter` (one table, so no sheet row limit)."""
-    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+    """A :class:`CsvWriter` with the CSV options (one table, so no sheet row limit)."""
+    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes, options=csv)
+
+
+def _open_csv_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """A :class:`CsvPartWriter` with the CSV options."""
+    return CsvPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from, options=csv)
+
+
+def _assemble_csv(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+) -> WriterStats:
+    """:func:`~export_center.writers.parts.assemble_csv` with the CSV options."""
+    return assemble_csv(
+        stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, options=csv
+    )
 
 
 def _open_xlsx(
@@ -180,6 +218,7 @@ def _open_xlsx(
     time_zone: str,
     max_bytes: int | None,
     sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
 ) -> ExportWriter:
     """An :class:`XlsxWriter` with ``sheet_row_limit`` data rows per sheet (None: the
     most a sheet holds, 1,048,575)."""
@@ -192,14 +231,40 @@ def _open_xlsx(
     )
 
 
+def _open_xlsx_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """An :class:`XlsxFragmentWriter` (CSV options do not apply)."""
+    return XlsxFragmentWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+
+
+def _assemble_xlsx(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+) -> WriterStats:
+    """:func:`~export_center.writers.parts.assemble_xlsx` (CSV options do not apply)."""
+    return assemble_xlsx(stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes)
+
+
 _ENTRIES = (
     FileFormat(
         name="csv",
         extension=CsvWriter.extension,
         content_type=CsvWriter.content_type,
         open_writer=_open_csv,
-        open_part=CsvPartWriter,
-        assemble=assemble_csv,
+        open_part=_open_csv_part,
+        assemble=_assemble_csv,
         sheet_rows=None,
         parts_sum_to_file=True,
     ),
@@ -208,8 +273,8 @@ _ENTRIES = (
         extension=XlsxWriter.extension,
         content_type=XlsxWriter.content_type,
         open_writer=_open_xlsx,
-        open_part=XlsxFragmentWriter,
-        assemble=assemble_xlsx,
+        open_part=_open_xlsx_part,
+        assemble=_assemble_xlsx,
         sheet_rows=EXCEL_MAX_ROWS - 1,
         parts_sum_to_file=False,
     ),
