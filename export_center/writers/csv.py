@@ -2,12 +2,16 @@
 
 Rules (DESIGN.md "Files", CASES.md):
 
-* UTF-8 with exactly one BOM at the start of the file, however many batches (E01).
-* RFC 4180 quoting exactly as the ``csv`` module's ``QUOTE_MINIMAL`` (a field with a
-  comma, quote, CR or LF is quoted, quotes doubled; a row made of one empty field is
-  written ``""``) and CRLF row ends, so embedded LF, bare CR, quotes and commas stay
-  inside their cell (E02).
-* A header row of column titles (formula-guarded like STRING cells).
+* By default UTF-8 with exactly one BOM at the start of the file, however many
+  batches (E01); ``utf-8`` (no BOM) and ``gb18030`` on request (``CsvOptions``, see
+  :class:`CsvWriter`).
+* RFC 4180 quoting exactly as the ``csv`` module's ``QUOTE_MINIMAL`` (a field with the
+  delimiter, a quote, CR or LF is quoted, quotes doubled; a row made of one empty
+  field is written ``""``) and CRLF row ends by default (LF on request), so embedded
+  LF, bare CR, quotes and delimiters stay inside their cell (E02). The delimiter is
+  ``,`` by default, or ``;``, TAB, ``|``.
+* A header row of column titles (formula-guarded like STRING cells), unless the
+  options leave it out.
 * Formula guard on STRING cells only (E06): a value whose first character is
   ``= + - @``, TAB, CR, LF or a full-width ``＝ ＋ － ＠``, or which starts with
   blanks (any Unicode space, NBSP, zero-width space) followed by one of those, gets a
@@ -36,8 +40,8 @@ Rules (DESIGN.md "Files", CASES.md):
 Speed: a batch is rendered column by column; a column whose values are all of its
 type's common Python type (``str``, ``int``, ``DecimalText``, ``date``) is checked and
 converted with C-level operations only (one ``join`` to find quoting needs, one
-``map(str, ...)``), and rows are assembled with ``",".join`` over ``zip``. The batch is
-encoded to UTF-8 once and written with one call. A DATETIME column calls one
+``map(str, ...)``), and rows are assembled with ``delimiter.join`` over ``zip``. The
+batch is encoded once and written with one call. A DATETIME column calls one
 function per ``datetime`` (its text never needs quoting). Everything else goes through
 one per-value path that holds all the rules.
 """
@@ -53,10 +57,11 @@ from decimal import Decimal
 from typing import Any, BinaryIO
 
 from export_center.columns import Column, ColumnType
+from export_center.filespec import DELIMITERS, ENCODINGS, LINE_ENDINGS, CsvOptions
 from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.base import StreamingWriter, WriterStats, date_cache
 
-__all__ = ["BOM", "CsvWriter", "needs_formula_guard"]
+__all__ = ["BOM", "CsvWriter", "check_csv_options", "needs_formula_guard"]
 
 BOM = codecs.BOM_UTF8
 """The UTF-8 byte order mark written once at the start of the file (E01)."""
@@ -78,12 +83,35 @@ _GUARD_RE = re.compile(rf"[\s{_ZERO_WIDTH}]*[{re.escape(_FORMULA_START)}]")
 _QUOTE_RE = re.compile('[,"\r\n]')
 """Characters that make ``QUOTE_MINIMAL`` quote a field: delimiter, quote, CR, LF."""
 
+_QUOTE_RES = {d: re.compile(f'[{re.escape(d)}"\r\n]') for d in DELIMITERS}
+"""The quoting test per delimiter (``,`` is :data:`_QUOTE_RE` itself)."""
+_QUOTE_RES[","] = _QUOTE_RE
+
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 """Lone surrogates: the only code points UTF-8 cannot encode (E08: become U+FFFD)."""
 
-_LINE_END = "\r\n"
+_CODECS = {"utf-8-bom": "utf-8", "utf-8": "utf-8", "gb18030": "gb18030"}
+"""The Python codec of each encoding option; only ``utf-8-bom`` writes :data:`BOM`."""
 
 _combine = _dt.datetime.combine
+
+
+def check_csv_options(options: CsvOptions) -> None:
+    """Refuse CSV options outside their enums (the API checks them first).
+
+    Args:
+        options: the file's CSV options.
+
+    Raises:
+        ValueError: an encoding, delimiter or line ending that is not one of
+            ``filespec.ENCODINGS``, ``DELIMITERS`` or ``LINE_ENDINGS``.
+    """
+    if options.encoding not in ENCODINGS:
+        raise ValueError(f"unknown CSV encoding {options.encoding!r}")
+    if options.delimiter not in DELIMITERS:
+        raise ValueError(f"unknown CSV delimiter {options.delimiter!r}")
+    if options.line_ending not in LINE_ENDINGS:
+        raise ValueError(f"unknown CSV line ending {options.line_ending!r}")
 
 
 def needs_formula_guard(text: str) -> bool:
@@ -112,21 +140,40 @@ def _guard(text: str) -> str:
     return "'" + text if needs_formula_guard(text) else text
 
 
-def _quote(text: str) -> str:
-    """One field as ``QUOTE_MINIMAL`` writes it (quotes doubled inside quotes)."""
-    if _QUOTE_RE.search(text) is None:
+def _quote(text: str, search: Callable[[str], object] = _QUOTE_RE.search) -> str:
+    """One field as ``QUOTE_MINIMAL`` writes it (quotes doubled inside quotes).
+
+    ``search`` finds a character that needs quoting (``_QUOTE_RES[delimiter].search``).
+    """
+    if search(text) is None:
         return text
     return '"' + text.replace('"', '""') + '"'
 
 
 class CsvWriter(StreamingWriter):
-    """Stream rows into a UTF-8 (BOM) RFC 4180 CSV file.
+    """Stream rows into an RFC 4180 CSV file (by default UTF-8 with a BOM, ``,``, CRLF).
 
     The frame (``write_rows``, ``write_columns``, ``close``, ``abort``, the closed and
     failed states) is :class:`~export_center.writers.base.StreamingWriter`'s; this class
-    renders the fields. Its stats have ``sheets=1``, ``bytes`` with the BOM (without a
-    header: ``sheets=0``, no BOM), and ``replaced_chars`` equal to
+    renders the fields. Its stats have ``sheets=1``, ``bytes`` with the head (without a
+    head, ``header=False``: ``sheets=0``), and ``replaced_chars`` equal to
     ``replaced_surrogates`` (lone surrogates are all that CSV replaces).
+
+    Options (``filespec.CsvOptions``), the same rules for every combination:
+
+    * ``encoding``: ``utf-8-bom`` writes :data:`BOM` then UTF-8 (the default, the bytes
+      of every earlier release); ``utf-8`` the same without BOM; ``gb18030`` Python's
+      ``gb18030`` codec, which covers all of Unicode (four-byte sequences beyond the
+      BMP and for the code points GBK lacks). The text is encoded once per batch; a
+      lone surrogate, which no encoding holds, becomes U+FFFD (four bytes in GB18030)
+      and is counted, as in UTF-8.
+    * ``delimiter``: ``,`` ``;`` TAB or ``|``; a field is quoted when it holds the
+      delimiter, a quote, CR or LF (quotes doubled), so quoting and the formula guard
+      (which looks at the first characters only) hold for every delimiter.
+    * ``header``: False leaves out the header row; a ``utf-8-bom`` file still starts
+      with the BOM.
+    * ``line_ending``: every record ends with CRLF or LF; a line break inside a quoted
+      field is written as the value has it.
 
     Args:
         stream: binary output; it is not closed by ``close()``.
@@ -140,12 +187,14 @@ class CsvWriter(StreamingWriter):
             a shard's part, see ``writers.parts``; the stats then have ``sheets=0``).
         resume_from: with ``header=False`` only, the stats of the part so far: the
             counts continue from them and their ``bytes`` count against ``max_bytes``.
+        options: encoding, delimiter, header row and line ending (see above).
 
     Raises:
-        ValueError: no columns, or ``resume_from`` with ``header=True``.
+        ValueError: no columns, ``resume_from`` with ``header=True``, or an option
+            outside its enum (:func:`check_csv_options`).
 
     Attributes:
-        content_type: ``text/csv; charset=utf-8``.
+        content_type: ``text/csv; charset=utf-8`` (``charset=gb18030`` for GB18030).
         extension: ``csv``.
     """
 
@@ -161,12 +210,21 @@ class CsvWriter(StreamingWriter):
         max_bytes: int | None = None,
         header: bool = True,
         resume_from: WriterStats | None = None,
+        options: CsvOptions = CsvOptions(),
     ):
         if header and resume_from is not None:
             raise ValueError("a resumed CSV part has no header: pass header=False")
+        check_csv_options(options)
         super().__init__(
             stream, columns, time_zone=time_zone, max_bytes=max_bytes, resume_from=resume_from
         )
+        self._options = options
+        self._codec = _CODECS[options.encoding]
+        self._delimiter = options.delimiter
+        self._newline = options.newline
+        self._quote_search = _QUOTE_RES[options.delimiter].search
+        if self._codec != "utf-8":
+            self.content_type = f"text/csv; charset={self._codec}"
         self._renderers = [self._renderer(ColumnType(c.type)) for c in self._columns]
         self._single = len(self._columns) == 1
         if header:
@@ -174,9 +232,15 @@ class CsvWriter(StreamingWriter):
             self._guarded(self._write_header)
 
     def _write_header(self) -> None:
-        """The BOM (once per file, E01) and the row of column titles (guarded, E06)."""
-        header = [[_quote(_guard(c.title))] for c in self._columns]
-        self._counting.write(BOM + self._encode(self._lines(header)))
+        """The BOM of a ``utf-8-bom`` file (once, E01) and the row of column titles
+        (guarded, E06) unless the options leave it out."""
+        head = BOM if self._options.encoding == "utf-8-bom" else b""
+        if self._options.header:
+            search = self._quote_search
+            header = [[_quote(_guard(c.title), search)] for c in self._columns]
+            head += self._encode(self._lines(header))
+        if head:
+            self._counting.write(head)
 
     # --- value rendering -------------------------------------------------------------
 
@@ -189,7 +253,7 @@ class CsvWriter(StreamingWriter):
         through ``_field``, which applies every rule to one value.
         """
         field = self._field
-        quote_search = _QUOTE_RE.search
+        quote_search = self._quote_search
 
         if column_type is ColumnType.STRING:
             risky_first = _GUARD_FIRST
@@ -205,7 +269,7 @@ class CsvWriter(StreamingWriter):
                         for v in values
                     ]
                 if quote_search(joined) is not None:
-                    values = [_quote(v) for v in values]
+                    values = [_quote(v, quote_search) for v in values]
                 return values
 
             return render_strings
@@ -270,7 +334,7 @@ class CsvWriter(StreamingWriter):
         """One value as its final field text (quoted when needed); all rules here."""
         if value is None:
             return ""
-        return _quote(self._text(value, guard))
+        return _quote(self._text(value, guard), self._quote_search)
 
     def _text(self, value: Any, guard: bool) -> str:
         """Render any typed value by its Python type (slow path, all column types)."""
@@ -317,19 +381,21 @@ class CsvWriter(StreamingWriter):
         return _combine(local.date(), local.time()).isoformat(" ")
 
     def _lines(self, columns: list[list[str]]) -> str:
-        """Rows of final fields (given column by column) as CRLF-terminated lines."""
+        """Rows of final fields (given column by column) as terminated records."""
+        end = self._newline
         if self._single:  # csv writes a row of one empty field as "" (not a blank line)
-            return "".join([(f or '""') + _LINE_END for f in columns[0]])
-        return _LINE_END.join(map(",".join, zip(*columns, strict=True))) + _LINE_END
+            return "".join([(f or '""') + end for f in columns[0]])
+        return end.join(map(self._delimiter.join, zip(*columns, strict=True))) + end
 
     def _encode(self, text: str) -> bytes:
-        """UTF-8 bytes of ``text``; lone surrogates become U+FFFD and are counted (E08)."""
+        """The bytes of ``text`` in the file's encoding; lone surrogates, which no
+        encoding holds, become U+FFFD and are counted (E08)."""
         try:
-            return text.encode("utf-8")
+            return text.encode(self._codec)
         except UnicodeEncodeError:
             text, replaced = _SURROGATE_RE.subn("\ufffd", text)
             self._stats.replaced_surrogates += replaced  # the only kind CSV replaces
-            return text.encode("utf-8")
+            return text.encode(self._codec)
 
     # --- StreamingWriter hooks ---------------------------------------------------------
 

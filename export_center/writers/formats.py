@@ -12,6 +12,18 @@ a shard (a ``parts.CheckpointedWriter``) and the assembler that joins the parts 
 writer's file byte for byte. The download center's page lists its formats itself (a
 radio button in ``api/static/ui/index.html``, labels in ``i18n.js``).
 
+The formats, in table order:
+
+* ``csv``: :class:`CsvWriter`, parts without head (``parts.CsvPartWriter``) joined after
+  the head; takes the CSV options and gzip.
+* ``xlsx``: :class:`XlsxWriter`, fragments without row numbers numbered and zipped at
+  assembly (``parts.assemble_xlsx``).
+* ``jsonl``: :class:`JsonlWriter` (``writers.jsonl``), parts are the same rows and are
+  concatenated; takes gzip.
+* ``parquet``: :class:`ParquetWriter` (``writers.parquet``, the optional extra
+  ``parquet``: :attr:`FileFormat.available`), parts are typed rows
+  (``rows.RowsPartWriter``) rendered through the writer at assembly.
+
 Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
 the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
 letter case (:func:`find_format`).
@@ -19,6 +31,7 @@ letter case (:func:`find_format`).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,14 +39,18 @@ from types import MappingProxyType
 from typing import BinaryIO, Protocol
 
 from export_center.columns import Column
+from export_center.filespec import CsvOptions
 from export_center.writers.base import ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
+from export_center.writers.jsonl import JsonlPartWriter, JsonlWriter, assemble_jsonl
+from export_center.writers.parquet import ParquetWriter, assemble_parquet
 from export_center.writers.parts import (
     CsvPartWriter,
     XlsxFragmentWriter,
     assemble_csv,
     assemble_xlsx,
 )
+from export_center.writers.rows import RowsPartWriter
 from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
 
 __all__ = [
@@ -72,11 +89,13 @@ class WriterFactory(Protocol):
         time_zone: str,
         max_bytes: int | None,
         sheet_row_limit: int | None = None,
+        csv: CsvOptions = CsvOptions(),
     ) -> ExportWriter:
         """Open the writer.
 
         ``sheet_row_limit`` is the data rows per sheet, None for the format's most
-        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it.
+        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it. ``csv`` is
+        the file's CSV options; formats other than CSV ignore them.
         """
         ...
 
@@ -91,8 +110,10 @@ class PartFactory(Protocol):
         *,
         time_zone: str,
         resume_from: WriterStats | None,
+        csv: CsvOptions = CsvOptions(),
     ) -> PartWriter:
-        """Open the part writer; ``resume_from`` is the part's last checkpoint or None."""
+        """Open the part writer; ``resume_from`` is the part's last checkpoint or None;
+        ``csv`` the file's CSV options (other formats ignore them)."""
         ...
 
 
@@ -108,8 +129,15 @@ class Assembler(Protocol):
         *,
         part_stats: WriterStats,
         max_bytes: int | None,
+        csv: CsvOptions = CsvOptions(),
+        time_zone: str = "UTC",
     ) -> WriterStats:
         """Write the file from the parts (per shard in order, its chunks in order).
+
+        ``csv`` is the file's CSV options, as given to the part writers (other formats
+        ignore them); ``time_zone`` the export time zone, which a format that renders
+        its file from rows parts needs (Parquet's timestamp zone; the others' parts
+        hold their wall times already).
 
         Returns:
             The file's stats, equal to the single writer's for the same rows.
@@ -139,6 +167,12 @@ class FileFormat:
             they are, so a sharded export checks the size cap on the sum of its parts
             at every checkpoint; when False (a compressed file) only the assembler can
             check it.
+        csv_options: the format takes the CSV options (encoding, delimiter, header row,
+            line ending); another format refuses them (``OPTION_NOT_SUPPORTED``).
+        gzip: ``compression: gzip`` applies (the file is not compressed inside).
+        extra: the optional extra the format needs (``parquet``), or None.
+        modules: the modules of that extra, whose presence makes the format
+            :attr:`available`.
     """
 
     name: str
@@ -149,6 +183,41 @@ class FileFormat:
     assemble: Assembler
     sheet_rows: int | None
     parts_sum_to_file: bool
+    csv_options: bool = False
+    gzip: bool = False
+    extra: str | None = None
+    modules: tuple[str, ...] = ()
+
+    @property
+    def available(self) -> bool:
+        """True when the format can be written here: its extra's modules are installed
+        (looked up without importing them); always True for a format without extra."""
+        return all(importlib.util.find_spec(module) is not None for module in self.modules)
+
+    @property
+    def missing_extra(self) -> str | None:
+        """Why the format cannot be written, in English, or None when :attr:`available`:
+        ``format parquet needs the optional extra 'parquet': pip install -e '.[parquet]'``."""
+        if self.available or self.extra is None:
+            return None
+        return (
+            f"format {self.name} needs the optional extra '{self.extra}': "
+            f"pip install -e '.[{self.extra}]'"
+        )
+
+    @property
+    def missing_extra_zh(self) -> str | None:
+        """:attr:`missing_extra` in Chinese, or None when :attr:`available`."""
+        if self.available or self.extra is None:
+            return None
+        return f"{self.name} 格式需要安装可选组件 '{self.extra}'：pip install -e '.[{self.extra}]'"
+
+    def content_type_for(self, csv: CsvOptions) -> str:
+        """The content type of a file written with the CSV options: CSV names its
+        charset (``text/csv; charset=gb18030``); other formats ignore the options."""
+        if self.csv_options and csv.encoding == "gb18030":
+            return f"{self.media_type}; charset=gb18030"
+        return self.content_type
 
     @property
     def task_value(self) -> str:
@@ -168,9 +237,39 @@ def _open_csv(
     time_zone: str,
     max_bytes: int | None,
     sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
 ) -> ExportWriter:
-    """A :class:`CsvWriter` (one table, so no sheet row limit)."""
-    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+    """A :class:`CsvWriter` with the CSV options (one table, so no sheet row limit)."""
+    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes, options=csv)
+
+
+def _open_csv_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """A :class:`CsvPartWriter` with the CSV options."""
+    return CsvPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from, options=csv)
+
+
+def _assemble_csv(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+    time_zone: str = "UTC",
+) -> WriterStats:
+    """:func:`~export_center.writers.parts.assemble_csv` with the CSV options."""
+    return assemble_csv(
+        stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, options=csv
+    )
 
 
 def _open_xlsx(
@@ -180,6 +279,7 @@ def _open_xlsx(
     time_zone: str,
     max_bytes: int | None,
     sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
 ) -> ExportWriter:
     """An :class:`XlsxWriter` with ``sheet_row_limit`` data rows per sheet (None: the
     most a sheet holds, 1,048,575)."""
@@ -192,26 +292,161 @@ def _open_xlsx(
     )
 
 
+def _open_xlsx_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """An :class:`XlsxFragmentWriter` (CSV options do not apply)."""
+    return XlsxFragmentWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+
+
+def _assemble_xlsx(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+    time_zone: str = "UTC",
+) -> WriterStats:
+    """:func:`~export_center.writers.parts.assemble_xlsx` (CSV options do not apply)."""
+    return assemble_xlsx(stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes)
+
+
+def _open_jsonl(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    max_bytes: int | None,
+    sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
+) -> ExportWriter:
+    """A :class:`JsonlWriter` (no sheets, no CSV options)."""
+    return JsonlWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+
+
+def _open_jsonl_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """A :class:`JsonlPartWriter`."""
+    return JsonlPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+
+
+def _assemble_jsonl(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+    time_zone: str = "UTC",
+) -> WriterStats:
+    """:func:`~export_center.writers.jsonl.assemble_jsonl` (the parts concatenated)."""
+    return assemble_jsonl(stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes)
+
+
+def _open_parquet(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    max_bytes: int | None,
+    sheet_row_limit: int | None = None,
+    csv: CsvOptions = CsvOptions(),
+) -> ExportWriter:
+    """A :class:`ParquetWriter` (imports pyarrow; no sheets, no CSV options)."""
+    return ParquetWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+
+
+def _open_rows_part(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    *,
+    time_zone: str,
+    resume_from: WriterStats | None,
+    csv: CsvOptions = CsvOptions(),
+) -> PartWriter:
+    """A :class:`RowsPartWriter`: Parquet's parts are the typed rows."""
+    return RowsPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+
+
+def _assemble_parquet(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    /,
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None,
+    csv: CsvOptions = CsvOptions(),
+    time_zone: str = "UTC",
+) -> WriterStats:
+    """:func:`~export_center.writers.parquet.assemble_parquet`: the rows parts rendered
+    through one :class:`ParquetWriter`."""
+    return assemble_parquet(
+        stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, time_zone=time_zone
+    )
+
+
 _ENTRIES = (
     FileFormat(
         name="csv",
         extension=CsvWriter.extension,
         content_type=CsvWriter.content_type,
         open_writer=_open_csv,
-        open_part=CsvPartWriter,
-        assemble=assemble_csv,
+        open_part=_open_csv_part,
+        assemble=_assemble_csv,
         sheet_rows=None,
         parts_sum_to_file=True,
+        csv_options=True,
+        gzip=True,
     ),
     FileFormat(
         name="xlsx",
         extension=XlsxWriter.extension,
         content_type=XlsxWriter.content_type,
         open_writer=_open_xlsx,
-        open_part=XlsxFragmentWriter,
-        assemble=assemble_xlsx,
+        open_part=_open_xlsx_part,
+        assemble=_assemble_xlsx,
         sheet_rows=EXCEL_MAX_ROWS - 1,
         parts_sum_to_file=False,
+    ),
+    FileFormat(
+        name="jsonl",
+        extension=JsonlWriter.extension,
+        content_type=JsonlWriter.content_type,
+        open_writer=_open_jsonl,
+        open_part=_open_jsonl_part,
+        assemble=_assemble_jsonl,
+        sheet_rows=None,
+        parts_sum_to_file=True,
+        gzip=True,
+    ),
+    FileFormat(
+        name="parquet",
+        extension=ParquetWriter.extension,
+        content_type=ParquetWriter.content_type,
+        open_writer=_open_parquet,
+        open_part=_open_rows_part,
+        assemble=_assemble_parquet,
+        sheet_rows=None,
+        parts_sum_to_file=False,
+        extra="parquet",
+        modules=("pyarrow",),
     ),
 )
 

@@ -50,6 +50,7 @@ from typing import Any, BinaryIO
 
 from export_center.columns import Column, ColumnType
 from export_center.errors import FileTooLarge
+from export_center.filespec import CsvOptions
 from export_center.writers.base import CountingStream, StreamingWriter, WriterStats, wall_clock
 from export_center.writers.csv import CsvWriter
 from export_center.writers.xlsx import (
@@ -123,9 +124,11 @@ class CsvPartWriter(CheckpointedWriter, CsvWriter):
             none; the file's cap is checked on the sum (:func:`csv_stats`).
         resume_from: the stats of the part's last checkpoint when the shard resumes
             (``WriterStats.from_dict`` of the stored dict); counts continue from it.
+        options: the file's CSV options (encoding, delimiter, line ending; the header
+            row and the BOM are :func:`csv_head`'s).
 
     Raises:
-        ValueError: no columns.
+        ValueError: no columns, or an option outside its enum.
         zoneinfo.ZoneInfoNotFoundError: unknown time zone.
     """
 
@@ -137,6 +140,7 @@ class CsvPartWriter(CheckpointedWriter, CsvWriter):
         time_zone: str = "UTC",
         max_bytes: int | None = None,
         resume_from: WriterStats | None = None,
+        options: CsvOptions = CsvOptions(),
     ):
         super().__init__(
             stream,
@@ -145,29 +149,36 @@ class CsvPartWriter(CheckpointedWriter, CsvWriter):
             max_bytes=max_bytes,
             header=False,
             resume_from=resume_from,
+            options=options,
         )
 
 
-def csv_head(columns: Sequence[Column]) -> bytes:
-    """The first bytes of the CSV file: the UTF-8 BOM and the header row, CRLF-ended.
+def csv_head(columns: Sequence[Column], *, options: CsvOptions = CsvOptions()) -> bytes:
+    """The first bytes of the CSV file: the BOM (``utf-8-bom``) and the header row.
 
     Args:
         columns: the export's columns, in file order.
+        options: the file's CSV options; with ``header=False`` the head is the BOM of
+            a ``utf-8-bom`` file, or nothing.
 
     Returns:
         Exactly what ``CsvWriter`` writes before the first row (E01, E06 guard on the
         titles, lone surrogates in titles as U+FFFD).
 
     Raises:
-        ValueError: no columns.
+        ValueError: no columns, or an option outside its enum.
     """
     out = io.BytesIO()
-    CsvWriter(out, columns).close()
+    CsvWriter(out, columns, options=options).close()
     return out.getvalue()
 
 
 def csv_stats(
-    columns: Sequence[Column], part_stats: WriterStats, *, max_bytes: int | None = None
+    columns: Sequence[Column],
+    part_stats: WriterStats,
+    *,
+    max_bytes: int | None = None,
+    options: CsvOptions = CsvOptions(),
 ) -> WriterStats:
     """The stats of the CSV file made of :func:`csv_head` and the parts.
 
@@ -175,6 +186,7 @@ def csv_stats(
         columns: the export's columns, in file order.
         part_stats: ``WriterStats.total`` of every part's last checkpoint (or close).
         max_bytes: the file's size cap in bytes, None for none.
+        options: the file's CSV options, as given to the part writers.
 
     Returns:
         What ``CsvWriter`` reports for the same rows: ``sheets=1``, ``bytes`` with the
@@ -183,7 +195,8 @@ def csv_stats(
     Raises:
         FileTooLarge: the file would be larger than ``max_bytes``.
     """
-    stats = _with_total(_head_stats(columns) + dataclasses.replace(part_stats, sheets=0))
+    head = _head_stats(columns, options)
+    stats = _with_total(head + dataclasses.replace(part_stats, sheets=0))
     if max_bytes is not None and stats.bytes > max_bytes:
         raise FileTooLarge(
             f"file exceeds the size cap of {max_bytes / _MB:g} MB ({max_bytes} bytes)"
@@ -198,6 +211,7 @@ def assemble_csv(
     *,
     part_stats: WriterStats,
     max_bytes: int | None = None,
+    options: CsvOptions = CsvOptions(),
 ) -> WriterStats:
     """Write the CSV file: :func:`csv_head`, then every part's segments in order.
 
@@ -208,6 +222,7 @@ def assemble_csv(
             e.g. read lazily from storage); chunk boundaries do not matter.
         part_stats: ``WriterStats.total`` of every part's last checkpoint.
         max_bytes: the file's size cap in bytes, None for none.
+        options: the file's CSV options, as given to the part writers.
 
     Returns:
         The file's stats, as :func:`csv_stats`.
@@ -216,9 +231,9 @@ def assemble_csv(
         FileTooLarge: checked before writing (from ``part_stats``) and while writing.
         ValueError: the parts do not hold ``part_stats.bytes`` bytes.
     """
-    stats = csv_stats(columns, part_stats, max_bytes=max_bytes)
+    stats = csv_stats(columns, part_stats, max_bytes=max_bytes, options=options)
     counting = CountingStream(stream, max_bytes)
-    counting.write(csv_head(columns))
+    counting.write(csv_head(columns, options=options))
     for part in parts:
         for chunk in part:
             counting.write(chunk)
@@ -462,9 +477,9 @@ class _RowNumbering:
             package.add(b"".join(pieces), number - first)
 
 
-def _head_stats(columns: Sequence[Column]) -> WriterStats:
+def _head_stats(columns: Sequence[Column], options: CsvOptions) -> WriterStats:
     """The stats of a CSV file without rows (the head: BOM, header, its surrogates)."""
-    return CsvWriter(io.BytesIO(), columns).close()
+    return CsvWriter(io.BytesIO(), columns, options=options).close()
 
 
 def _with_total(stats: WriterStats) -> WriterStats:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from export_center.api.app import create_app
@@ -34,13 +36,41 @@ from export_center.writers.formats import (
 from tests.support.helpers import read_csv, read_xlsx
 from tests.unit.writer_helpers import frozen_package_time
 
+
 #: A real reader per format: the file's rows as lists of cells, header first (a new
 #: format brings its reader here; ``test_every_format_has_a_reader`` holds them equal).
-READERS: dict[str, Callable[[bytes], list[list[Any]]]] = {"csv": read_csv, "xlsx": read_xlsx}
+def read_jsonl(data: bytes) -> list[list[Any]]:
+    """JSON Lines: the first object's names (the column keys), then each row's values."""
+    objects = [json.loads(line) for line in data.decode("utf-8").split("\n")[:-1]]
+    assert data.endswith(b"\n") or not data
+    return [list(objects[0]) if objects else ["id", "name"]] + [list(o.values()) for o in objects]
+
+
+def read_parquet(data: bytes) -> list[list[Any]]:
+    """Parquet (pyarrow): the fields' ``title`` metadata, then the rows."""
+    table = pq.read_table(io.BytesIO(data))
+    titles = [field.metadata[b"title"].decode() for field in table.schema]
+    return [titles] + [list(row.values()) for row in table.to_pylist()]
+
+
+READERS: dict[str, Callable[[bytes], list[list[Any]]]] = {
+    "csv": read_csv,
+    "xlsx": read_xlsx,
+    "jsonl": read_jsonl,
+    "parquet": read_parquet,
+}
 
 COLUMNS = [Column("id", "Id", ColumnType.STRING), Column("name", "Name", ColumnType.STRING)]
 ROWS = [{"id": f"r{i}", "name": f"name {i}"} for i in range(5)]
 EXPECTED = [["Id", "Name"]] + [[row["id"], row["name"]] for row in ROWS]
+#: JSON Lines has no header: its objects' names are the keys.
+EXPECTED_BY_FORMAT = {"jsonl": [["id", "name"]] + EXPECTED[1:]}
+
+
+def expected(entry: FileFormat) -> list[list[Any]]:
+    return EXPECTED_BY_FORMAT.get(entry.name, EXPECTED)
+
+
 ENTRIES = list(FORMATS.values())
 ROOT = Path(__file__).resolve().parents[2] / "export_center"
 
@@ -76,9 +106,9 @@ def _assembled(entry: FileFormat, parts: list[bytes], part_stats: Any, cap: int 
 # ------------------------------------------------------------------ the entries
 
 
-def test_every_format_has_a_reader_and_the_table_lists_csv_then_xlsx() -> None:
+def test_every_format_has_a_reader_and_the_table_lists_csv_xlsx_jsonl_parquet() -> None:
     assert set(READERS) == set(FORMATS)
-    assert format_names() == list(FORMATS) == ["csv", "xlsx"]
+    assert format_names() == list(FORMATS) == ["csv", "xlsx", "jsonl", "parquet"]
     assert DEFAULT_FORMAT is FORMATS["csv"]
 
 
@@ -90,7 +120,7 @@ def test_every_format_names_itself_consistently(entry: FileFormat) -> None:
     assert re.fullmatch(r"[a-z]+/[a-z0-9.+-]+", entry.media_type)
     assert entry.content_type.startswith(entry.media_type)
     assert FORMATS[entry.name] is entry
-    assert len({e.extension for e in ENTRIES}) == len({e.media_type for e in ENTRIES}) == 2
+    assert len({e.extension for e in ENTRIES}) == len({e.media_type for e in ENTRIES}) == 4
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -102,13 +132,13 @@ def test_the_writer_writes_a_file_its_reader_reads_and_names_its_type(entry: Fil
     writer.write_rows(ROWS)
     stats = writer.close()
     assert stats.rows == len(ROWS) and stats.bytes == len(out.getvalue())
-    assert READERS[entry.name](out.getvalue()) == EXPECTED
+    assert READERS[entry.name](out.getvalue()) == expected(entry)
     # open_writer is the same table lookup, in any letter case.
     again = io.BytesIO()
     same = open_writer(entry.name.upper(), again, COLUMNS)
     same.write_rows(ROWS)
     same.close()
-    assert READERS[entry.name](again.getvalue()) == EXPECTED
+    assert READERS[entry.name](again.getvalue()) == expected(entry)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -123,7 +153,7 @@ def test_parts_assemble_into_the_single_writers_file(entry: FileFormat, cut: int
         )
     assert out.getvalue() == single
     assert stats == single_stats
-    assert READERS[entry.name](out.getvalue()) == EXPECTED
+    assert READERS[entry.name](out.getvalue()) == expected(entry)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -153,12 +183,12 @@ def test_sheet_rows_is_the_most_rows_a_sheet_holds(entry: FileFormat) -> None:
     if entry.sheet_rows is None:  # no sheets: the limit is ignored, one table
         data, stats = _file(entry, ROWS, sheet_row_limit=2)
         assert stats.sheets == 1
-        assert READERS[entry.name](data) == EXPECTED
+        assert READERS[entry.name](data) == expected(entry)
         return
     assert entry.sheet_rows == 1_048_575  # Excel's 1,048,576 rows, one of them the header
     data, stats = _file(entry, ROWS, sheet_row_limit=2)
     assert stats.sheets == 3  # 2 + 2 + 1, the header repeated on each
-    assert READERS[entry.name](data) == EXPECTED
+    assert READERS[entry.name](data) == expected(entry)
     assert _file(entry, ROWS)[1].sheets == 1  # no limit given: the format's most
     _file(entry, ROWS, sheet_row_limit=entry.sheet_rows)
     with pytest.raises(ValueError):
@@ -187,8 +217,8 @@ def test_the_upper_case_rule_is_the_one_the_api_always_applied() -> None:
 
 
 def test_format_choices_reads_like_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert format_choices() == "csv or xlsx"
-    assert format_choices(quoted=True) == "'csv' or 'xlsx'"
+    assert format_choices() == "csv, xlsx, jsonl or parquet"
+    assert format_choices(quoted=True) == "'csv', 'xlsx', 'jsonl' or 'parquet'"
     three = {name: FORMATS["csv"] for name in ("a", "b", "c")}
     monkeypatch.setattr(formats, "FORMATS", MappingProxyType(three))
     assert format_choices() == "a, b or c"
@@ -198,7 +228,8 @@ def test_format_choices_reads_like_a_sentence(monkeypatch: pytest.MonkeyPatch) -
 
 def test_open_writer_refuses_a_name_outside_the_table_naming_the_table() -> None:
     with pytest.raises(
-        ValueError, match=r"^unknown export format: 'pdf' \(expected 'csv' or 'xlsx'\)$"
+        ValueError,
+        match=r"^unknown export format: 'pdf' \(expected 'csv', 'xlsx', 'jsonl' or 'parquet'\)$",
     ):
         open_writer("pdf", io.BytesIO(), COLUMNS)
 

@@ -1,0 +1,361 @@
+"""Streaming Parquet writer (pyarrow, the optional extra ``parquet``).
+
+pyarrow is imported when a writer opens, never at import time, so the service runs
+without the extra; ``formats.FileFormat.available`` says whether it is installed.
+
+Schema: one field per column, named by the column *key*; the header title (language
+or rename) is the field's metadata ``title`` (UTF-8), so data never depends on the
+language. Types by column type:
+
+=========  ==========================================================================
+STRING     ``string`` (UTF-8; a lone surrogate becomes U+FFFD and is counted)
+INTEGER    ``int64``; a value outside int64 fails the export naming row and column
+DECIMAL    ``decimal128(precision, scale)`` from ``Column.precision``/``scale``.
+           Undeclared (rule :func:`decimal_type`): ``decimal128(38, 18)``, the range
+           of the provider's plain decimals (20 integer and 18 fraction digits); only
+           a precision: scale 0 (SQL's ``DECIMAL(p)``); only a scale: precision 38. A
+           value is never rounded: more fraction digits than the scale, or more digits
+           than the precision, fails the export naming row and column. NaN/Infinity
+           are null and counted in ``invalid_numbers``.
+BOOLEAN    ``bool``
+DATE       ``date32``
+DATETIME   ``timestamp("us", tz=<export time zone>)``: the instant, exact to the
+           microsecond; readers show it in the export zone
+=========  ==========================================================================
+
+Row groups hold :data:`ROW_GROUP_ROWS` rows each (the last one the rest), cut by row
+count alone, however the batches arrive: each batch becomes Arrow arrays at once
+(compact, no Python objects kept), at most one row group is buffered, and a full group
+is written from contiguous arrays, so the bytes depend only on the row sequence (and
+the pyarrow version, named in the file's ``created_by``). Compression is Snappy,
+dictionary encoding and statistics pyarrow's defaults. The size cap is enforced on the
+bytes as pyarrow writes them (``base.CountingStream``).
+
+Shards: Parquet parts cannot be concatenated, so a sharded export stores its rows in
+rows parts (``writers.rows``) and :func:`assemble_parquet` writes them through
+:class:`ParquetWriter`: the same file as one writer given all rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import re
+from collections.abc import Iterable, Sequence
+from decimal import Context, Decimal
+from typing import Any, BinaryIO
+
+from export_center.columns import Column, ColumnType
+from export_center.errors import PermanentExportError
+from export_center.values import DecimalColumn, DecimalText
+from export_center.writers.base import StreamingWriter, WriterStats
+from export_center.writers.rows import read_rows_parts
+
+__all__ = [
+    "ROW_GROUP_ROWS",
+    "UNDECLARED_DECIMAL",
+    "ParquetWriter",
+    "assemble_parquet",
+    "decimal_type",
+]
+
+ROW_GROUP_ROWS = 65_536
+"""Rows per row group (the last group holds the rest)."""
+
+UNDECLARED_DECIMAL = (38, 18)
+"""``(precision, scale)`` of a DECIMAL column that declares neither."""
+
+VALUE_CODE = "VALUE_NOT_REPRESENTABLE"
+"""Failure code of a value the Parquet type of its column cannot hold exactly."""
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _arrow() -> tuple[Any, Any]:
+    """``(pyarrow, pyarrow.parquet)``, imported on first use.
+
+    Raises:
+        ModuleNotFoundError: the extra ``parquet`` is not installed.
+    """
+    return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
+
+
+def decimal_type(column: Column) -> tuple[int, int]:
+    """The ``(precision, scale)`` of a DECIMAL column's ``decimal128`` (module docstring).
+
+    Raises:
+        ValueError: a declared precision outside 1..38 or scale outside 0..precision.
+    """
+    precision, scale = column.precision, column.scale
+    if precision is None and scale is None:
+        precision, scale = UNDECLARED_DECIMAL
+    elif precision is None:
+        precision = 38
+    elif scale is None:
+        scale = 0
+    assert precision is not None and scale is not None
+    if not 1 <= precision <= 38 or not 0 <= scale <= precision:
+        raise ValueError(
+            f"column {column.key}: DECIMAL({precision}, {scale}) is outside decimal128"
+        )
+    return precision, scale
+
+
+class ParquetWriter(StreamingWriter):
+    """Stream rows into a Parquet file (see the module docstring for the rules).
+
+    Args:
+        stream: binary output (need not be seekable); it is not closed.
+        columns: the export's columns, in file order (keys name the fields, titles go
+            into the field metadata).
+        time_zone: IANA name of the export time zone, the DATETIME fields' zone.
+        max_bytes: file size cap in bytes (None = unlimited); ``errors.FileTooLarge``
+            is raised while writing.
+
+    Attributes:
+        content_type: ``application/vnd.apache.parquet``.
+        extension: ``parquet``.
+
+    Raises:
+        ModuleNotFoundError: pyarrow is not installed (the extra ``parquet``).
+        ValueError: no columns, or a declared DECIMAL outside decimal128.
+        FileTooLarge: ``max_bytes`` is smaller than the file's first bytes.
+        PermanentExportError: from ``write_columns``, code ``VALUE_NOT_REPRESENTABLE``:
+            a value outside its Parquet type (message: row, 1-based over the file, and
+            column key).
+    """
+
+    content_type = "application/vnd.apache.parquet"
+    extension = "parquet"
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        columns: Sequence[Column],
+        *,
+        time_zone: str = "UTC",
+        max_bytes: int | None = None,
+    ):
+        pa, pq = _arrow()
+        super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+        self._pa = pa
+        self._types = [ColumnType(c.type) for c in self._columns]
+        self._arrow_types = [self._arrow_type(c, time_zone) for c in self._columns]
+        self._schema = pa.schema(
+            [
+                pa.field(c.key, t, nullable=True, metadata={"title": c.title})
+                for c, t in zip(self._columns, self._arrow_types, strict=True)
+            ]
+        )
+        self._buffer: list[list[Any]] = [[] for _ in self._columns]  # Arrow chunks
+        self._buffered = 0
+        self._stats.sheets = 1
+        self._writer: Any = None
+        self._writer = self._guarded_open(pq)
+
+    def _guarded_open(self, pq: Any) -> Any:
+        try:
+            return pq.ParquetWriter(self._counting, self._schema, compression="snappy")
+        except BaseException:
+            self._fail()
+            raise
+
+    def _arrow_type(self, column: Column, time_zone: str) -> Any:
+        pa = self._pa
+        kind = ColumnType(column.type)
+        if kind is ColumnType.DECIMAL:
+            return pa.decimal128(*decimal_type(column))
+        return {
+            ColumnType.STRING: pa.string(),
+            ColumnType.INTEGER: pa.int64(),
+            ColumnType.BOOLEAN: pa.bool_(),
+            ColumnType.DATE: pa.date32(),
+            ColumnType.DATETIME: pa.timestamp("us", tz=time_zone),
+        }[kind]
+
+    # --- values to Arrow ----------------------------------------------------------------
+
+    def _refuse(self, index: int, offset: int, value: Any, why: str) -> PermanentExportError:
+        row = self._stats.rows + self._buffered + offset + 1
+        key = self._keys[index]
+        return PermanentExportError(
+            f"row {row}, column {key}: {why}: {value!r} (Parquet cannot hold it exactly)",
+            code=VALUE_CODE,
+        )
+
+    def _array(self, index: int, values: list[Any]) -> Any:
+        """One column of a batch as an Arrow array of its field's type."""
+        kind = self._types[index]
+        arrow_type = self._arrow_types[index]
+        pa = self._pa
+        if kind is ColumnType.STRING:
+            return self._strings(values)
+        if kind is ColumnType.INTEGER:
+            for offset, v in enumerate(values):
+                if v is not None and (type(v) is not int or not _INT64[0] <= v <= _INT64[1]):
+                    if type(v) is int:
+                        raise self._refuse(index, offset, v, "outside int64")
+                    raise self._refuse(index, offset, v, "not an integer")
+            return pa.array(values, arrow_type)
+        if kind is ColumnType.DECIMAL:
+            return self._decimals(index, values)
+        return pa.array(values, arrow_type)
+
+    def _strings(self, values: list[Any]) -> Any:
+        pa = self._pa
+        if type(values) is not list or not all(type(v) is str or v is None for v in values):
+            values = [None if v is None else str(v) for v in values]
+        try:
+            return pa.array(values, pa.string())
+        except UnicodeEncodeError:
+            clean = []
+            for v in values:
+                if v is not None:
+                    v, replaced = _SURROGATE_RE.subn("\ufffd", v)
+                    self._stats.replaced_surrogates += replaced
+                clean.append(v)
+            return pa.array(clean, pa.string())
+
+    def _decimals(self, index: int, values: list[Any]) -> Any:
+        """DECIMAL values through their exact text, cast to decimal128 (never rounded)."""
+        pa = self._pa
+        if type(values) is DecimalColumn or set(map(type, values)) == {DecimalText}:
+            texts: list[Any] = values
+        else:
+            texts = [self._decimal_text(index, offset, v) for offset, v in enumerate(values)]
+        strings = pa.array(texts, pa.string())
+        try:
+            return strings.cast(self._arrow_types[index])
+        except pa.ArrowInvalid:
+            precision, scale = self._arrow_types[index].precision, self._arrow_types[index].scale
+            for offset, text in enumerate(texts):
+                if text is not None and not _fits(Decimal(text), precision, scale):
+                    why = f"more digits than DECIMAL({precision}, {scale})"
+                    raise self._refuse(index, offset, text, why) from None
+            raise
+
+    def _decimal_text(self, index: int, offset: int, value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, DecimalText):
+            return str(value)
+        if isinstance(value, bool):
+            raise self._refuse(index, offset, value, "not a decimal")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self._stats.invalid_numbers += 1
+                return None
+            value = Decimal(repr(value))
+        if isinstance(value, Decimal):
+            if not value.is_finite():
+                self._stats.invalid_numbers += 1
+                return None
+            return format(value, "f")
+        raise self._refuse(index, offset, value, "not a decimal")
+
+    # --- StreamingWriter hooks ----------------------------------------------------------
+
+    def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Convert the batch to Arrow arrays, buffer them, write every full row group."""
+        rows = len(columns[0])
+        arrays = [
+            self._array(i, values if isinstance(values, list) else list(values))
+            for i, values in enumerate(columns)
+        ]
+        for chunks, array in zip(self._buffer, arrays, strict=True):
+            chunks.append(array)
+        self._buffered += rows
+        while self._buffered >= ROW_GROUP_ROWS:
+            self._write_group(ROW_GROUP_ROWS)
+
+    def _write_group(self, rows: int) -> None:
+        """Write the first ``rows`` buffered rows as one row group; keep the rest."""
+        pa = self._pa
+        chunked = [
+            pa.chunked_array(chunks, t)
+            for chunks, t in zip(self._buffer, self._arrow_types, strict=True)
+        ]
+        table = pa.Table.from_arrays(chunked, schema=self._schema)
+        group = table.slice(0, rows).combine_chunks()
+        self._writer.write_table(group, row_group_size=rows)
+        rest = table.slice(rows)
+        self._buffer = [[chunk for chunk in column.chunks if len(chunk)] for column in rest.columns]
+        self._buffered -= rows
+        self._stats.rows += rows
+
+    def _finish(self) -> None:
+        """Write the last row group and the footer; flush the output."""
+        if self._buffered:
+            self._write_group(self._buffered)
+        self._writer.close()
+        self._counting.flush()
+
+    def _fail(self) -> None:
+        """Stop the writer after an error; pyarrow's writer is closed into nowhere."""
+        super()._fail()
+        writer, self._writer = self._writer, None
+        self._buffer = [[] for _ in self._columns]
+        if writer is not None:
+            with contextlib.suppress(Exception):  # the file is abandoned anyway
+                writer.close()
+
+
+_WIDE = Context(prec=100)
+"""Room for any DECIMAL value (at most 38 digits): ``normalize`` never rounds here."""
+
+
+def _fits(value: Decimal, precision: int, scale: int) -> bool:
+    """True when ``value`` is exactly a ``DECIMAL(precision, scale)``: at most ``scale``
+    fraction digits once trailing zeros go, at most ``precision - scale`` before the point."""
+    if not value:
+        return True
+    exponent = value.normalize(_WIDE).as_tuple().exponent
+    assert isinstance(exponent, int)
+    integer = max(value.adjusted() + 1, 0)
+    return max(0, -exponent) <= scale and integer <= precision - scale
+
+
+def assemble_parquet(
+    stream: BinaryIO,
+    columns: Sequence[Column],
+    parts: Iterable[Iterable[bytes]],
+    *,
+    part_stats: WriterStats,
+    max_bytes: int | None = None,
+    time_zone: str = "UTC",
+) -> WriterStats:
+    """Write the Parquet file from the shards' rows parts (``writers.rows``).
+
+    Args:
+        stream: binary output of the file; it is not closed.
+        columns: the export's columns, as given to the part writers.
+        parts: per shard in shard order, its segments in order (bytes-like chunks).
+        part_stats: ``WriterStats.total`` of every part's last checkpoint; its ``rows``
+            must equal the rows found.
+        max_bytes: the file's size cap in bytes, None for none (enforced while writing).
+        time_zone: the export time zone (the DATETIME fields' zone).
+
+    Returns:
+        The file's stats, equal to ``ParquetWriter``'s for the same rows.
+
+    Raises:
+        FileTooLarge: the file grew past ``max_bytes``.
+        PermanentExportError: a value outside its Parquet type (``VALUE_NOT_REPRESENTABLE``).
+        ValueError: a part ending inside a row, or ``part_stats.rows`` differs from the
+            rows found. The output is then partial: delete it.
+    """
+    writer = ParquetWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
+    try:
+        for batch in read_rows_parts(columns, parts):
+            writer.write_columns(batch)
+        stats = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    if stats.rows != part_stats.rows:
+        raise ValueError(f"the rows parts hold {stats.rows} rows, their stats {part_stats.rows}")
+    return stats
