@@ -3,7 +3,8 @@
 Commands: ``demo`` (a real export of the TPC-H sample orders, CSV and XLSX, with a
 progress bar and a summary), ``serve`` (API, loops and sample providers),
 ``token`` (print a bearer token), ``db upgrade`` (run migrations) and
-``registry check FILE`` (validate an export-type file). Every command keeps the
+``registry check FILE`` (validate an export-type file) and ``verify FILE`` (check a
+downloaded export against its signed manifest, ``cli_verify``). Every command keeps the
 embedded default's state under ``EXPORT_CENTER_DATA_DIR`` (default: the user's data
 directory, ``~/.local/share/export-center`` on Linux) and prints where that is.
 """
@@ -25,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from export_center import cli_ops
+from export_center import cli_ops, cli_verify
 from export_center.auth import (
     ADMIN,
     DOWNLOAD_ALL,
@@ -70,6 +71,7 @@ registry_app = typer.Typer(
 app.add_typer(db_app, name="db")
 cli_ops.register(app)
 app.add_typer(registry_app, name="registry")
+app.command("verify")(cli_verify.verify)
 console = Console(stderr=False)
 
 
