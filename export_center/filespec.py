@@ -29,13 +29,14 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from export_center.columns import Column
 from export_center.errors import ValidationFailed
 
 __all__ = [
     "COMPRESSIONS",
+    "FormatTraits",
     "DELIMITERS",
     "ENCODINGS",
     "LANGUAGES",
@@ -60,8 +61,6 @@ LINE_ENDINGS = ("crlf", "lf")
 """CSV record terminators: CRLF (RFC 4180, the default) or LF."""
 COMPRESSIONS = ("none", "gzip", "zip")
 """How the delivered file is compressed."""
-GZIP_FORMATS = ("csv", "jsonl")
-"""The formats gzip applies to (XLSX and Parquet are compressed inside already)."""
 MIN_BYTES_PER_FILE = 1024
 """The smallest ``split.maxBytesPerFile``: a part must hold at least its head and a row."""
 
@@ -227,6 +226,30 @@ class FileSpec:
         )
 
 
+class FormatTraits(Protocol):
+    """What the file options need to know of a format (``writers.formats.FileFormat``)."""
+
+    @property
+    def name(self) -> str:
+        """The format's API name."""
+        ...
+
+    @property
+    def csv_options(self) -> bool:
+        """Whether the CSV options (encoding, delimiter, header, line ending) apply."""
+        ...
+
+    @property
+    def gzip(self) -> bool:
+        """Whether ``compression: gzip`` applies (the file is not compressed inside)."""
+        ...
+
+
+def _names(formats: Sequence[FormatTraits], flag: str) -> str:
+    names = [f.name for f in formats if getattr(f, flag)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def language_of_locale(accept_language: str | None) -> str:
     """The header language a request's ``Accept-Language`` prefers: ``zh-CN`` when its
     first language is Chinese (``zh``, ``zh-CN``, ``zh-Hans``...), else ``en``."""
@@ -329,7 +352,7 @@ def _split(raw: Mapping[str, Any] | None, *, row_cap: int, byte_cap: int | None)
 
 
 def parse_file_spec(
-    fmt: str,
+    file_format: FormatTraits,
     columns: Sequence[Any] | None,
     options: Mapping[str, Any] | None,
     *,
@@ -337,11 +360,12 @@ def parse_file_spec(
     default_language: str = "en",
     row_cap: int,
     byte_cap: int | None,
+    formats: Sequence[FormatTraits],
 ) -> FileSpec:
     """Check a create request's ``columns`` and ``options`` and build its :class:`FileSpec`.
 
     Args:
-        fmt: the format's API name (``csv``, ``xlsx``, ``jsonl``, ``parquet``).
+        file_format: the format's entry of the format table.
         columns: the body's ``columns`` (keys or ``{"key", "title"}``), None for all.
         options: the body's ``options`` as a mapping with the API's names (absent
             options are None or missing), None for the defaults.
@@ -351,6 +375,7 @@ def parse_file_spec(
             request's locale, :func:`language_of_locale`).
         row_cap: the type's row cap (``max_rows``), the top of ``maxRowsPerFile``.
         byte_cap: the file size cap in bytes, the top of ``maxBytesPerFile``.
+        formats: every format of the table (named in the messages of a refused option).
 
     Returns:
         The spec; defaults fill what the request leaves out.
@@ -364,11 +389,13 @@ def parse_file_spec(
     opts = dict(options or {})
     chosen = _columns(columns, declared)
     language = _choice(opts.get("language"), LANGUAGES, "options.language", default_language)
-    if fmt != "csv":
+    fmt = file_format.name
+    if not file_format.csv_options:
         for name in ("encoding", "delimiter", "header", "lineEnding"):
             if opts.get(name) is not None:
                 raise _invalid(
-                    f"options.{name} applies to CSV files only, not {fmt}; leave it out",
+                    f"options.{name} applies to {_names(formats, 'csv_options')} files "
+                    f"only, not {fmt}; leave it out",
                     "OPTION_NOT_SUPPORTED",
                     f"options.{name}",
                 )
@@ -382,9 +409,9 @@ def parse_file_spec(
         line_ending=_choice(opts.get("lineEnding"), LINE_ENDINGS, "options.lineEnding", "crlf"),
     )
     compression = _choice(opts.get("compression"), COMPRESSIONS, "options.compression", "none")
-    if compression == "gzip" and fmt not in GZIP_FORMATS:
+    if compression == "gzip" and not file_format.gzip:
         raise _invalid(
-            f"gzip applies to CSV and JSON Lines; a {fmt} file is compressed already "
+            f"gzip applies to {_names(formats, 'gzip')}; a {fmt} file is compressed already "
             "(use zip to get an archive)",
             "OPTION_NOT_SUPPORTED",
             "options.compression",

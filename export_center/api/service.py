@@ -19,13 +19,18 @@ sentence; the API maps them to HTTP in one place.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
-from export_center.api.file_spec import file_spec_of, stored_spec
+from export_center.api.file_spec import (
+    checked_format,
+    checked_task_name,
+    checked_type,
+    file_spec_of,
+    stored_spec,
+)
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
@@ -45,7 +50,6 @@ from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, state_phrase
-from export_center.writers.formats import find_format, format_choices
 
 __all__ = [
     "STATE_FILTER",
@@ -63,7 +67,6 @@ __all__ = [
 ]
 
 #: Characters a task name may not hold: it is shown in lists, mail and file names.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: API state names to stored statuses (the list's ``state`` filter).
 STATE_FILTER = {
@@ -115,26 +118,6 @@ class Created:
     reason: CreateReason
 
 
-def _export_type_for(runtime: Runtime, user: Identity, code: str) -> ExportType:
-    """The registered type ``code`` when ``user`` may create it.
-
-    Raises:
-        ValidationFailed: ``UNKNOWN_EXPORT_TYPE``.
-        Forbidden: ``PERMISSION_DENIED`` (the caller can list the types it may use).
-        Conflict: ``EXPORT_TYPE_DISABLED``.
-    """
-    etype = runtime.registry.get(code)
-    if etype is None:
-        raise ValidationFailed(
-            f"unknown export type {code!r}", code="UNKNOWN_EXPORT_TYPE", field="exportType"
-        )
-    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
-        raise Forbidden(f"you may not create {etype.code} exports", code="PERMISSION_DENIED")
-    if not etype.enabled:
-        raise Conflict(f"{etype.code} exports are disabled", code="EXPORT_TYPE_DISABLED")
-    return etype
-
-
 def _request_key(body: ExportCreate, header: str | None) -> tuple[str | None, str]:
     """The idempotency key of a create, from ``requestId`` or the ``Idempotency-Key``
     header, and the name the caller used for it.
@@ -180,22 +163,11 @@ def create_export(
         TooManyActiveTasks: a limit is reached; ``retry_after`` is when the first active
             export is expected to end.
     """
-    etype = _export_type_for(runtime, user, body.exportType)
-    file_format = find_format(body.format.strip())
-    if file_format is None:
-        raise ValidationFailed(
-            f"format must be {format_choices()}, got {body.format!r}",
-            code="INVALID_FORMAT",
-            field="format",
-        )
-    spec = file_spec_of(runtime, etype, body, file_format.name, accept_language)
+    etype = checked_type(runtime, user, body.exportType)
+    file_format = checked_format(body.format)
+    spec = file_spec_of(runtime, etype, body, file_format, accept_language)
     key, key_name = _request_key(body, idempotency_key)
-    if body.taskName is not None and _CONTROL.search(body.taskName):
-        raise ValidationFailed(
-            "taskName must not contain control characters (U+0000-U+001F, U+007F-U+009F)",
-            code="INVALID_VALUE",
-            field="taskName",
-        )
+    checked_task_name(body.taskName)
     parameters = validate_parameters(etype, body.parameters)
     new = repository.NewTask(
         export_type=etype.code,

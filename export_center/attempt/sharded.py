@@ -50,7 +50,7 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
@@ -61,6 +61,7 @@ from isal.isal_zlib import crc32  # zlib's CRC-32, computed 2-3x faster (a depen
 from export_center import repository
 from export_center.attempt.batches import BatchConverter
 from export_center.attempt.fetching import BatchFetcher, PageSizer
+from export_center.attempt.finalize import assemble_file, read_part
 from export_center.attempt.shards import Shard, plan_shards
 from export_center.attempt.steps import Attempt
 from export_center.columns import Column, ColumnType
@@ -71,15 +72,16 @@ from export_center.errors import (
     ProviderContractError,
     RowLimitExceeded,
     SchemaChanged,
-    StorageError,
 )
+from export_center.packaging import ControlTotals
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import ShardCheckpoint, ShardStatus
 from export_center.states import Phase
 from export_center.storage.base import storage_error
 from export_center.storage.keys import part_key
-from export_center.writers import WriterStats
+from export_center.writers import RowsPartWriter, WriterStats
+from export_center.writers.formats import PartWriter
 
 __all__ = ["SEGMENT_FLUSH_BYTES", "ShardedProducer"]
 
@@ -131,6 +133,10 @@ class _ShardState:
         if checkpoint.done:
             self.total = checkpoint.rows_written
         self.batch_no = checkpoint.pages
+        kept = (checkpoint.stats or {}).get("totals")
+        #: The control totals of the rows this shard wrote (as of its checkpoint when
+        #: resumed); set when the shard's writer opens.
+        self.totals: ControlTotals | None = ControlTotals.from_dict(kept) if kept else None
 
     @property
     def rows(self) -> int:
@@ -448,12 +454,26 @@ class ShardedProducer:
             columns = self.columns
         if state.cp.snapshot_token is None:
             state.cp.snapshot_token = first.snapshot_token
-        writer = self.run.file_format.open_part(
-            state.buffer,
-            self.run.file_columns(columns),
-            time_zone=self.run.task.time_zone,
-            resume_from=state.resume_from,
-        )
+        run = self.run
+        file_columns = run.file_columns(columns)
+        if state.totals is None:
+            state.totals = ControlTotals(file_columns)
+        writer: PartWriter
+        if run.renders_parts:
+            writer = RowsPartWriter(
+                state.buffer,
+                file_columns,
+                time_zone=run.task.time_zone,
+                resume_from=state.resume_from,
+            )
+        else:
+            writer = run.file_format.open_part(
+                state.buffer,
+                file_columns,
+                time_zone=run.task.time_zone,
+                resume_from=state.resume_from,
+                csv=run.spec.csv,
+            )
         return BatchConverter(columns), writer
 
     def _write(
@@ -465,8 +485,12 @@ class ShardedProducer:
         if done + len(batch.rows) > self.etype.max_rows:
             raise RowLimitExceeded(f"more than {self.etype.max_rows:,} rows (the type's max_rows)")
         # Row numbers in messages count from the shard's start, pages from its first.
-        typed = run.convert(batch, converter, offset=state.rows, batch_no=state.batch_no)
-        run.write(writer, run.project(typed))
+        typed = run.project(
+            run.convert(batch, converter, offset=state.rows, batch_no=state.batch_no)
+        )
+        if state.totals is not None and not run.renders_parts:
+            state.totals.add(typed)
+        run.write(writer, typed)
         state.live_rows += len(batch.rows)
         state.cp.cursor = batch.next_cursor
 
@@ -512,10 +536,12 @@ class ShardedProducer:
             "writer": stats.to_dict(),
             "notes": _merged((cp.stats or {}).get("notes") or [], converter.notes()),
             "total": state.rows if ended else state.total,
+            "totals": None if state.totals is None else state.totals.to_dict(),
         }
         cap = run.ctx.settings.file_size_cap_bytes
-        # A compressed file (XLSX) is checked by its assembler, on the compressed bytes.
-        if run.file_format.parts_sum_to_file and cap is not None:
+        # A compressed file (XLSX, gzip, a ZIP) is checked by its assembler or package,
+        # on the delivered bytes.
+        if run.file_format.parts_sum_to_file and not run.renders_parts and cap is not None:
             with self.lock:
                 size = sum(s.cp.bytes for s in self.states)
             if size > cap:
@@ -530,23 +556,6 @@ class ShardedProducer:
 
     # ------------------------------------------------------------------ finalize
 
-    def _segments(self, state: _ShardState) -> Iterator[bytes]:
-        """A DONE shard's part, read back segment by segment, its CRC-32 checked (and the
-        watchdog between segments, so a cancel stops a long finalize)."""
-        cp = state.cp
-        crc = 0
-        for number, (version, _size) in enumerate(cp.segments or []):
-            self.run.watchdog.check()
-            key = part_key(self.run.task.task_no, cp.shard_no, number, version)
-            for chunk in self.run.ctx.storage.read_part(key):
-                crc = crc32(chunk, crc)
-                yield chunk
-        if crc != cp.checksum:
-            raise StorageError(
-                f"shard {cp.key}: its stored part does not match its checkpoint "
-                f"(CRC-32 {crc:08x}, expected {cp.checksum:08x})"
-            )
-
     def _finalize(self) -> repository.StoredFile:
         run = self.run
         run.phase = Phase.STORE
@@ -557,28 +566,25 @@ class ShardedProducer:
         run.processed = run.total = sum(s.cp.rows_written for s in self.states)
         # Shards finishing at once may have written their counts out of order.
         run.progress(force=True, shards=(len(self.states), len(self.states)))
-        stream = run.open_file()
         part_stats = WriterStats.total(
             WriterStats.from_dict((s.cp.stats or {}).get("writer") or {}) for s in self.states
         )
-        parts = (self._segments(s) for s in self.states)
-        cap = run.ctx.settings.file_size_cap_bytes
-        try:
-            try:
-                stats = run.file_format.assemble(
-                    stream,
-                    run.file_columns(self.columns),
-                    parts,
-                    part_stats=part_stats,
-                    max_bytes=cap,
-                )
-            except OSError as exc:
-                raise storage_error(exc, "cannot assemble the file from its parts") from exc
-            size = run.store(stream)
-        except BaseException:
-            run.abandon_file(stream)
-            raise
+        parts = (read_part(run, s.cp) for s in self.states)
+        columns = run.file_columns(self.columns)
+        totals = ControlTotals(columns)
+        for s in self.states:
+            if s.totals is not None:
+                totals = totals.merge(s.totals)
         notes: list[str] = []
         for s in self.states:
             notes = _merged(notes, (s.cp.stats or {}).get("notes") or [])
-        return run.stored(stats, size, notes)
+        # The first shard's snapshot token stands for the file's (each shard has its own).
+        return assemble_file(
+            run,
+            columns,
+            parts,
+            part_stats=part_stats,
+            totals=totals,
+            snapshot_token=self.states[0].cp.snapshot_token if self.states else None,
+            notes=notes,
+        )

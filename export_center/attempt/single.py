@@ -18,7 +18,10 @@ from export_center import repository
 from export_center.attempt.batches import BatchConverter
 from export_center.attempt.fetching import BatchFetcher, InFlight, PageSizer
 from export_center.attempt.steps import Attempt
+from export_center.columns import Column
 from export_center.errors import ProviderContractError, RowLimitExceeded, SchemaChanged
+from export_center.manifests import manifest_body
+from export_center.packaging.package import Package
 from export_center.provider_client import Batch
 from export_center.registry import ExportType
 from export_center.states import Phase
@@ -35,6 +38,7 @@ class _Stream:
     columns_hash: str | None
     snapshot: str | None
     converter: BatchConverter
+    file_columns: list[Column]
 
 
 class SingleStreamProducer:
@@ -73,7 +77,7 @@ class SingleStreamProducer:
             f"fetch-{run.task_id}",
         )
         stream = run.open_file()
-        writer: ExportWriter | None = None
+        writer: Package | None = None
         try:
             run.batch_no = 1
             batch = fetcher.wait(fetcher.submit(None, None))
@@ -92,11 +96,19 @@ class SingleStreamProducer:
             run.abandon_file(stream)
             raise
         fetcher.close()
-        return run.stored(stats, size, fixed.converter.notes())
+        manifest = manifest_body(
+            columns=fixed.file_columns,
+            files=writer.files,
+            archive=writer.archive,
+            control_totals=writer.totals.as_json(),
+            snapshot_token=fixed.snapshot,
+        )
+        return run.stored(stats, size, fixed.converter.notes(), manifest)
 
-    def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[ExportWriter, _Stream]:
-        """Open the file writer with the first batch's columns; fix its schema hash and
-        snapshot token for the attempt.
+    def _open_writer(self, stream: BinaryIO, first: Batch) -> tuple[Package, _Stream]:
+        """Open the file's package (:meth:`Attempt.open_package`) with the first batch's
+        columns projected to the chosen ones; fix its schema hash and snapshot token for
+        the attempt.
 
         Raises:
             ProviderContractError: the first batch declares no columns.
@@ -105,14 +117,11 @@ class SingleStreamProducer:
         if first.columns is None:
             raise ProviderContractError("the first batch has no columns")
         run.total = first.total_rows
-        writer = run.file_format.open_writer(
-            stream,
-            run.file_columns(first.columns),
-            time_zone=run.task.time_zone,
-            max_bytes=run.ctx.settings.file_size_cap_bytes,
-        )
+        run.snapshot_token = first.snapshot_token
+        columns = run.file_columns(first.columns)
+        writer = run.open_package(stream, columns)
         return writer, _Stream(
-            first.schema_hash, first.snapshot_token, BatchConverter(first.columns)
+            first.schema_hash, first.snapshot_token, BatchConverter(first.columns), columns
         )
 
     def _prefetch(self, fetcher: BatchFetcher, batch: Batch, fixed: _Stream) -> InFlight | None:

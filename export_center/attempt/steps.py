@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
 
 import orjson
@@ -55,6 +56,8 @@ from export_center.columns import Column
 from export_center.errors import PermanentExportError, ProviderContractError
 from export_center.filenames import content_disposition, download_file_name
 from export_center.filespec import FileSpec
+from export_center.packaging import ControlTotals, FileEntry, build_manifest, sign_manifest
+from export_center.packaging.package import Package, open_package
 from export_center.provider_client import Batch, ProviderRequest
 from export_center.registry import ExportType
 from export_center.repository import Task
@@ -67,6 +70,11 @@ from export_center.writers.formats import FileFormat, find_format, format_choice
 __all__ = ["Attempt", "Producer", "abandon_file", "convert", "delivered", "task_spec"]
 
 log = logging.getLogger(__name__)
+
+
+def _aware(moment: datetime) -> datetime:
+    """A task time (naive UTC from the database) as an aware UTC datetime."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def task_spec(task: Task) -> FileSpec:
@@ -86,7 +94,7 @@ def delivered(file_format: FileFormat, spec: FileSpec) -> tuple[str, str]:
         return "zip", "application/zip"
     if spec.compression == "gzip":
         return f"{file_format.extension}.gz", "application/gzip"
-    return file_format.extension, file_format.content_type
+    return file_format.extension, file_format.content_type_for(spec.csv)
 
 
 class Producer(Protocol):
@@ -217,6 +225,12 @@ class Attempt:
         #: The chosen keys every batch request carries (a provider may send only
         #: these), None when the file has every column.
         self.chosen_keys = [c.key for c in self.spec.columns] or None
+        #: A sharded attempt stores typed rows parts and renders the delivered file from
+        #: them through :meth:`open_package` (gzip, zip, split); else the format's parts
+        #: are joined as they are (``attempt.finalize``).
+        self.renders_parts = not self.spec.is_plain
+        #: The provider's snapshot token of the file (the first batch's), for the manifest.
+        self.snapshot_token: str | None = None
         self.object_key = object_key or new_object_key(
             task.task_no, self.ext, tenant=task.tenant_id
         )
@@ -349,6 +363,46 @@ class Attempt:
             ) from None
         self.indexes = None if indexes == list(range(len(declared))) else indexes
         return columns
+
+    def open_package(self, stream: BinaryIO, columns: Sequence[Column]) -> Package:
+        """The delivered file's writer (:func:`~export_center.packaging.package.
+        open_package`): the format's writer, in gzip or a ZIP of parts as the spec asks,
+        hashing what it delivers and counting the control totals; the size cap applies
+        to the delivered bytes, and a ZIP's ``manifest.json`` is signed."""
+        return open_package(
+            stream,
+            self.file_format,
+            columns,
+            self.spec,
+            time_zone=self.task.time_zone,
+            max_bytes=self.ctx.settings.file_size_cap_bytes,
+            file_stem=self.file_name[: -len(self.ext) - 1],
+            zip_time=_aware(self.task.requested_at),
+            manifest=lambda files, totals: self._inner_manifest(columns, files, totals),
+        )
+
+    def _inner_manifest(
+        self, columns: Sequence[Column], files: Sequence[FileEntry], totals: ControlTotals
+    ) -> dict[str, Any]:
+        """The signed ``manifest.json`` inside a ZIP: the task's manifest without the
+        archive's own hash and the finish time (neither is known inside the ZIP)."""
+        task = self.task
+        body = build_manifest(
+            task_id=task.task_no,
+            export_type=task.export_type,
+            parameters=orjson.loads(task.parameters_json),
+            file_format=self.file_format.name,
+            options=self.spec.to_json()["options"],
+            time_zone=task.time_zone,
+            columns=columns,
+            files=files,
+            archive=None,
+            control_totals=totals.as_json(),
+            snapshot_token=self.snapshot_token,
+            created_at=_aware(task.requested_at),
+            finished_at=None,
+        )
+        return sign_manifest(body, self.ctx.settings.manifest_secret)
 
     def project(self, typed: list[list[Any]]) -> list[list[Any]]:
         """A batch of the provider's typed columns as the file's columns (:attr:`indexes`)."""

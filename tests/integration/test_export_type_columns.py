@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from export_center.api.preview import forget_schemas
+from export_center.api.type_columns import forget_schemas
 from export_center.embedded import free_port
 from export_center.registry_source import default_registry_path
 from providers.customers import CUSTOMERS_COLUMNS

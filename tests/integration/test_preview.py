@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from export_center.api.preview import Preview, forget_schemas
+from export_center.api.preview import Preview
 from export_center.api.preview_render import render_preview
+from export_center.api.type_columns import forget_schemas
 from export_center.columns import Column, ColumnType
 from export_center.filespec import FileSpec
 from export_center.registry_source import default_registry_path

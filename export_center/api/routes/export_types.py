@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.file_schemas import ExportTypeDetail, TypeColumnPublic
 from export_center.api.openapi import AUTH, QUERY, errors
-from export_center.api.preview import declared_columns, visible_type
 from export_center.api.schemas import ExportTypePublic, ParameterPublic
+from export_center.api.type_columns import declared_columns, visible_type
 from export_center.columns import Column
 from export_center.registry import ExportType
 from export_center.writers.formats import format_names
