@@ -37,6 +37,8 @@ from export_center.errors import ValidationFailed
 __all__ = [
     "COMPRESSIONS",
     "FormatTraits",
+    "GZIP_MEDIA_TYPE",
+    "ZIP_MEDIA_TYPE",
     "DELIMITERS",
     "ENCODINGS",
     "LANGUAGES",
@@ -61,6 +63,10 @@ LINE_ENDINGS = ("crlf", "lf")
 """CSV record terminators: CRLF (RFC 4180, the default) or LF."""
 COMPRESSIONS = ("none", "gzip", "zip")
 """How the delivered file is compressed."""
+GZIP_MEDIA_TYPE = "application/gzip"
+"""The content type of a gzip-compressed file (``csv.gz``, ``jsonl.gz``)."""
+ZIP_MEDIA_TYPE = "application/zip"
+"""The content type of a ZIP (``compression: zip`` and every split)."""
 MIN_BYTES_PER_FILE = 1024
 """The smallest ``split.maxBytesPerFile``: a part must hold at least its head and a row."""
 

@@ -55,7 +55,7 @@ from export_center.attempt.writes import AttemptWrites
 from export_center.columns import Column
 from export_center.errors import PermanentExportError, ProviderContractError
 from export_center.filenames import content_disposition, download_file_name
-from export_center.filespec import FileSpec
+from export_center.filespec import GZIP_MEDIA_TYPE, ZIP_MEDIA_TYPE, FileSpec
 from export_center.packaging import ControlTotals, FileEntry, build_manifest, sign_manifest
 from export_center.packaging.package import Package, open_package
 from export_center.provider_client import Batch, ProviderRequest
@@ -91,9 +91,9 @@ def delivered(file_format: FileFormat, spec: FileSpec) -> tuple[str, str]:
     to the format's extension (``csv.gz``, ``application/gzip``); else the format's own.
     """
     if spec.archived:
-        return "zip", "application/zip"
+        return "zip", ZIP_MEDIA_TYPE
     if spec.compression == "gzip":
-        return f"{file_format.extension}.gz", "application/gzip"
+        return f"{file_format.extension}.gz", GZIP_MEDIA_TYPE
     return file_format.extension, file_format.content_type_for(spec.csv)
 
 

@@ -29,6 +29,7 @@ from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.present import one_public, tasks_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
 from export_center.errors import NotFound, Unauthorized
+from export_center.filespec import GZIP_MEDIA_TYPE, ZIP_MEDIA_TYPE
 from export_center.manifests import signed_manifest
 from export_center.repository import CreateReason
 from export_center.states import api_state
@@ -102,8 +103,8 @@ _CONTENT_FILE = {"schema": {"type": "string", "format": "binary"}}
 #: The download's media types: one per format of the table, without parameters.
 _FILE_CONTENT = {
     **{entry.media_type: _CONTENT_FILE for entry in FORMATS.values()},
-    "application/gzip": _CONTENT_FILE,
-    "application/zip": _CONTENT_FILE,
+    GZIP_MEDIA_TYPE: _CONTENT_FILE,
+    ZIP_MEDIA_TYPE: _CONTENT_FILE,
 }
 DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
