@@ -164,6 +164,9 @@ def _sheets(body: dict[str, Any]) -> dict[str, Any]:
     warnings = []
     if xlsx and not split:
         warnings.append({"code": "XLSX_SHEETS", "message": "this becomes 3 sheets"})
+        warnings.append(
+            {"code": "SPLIT_SUGGESTED", "message": "split", "suggestedMaxRowsPerFile": 5_000}
+        )
     titles = [c.get("title") if isinstance(c, dict) else c for c in body.get("columns") or []]
     return {
         "estimatedRows": 2_500_000,
@@ -216,17 +219,17 @@ def test_the_chosen_file_is_sent_and_each_fix_changes_the_form_zh(stack, ui):
         "language": "zh-CN", "compression": "none", "encoding": "utf-8-bom",
         "delimiter": ",", "header": True, "lineEnding": "crlf",
     }  # fmt: skip
-    # "Split into files of N rows": N is at most the type's row cap (10,000 here, not a
-    # full sheet's 1,000,000); split is on, and the preview counts the files.
+    # "Split into files of N rows": N is the server's suggestion (5,000); split is on,
+    # and the preview counts the files.
     page.check('input[name="format"][value="xlsx"]')
     page.click("#create-preview")
     split_fix = page.locator('#c-preview-warnings button[data-fix="split"]')
-    expect(split_fix).to_have_text("拆分为每个 10,000 行的文件")
-    split_fix.click()
+    expect(split_fix.first).to_have_text("拆分为每个 5,000 行的文件")
+    split_fix.first.click()
     expect(page.locator("#c-split")).to_be_checked()
-    expect(page.locator("#c-split-rows")).to_have_value("10000")
-    expect(page.locator("#c-preview-facts")).to_contain_text("250 个文件")
-    assert double.sent[-1]["options"]["split"] == {"maxRowsPerFile": ROW_CAP}
+    expect(page.locator("#c-split-rows")).to_have_value("5000")
+    expect(page.locator("#c-preview-facts")).to_contain_text("500 个文件")
+    assert double.sent[-1]["options"]["split"] == {"maxRowsPerFile": 5_000}
     # gzip does not apply to a split or an XLSX file: it cannot be chosen.
     assert page.eval_on_selector('#c-compression option[value="gzip"]', "o => o.disabled")
     # A refusal naming a column shows at the picker, in Chinese, naming the column.

@@ -12,8 +12,12 @@ import './files_i18n.js';
 
 const { t } = i18n;
 
-/** Rows per file for a split fix: a full sheet's worth, or fewer than the type allows. */
+/** Rows per file for a split fix: the server's suggestion (a SPLIT_SUGGESTED warning's
+ * `suggestedMaxRowsPerFile`) when it gives one, else a full sheet's worth (two parts for
+ * a smaller file); never more than the type's row cap. */
 export function splitRows(preview, maxRows) {
+  const suggested = (preview?.warnings || []).map((w) => Number(w?.suggestedMaxRowsPerFile)).find((n) => Number.isInteger(n) && n > 0);
+  if (suggested) return maxRows ? Math.min(suggested, maxRows) : suggested;
   const rows = Number(preview?.estimatedRows) || 0;
   let n = DEFAULT_SPLIT_ROWS;
   if (rows && rows <= n) n = Math.max(1, Math.ceil(rows / 2)); // a small file: two parts
