@@ -7,7 +7,6 @@ import * as api from './api.js';
 import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js';
 import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
-import { ManifestView } from './manifest.js';
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -768,14 +767,22 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
   announce,
   viewer: () => app.me?.user,
   onCopy: (task) => copyLink(task),
-  onManifest: (task, event) => manifests.open(task, event.currentTarget),
+  onManifest: (task, event) => openManifest(task, event.currentTarget),
   onFinished: finished,
   isNew: (id) => app.created.has(id),
 });
 
 const alerts = new Alerts({ toggle: $('notify-toggle'), notify });
 
-const manifests = new ManifestView({ describe, onUnauthorized: unauthorized });
+let manifests = null; // the manifest view (manifest.js), loaded the first time one opens
+
+async function openManifest(task, opener) {
+  if (!manifests) {
+    const module = await import('./manifest.js');
+    manifests ||= new module.ManifestView({ describe, onUnauthorized: unauthorized });
+  }
+  manifests.open(task, opener);
+}
 
 const form = new CreateForm({
   typeTitle,
@@ -788,7 +795,7 @@ function switchLanguage() {
   i18n.setLocale(i18n.locale === 'zh-CN' ? 'en' : 'zh-CN');
   renderChrome();
   form.relabel();
-  manifests.relabel();
+  manifests?.relabel();
   if (app.me) {
     table.relabel();
     renderList();
