@@ -108,4 +108,5 @@ def test_a_list_of_100_tasks_renders_on_one_page(make_stack, ui):
     out.write_text(json.dumps(report, indent=2) + "\n")
     print("\ndownload center:", json.dumps(report))
     assert set(weights) == {"index.html", "app.js", "api.js", "dom.js", "i18n.js", "tasks.js",
-                            "form.js", "alerts.js", "app.css"}  # fmt: skip
+                            "form.js", "choices.js", "preview.js", "files_i18n.js", "alerts.js",
+                            "app.css"}  # fmt: skip

@@ -767,11 +767,22 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
   announce,
   viewer: () => app.me?.user,
   onCopy: (task) => copyLink(task),
+  onManifest: (task, event) => openManifest(task, event.currentTarget),
   onFinished: finished,
   isNew: (id) => app.created.has(id),
 });
 
 const alerts = new Alerts({ toggle: $('notify-toggle'), notify });
+
+let manifests = null; // the manifest view (manifest.js), loaded the first time one opens
+
+async function openManifest(task, opener) {
+  if (!manifests) {
+    const module = await import('./manifest.js');
+    manifests ||= new module.ManifestView({ describe, onUnauthorized: unauthorized });
+  }
+  manifests.open(task, opener);
+}
 
 const form = new CreateForm({
   typeTitle,
@@ -784,6 +795,7 @@ function switchLanguage() {
   i18n.setLocale(i18n.locale === 'zh-CN' ? 'en' : 'zh-CN');
   renderChrome();
   form.relabel();
+  manifests?.relabel();
   if (app.me) {
     table.relabel();
     renderList();

@@ -6,6 +6,8 @@
 import { $, h } from './dom.js';
 import * as i18n from './i18n.js';
 import { ApiError, Unreachable, call } from './api.js';
+import { FileChoices, optionTarget } from './choices.js';
+import { Preview } from './preview.js';
 
 const { t } = i18n;
 const LAST_TYPE = 'ec.lastType';
@@ -63,14 +65,15 @@ function zoneLabel(zone) {
   return i18n.locale === 'zh-CN' ? `${name}（${bits.filter(Boolean).join('，')}）` : `${name} (${bits.filter(Boolean).join(', ')})`;
 }
 
-/** The text and, only for a code the page does not know, the server's sentence. */
-export function describe(error) {
+/** The text and, only for a code the page does not know, the server's sentence;
+ * `vars` fill the text's placeholders (`{column}` of UNKNOWN_COLUMN). */
+export function describe(error, vars) {
   if (error instanceof Unreachable) {
     return { text: t(error.reason === 'network' ? 'offline' : `offline.${error.reason}`), detail: null };
   }
   if (!(error instanceof ApiError)) return { text: t('err.5xx'), detail: null };
   const key = i18n.errorKey(error.code, error.field);
-  let text = t(key || (error.status >= 500 ? 'err.5xx' : 'err.4xx'));
+  let text = t(key || (error.status >= 500 ? 'err.5xx' : 'err.4xx'), vars);
   if (error.retryAt) text += ` ${t('tryAgainAt', { time: i18n.time(error.retryAt) })}`;
   return { text, detail: key ? null : error.detail };
 }
@@ -96,6 +99,18 @@ export class CreateForm {
     $('create-close').addEventListener('click', () => this.dialog.close());
     this.select.addEventListener('change', () => this.build());
     for (const kind of ['input', 'change']) this.form.addEventListener(kind, (event) => this.edited(event));
+    this.choices = new FileChoices(this.form);
+    this.preview = new Preview({
+      body: () => this.previewBody(),
+      check: () => this.checked(),
+      spec: () => this.type(),
+      describe: (error) => describe(error, this.errorVars(error)),
+      showError: (error) => { this.showError(describe(error, this.errorVars(error)), error); return true; },
+      choices: this.choices,
+      hasFormat: (format) => Boolean(this.form.querySelector(`input[name="format"][value="${format}"]`)),
+      fix: (kind, value) => this.fix(kind, value),
+      onUnauthorized: (error) => ctx.onUnauthorized(error),
+    });
   }
 
   setTypes(types) {
@@ -116,6 +131,7 @@ export class CreateForm {
       const values = this.values();
       this.build();
       this.fill(values);
+      this.preview.relabel();
     }
   }
 
@@ -133,6 +149,8 @@ export class CreateForm {
     this.pending = null;
     this.form.reset();
     this.clearErrors();
+    this.choices.reset();
+    this.preview.clear();
     let last = prefill?.exportType;
     try { last ||= localStorage.getItem(LAST_TYPE); } catch { /* storage off */ }
     if (last && this.types.some((x) => x.exportType === last)) this.select.value = last;
@@ -160,7 +178,8 @@ export class CreateForm {
     $('c-params').hidden = !fields.length;
     $('c-range-hint').hidden = !range.length;
     $('c-type-hint').textContent = t('maxRows', { n: i18n.number(spec.maxRows) });
-    for (const radio of this.form.querySelectorAll('input[name="format"]')) radio.disabled = !spec.formats.includes(radio.value);
+    this.choices.formats(spec);
+    this.choices.load(spec);
     if (range.length === 2) {
       const [from, to] = range.map((name) => $(`c-param-${name}`));
       // The date-range rule, shown by the pickers. Only the other field changes:
@@ -237,14 +256,21 @@ export class CreateForm {
   }
 
   body() {
-    const format = this.form.querySelector('input[name="format"]:checked');
+    const format = this.form.querySelector('input[name="format"]:checked')?.value || 'xlsx';
     return {
       exportType: this.select.value,
-      format: format ? format.value : 'xlsx',
+      format,
       taskName: $('c-name').value.trim() || this.defaultName(),
       parameters: this.values(),
       timeZone: $('c-tz').value || i18n.browserZone,
+      ...this.choices.body(format),
     };
+  }
+
+  /** The create body as the preview takes it (no name: it names no task). */
+  previewBody() {
+    const { taskName, ...body } = this.body();
+    return body;
   }
 
   /** What the page can tell is wrong before sending: `Map(fieldId -> text)`. */
@@ -259,15 +285,61 @@ export class CreateForm {
     }
     const [a, b] = (spec?.dateRange || []).map((name) => $(`c-param-${name}`));
     if (a && b && a.value && b.value && a.value > b.value && !problems.has(a.id)) problems.set(a.id, t('err.INVALID_DATE_RANGE'));
+    for (const [id, text] of this.choices.check(spec?.maxRows)) problems.set(id, text);
     return problems;
+  }
+
+  /** Check the form as it is and show every problem (focus on the first): ok or not. */
+  checked() {
+    this.clearErrors();
+    const problems = this.check();
+    if (!problems.size) return true;
+    for (const [id, text] of problems) this.showAt(id, { text }, 'page');
+    this.focusAt([...problems.keys()][0]);
+    return false;
+  }
+
+  /** A preview's one-click fix: switch to CSV, split, or narrow the date range. */
+  fix(kind, value) {
+    if (kind === 'csv') {
+      this.choices.choose('csv');
+      this.choices.announce(t('fixedCsv'));
+      this.edited({ target: this.form.querySelector('input[name="format"]:checked') });
+      return this.preview.run();
+    }
+    if (kind === 'split') {
+      this.choices.splitInto(value);
+      this.choices.announce(t('fixedSplit', { n: i18n.number(value) }));
+      this.edited({ target: $('c-split-rows') });
+      return this.preview.run();
+    }
+    const [from] = this.type()?.dateRange || [];
+    const field = from ? $(`c-param-${from}`) : null;
+    this.preview.note(t('fixedNarrow'));
+    field?.focus();
+    return undefined;
+  }
+
+  /** Placeholders of an error's text: the column an error of `columns[i]` names. */
+  errorVars(error) {
+    const match = /^columns\[(\d+)\]/.exec(error?.field || '');
+    return match ? { column: this.choices.sentColumn(Number(match[1])) } : undefined;
+  }
+
+  /** Focus the control that `id` (a field id of the form) stands for. */
+  focusAt(id) {
+    if (id === 'c-format') return this.form.querySelector('input[name="format"]:checked')?.focus();
+    if (id === 'c-columns') return $('c-column-list').querySelector('input')?.focus();
+    return $(id)?.focus();
   }
 
   /** A field changed: its server error is stale, and the page's own check runs again. */
   edited(event) {
     if (event.target === this.select) return;
     if (event.target.id === 'c-name' || event.target.closest?.('#c-params')) this.placeholder();
+    this.preview.edited();
     if (!this.shown.size) return;
-    const id = event.target.name === 'format' ? 'c-format' : event.target.id;
+    const id = this.fieldOf(event.target);
     const problems = this.check();
     for (const [shown, kind] of [...this.shown]) {
       if (problems.has(shown) && (kind === 'page' || shown === id)) this.showAt(shown, { text: problems.get(shown) }, 'page');
@@ -278,13 +350,7 @@ export class CreateForm {
   async submit(event) {
     event.preventDefault();
     if (this.busy) return; // a double click or a second Enter: one task
-    this.clearErrors();
-    const problems = this.check();
-    if (problems.size) {
-      for (const [id, text] of problems) this.showAt(id, { text }, 'page');
-      $([...problems.keys()][0]).focus();
-      return;
-    }
+    if (!this.checked()) return;
     const body = this.body();
     const fingerprint = JSON.stringify(body);
     // One idempotency key per submission; the same content sent again after a lost
@@ -306,7 +372,7 @@ export class CreateForm {
       else if (error instanceof Unreachable) {
         this.showError({ text: t(error.reason === 'network' ? 'createOffline' : `createOffline.${error.reason}`) });
         this.ctx.onUnreachable(error.reason);
-      } else this.showError(describe(error), error);
+      } else this.showError(describe(error, this.errorVars(error)), error);
     } finally {
       this.busy = false;
       this.submitButton.disabled = false;
@@ -321,8 +387,18 @@ export class CreateForm {
     if (field === 'taskName') return 'c-name';
     if (field === 'timeZone') return 'c-tz';
     if (field === 'format') return 'c-format';
+    const option = optionTarget(field);
+    if (option) return option;
     const match = /^parameters\.([^.[\]]+)/.exec(field);
     return match && $(`c-param-${match[1]}`) ? `c-param-${match[1]}` : null;
+  }
+
+  /** The field id whose error an edit of `el` makes stale. */
+  fieldOf(el) {
+    if (el?.name === 'format') return 'c-format';
+    if (el?.closest?.('#c-columns')) return 'c-columns';
+    if (el?.id === 'c-split') return 'c-split-rows';
+    return el?.id;
   }
 
   /** An error of the server: at its field when the page has one, else above the form. */
@@ -330,7 +406,7 @@ export class CreateForm {
     const id = error instanceof ApiError ? this.target(error.field) : null;
     if (id) {
       this.showAt(id, message, 'server');
-      (id === 'c-format' ? this.form.querySelector('input[name="format"]:checked') : $(id)).focus();
+      this.focusAt(id);
     } else {
       const box = $('create-error');
       box.replaceChildren(...errorNodes(message));

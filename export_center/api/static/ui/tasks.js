@@ -305,6 +305,15 @@ class Row {
           onclick: (event) => ctx.onCopy(this.task, event),
         }, t('copyLink'))
         : null,
+      ctx.onManifest
+        ? h('button', {
+          type: 'button',
+          class: 'btn ghost small manifest-link',
+          dataset: { action: 'manifest' },
+          'aria-label': t('manifestLabel', { name: task.taskName }),
+          onclick: (event) => ctx.onManifest(this.task, event),
+        }, t('manifest'))
+        : null,
     ];
   }
 
