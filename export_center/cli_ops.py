@@ -32,6 +32,7 @@ from export_center.api.admin_schemas import (
     TaskReportPublic,
 )
 from export_center.errors import RequestError
+from export_center.manifests import signed_manifest
 from export_center.registry import Registry
 from export_center.settings import Settings
 from export_center.states import api_state
@@ -252,8 +253,9 @@ def tasks_show(
         report = operations.task_report(ctx, task)
     except RequestError as exc:
         raise _fail(exc) from None
+    manifest = signed_manifest(report.task, ctx.settings.manifest_secret)
     if as_json:
-        print_json(TaskReportPublic.of(report))
+        print_json(TaskReportPublic.of(report, manifest))
         return
     t = report.task
     facts = [
@@ -287,6 +289,8 @@ def tasks_show(
         ("last failure", f"{t.failure_code}: {t.failure_message}" if t.failure_message else "-"),
     ]
     _table(f"task {t.task_no}", ["", ""], [[k, v] for k, v in facts])
+    if manifest is not None:
+        _manifest_tables(manifest)
     _table(
         "commands (one per dispatch version)",
         ["version", "event id", "status", "sends", "created", "sent", "last error"],
@@ -316,6 +320,36 @@ def tasks_show(
                 a.reason,
             ]
             for a in report.audit
+        ],
+    )
+
+
+def _manifest_tables(manifest: dict[str, Any]) -> None:
+    """The manifest of ``tasks show``: its files (and archive) with rows, bytes and
+    SHA-256, then the control totals; ``--json`` prints it whole."""
+    sig = manifest["signature"]
+    rows = [[f["name"], f["rows"], f"{f['bytes']:,}", f["sha256"]] for f in manifest["files"]]
+    if manifest["archive"] is not None:
+        a = manifest["archive"]
+        rows.append(
+            [f"{a['name']} (the archive)", manifest["totalRows"], f"{a['bytes']:,}", a["sha256"]]
+        )
+    _table(
+        f"manifest ({sig['alg']}, key {sig['keyId']}; export-center verify FILE --manifest M.json)",
+        ["file", "rows", "bytes", "sha256"],
+        rows,
+    )
+    totals = manifest["controlTotals"]
+    _table(
+        f"control totals ({totals['rowCount']:,} rows)",
+        ["column", "sum / min .. max", "nulls"],
+        [
+            [
+                key,
+                t["sum"] if "sum" in t else f"{t.get('min')} .. {t.get('max')}",
+                t.get("nulls", 0),
+            ]
+            for key, t in totals["columns"].items()
         ],
     )
 

@@ -201,15 +201,19 @@ class TaskReportPublic(BaseModel):
     task: AdminTask
     commands: list[CommandPublic]
     audit: list[AuditPublic]
+    manifest: dict[str, Any] | None = Field(
+        default=None, description="The signed manifest of a succeeded export, else null"
+    )
 
     @classmethod
-    def of(cls, report: TaskReport) -> TaskReportPublic:
-        """The public view of an operator's task report."""
+    def of(cls, report: TaskReport, manifest: dict[str, Any] | None = None) -> TaskReportPublic:
+        """The public view of an operator's task report (with its signed manifest)."""
         task = report.task
         return cls(
             task=AdminTask.of(task),
             commands=[CommandPublic.of(row, task_name=task.task_name) for row in report.outbox],
             audit=[AuditPublic.of(a, {task.task_no: task.task_name}) for a in report.audit],
+            manifest=manifest,
         )
 
 

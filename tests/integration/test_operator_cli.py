@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 import json
 
+from tests.support.fault_provider import FLAKY
 from tests.support.helpers import wait_state
 from tests.support.operator_seed import cli_env, last_line, run_cli
 
@@ -154,3 +155,22 @@ def test_a_database_that_does_not_answer_is_one_line_that_points_to_doctor(seede
         assert lines[-1].startswith("database error on mysql+pymysql://nobody:***@127.0.0.1:1/")
         assert "export-center doctor" in lines[-1]
         assert "Traceback" not in result.stderr and "secret" not in result.stderr
+
+
+def test_tasks_show_prints_the_signed_manifest_of_a_succeeded_export(seeded):
+    api = seeded.stack.client("alice", perms=FLAKY).get(
+        f"/api/v1/exports/{seeded.succeeded}/manifest"
+    )
+    assert api.status_code == 200, api.text
+    manifest = api.json()
+    report = _json(seeded.cli("tasks", "show", seeded.succeeded, "--json"))
+    # The operator sees the same signed document the API answers.
+    assert report["manifest"] == manifest
+    table = seeded.cli("tasks", "show", seeded.succeeded)
+    assert table.returncode == 0, table.stderr
+    (entry,) = manifest["files"]
+    assert entry["sha256"] in table.stdout
+    assert f"{manifest['controlTotals']['rowCount']:,} rows" in table.stdout
+    assert "HMAC-SHA256" in table.stdout
+    # A failed export has none.
+    assert _json(seeded.cli("tasks", "show", seeded.failed, "--json"))["manifest"] is None
