@@ -46,7 +46,14 @@ __all__ = [
 #: A retry of such a task is still allowed (the provider may have been fixed); the page
 #: says that it will probably fail again.
 RETRY_UNLIKELY_TO_HELP = RETRY_CANNOT_HELP | frozenset(
-    {"PROVIDER_REJECTED", "PROVIDER_REDIRECTED", "PROVIDER_CONTRACT", "INVALID_VALUE"}
+    {
+        "PROVIDER_REJECTED",
+        "PROVIDER_REDIRECTED",
+        "PROVIDER_CONTRACT",
+        "INVALID_VALUE",
+        "VALUE_NOT_REPRESENTABLE",
+        "UNKNOWN_COLUMN",
+    }
 )
 
 
