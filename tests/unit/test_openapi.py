@@ -58,7 +58,7 @@ def test_bearer_security_scheme_makes_authorize_work(schema):
 def test_enums_for_format_state_and_phase(schema):
     models = schema["components"]["schemas"]
     public = models["ExportPublic"]["properties"]
-    assert public["format"]["enum"] == ["csv", "xlsx"]
+    assert public["format"]["enum"] == ["csv", "xlsx", "jsonl", "parquet"]
     assert public["state"]["enum"] == [
         "queued",
         "running",
@@ -68,8 +68,32 @@ def test_enums_for_format_state_and_phase(schema):
         "expired",
     ]
     assert public["phase"]["enum"] == ["queued", "fetch", "render", "store"]
-    assert models["ExportCreate"]["properties"]["format"]["enum"] == ["csv", "xlsx"]
+    assert models["ExportCreate"]["properties"]["format"]["enum"] == public["format"]["enum"]
     assert models["ExportAccepted"]["properties"]["state"]["enum"] == public["state"]["enum"]
+
+
+def test_the_file_choices_are_documented_with_enums_and_examples(schema):
+    models = schema["components"]["schemas"]
+    create = models["ExportCreate"]["properties"]
+    assert create["columns"]["items"]["anyOf"][0]["type"] == "string"
+    assert create["columns"]["examples"]
+    options = models["ExportOptions"]
+    props = options["properties"]
+    assert props["language"]["enum"] == ["en", "zh-CN"]
+    assert props["encoding"]["enum"] == ["utf-8-bom", "utf-8", "gb18030"]
+    assert props["delimiter"]["enum"] == [",", ";", "\t", "|"]
+    assert props["lineEnding"]["enum"] == ["crlf", "lf"]
+    assert props["compression"]["enum"] == ["none", "gzip", "zip"]
+    assert options["examples"] and models["SplitOptions"]["examples"]
+    for name, prop in props.items():
+        assert prop.get("description"), name
+    for path, method in (
+        ("/api/v1/exports/preview", "post"),
+        ("/api/v1/exports/{task_id}/manifest", "get"),
+        ("/api/v1/export-types/{export_type}", "get"),
+    ):
+        assert op(schema, method, path)["responses"]["200"], path
+    assert models["ManifestPublic"]["examples"][0]["signature"]["alg"] == "HMAC-SHA256"
 
 
 def test_examples_for_create_detail_and_errors(schema):
