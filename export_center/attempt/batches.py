@@ -151,9 +151,12 @@ class BatchConverter:
 
     Args:
         columns: the export's columns (at least one).
+        required: the keys that must be in some row of every non-empty batch of
+            objects (the chosen columns: a provider may leave the others out, which are
+            then empty cells), None for every declared key.
     """
 
-    def __init__(self, columns: Sequence[Column]):
+    def __init__(self, columns: Sequence[Column], required: Sequence[str] | None = None):
         self.columns = list(columns)
         if not self.columns:
             raise ValueError("an export needs at least one column")
@@ -163,6 +166,7 @@ class BatchConverter:
         self._dates: BoundedCache[Any, _dt.date | None] = BoundedCache(_to_date, _DATE_CACHE_SIZE)
         self._getters = [operator.itemgetter(key) for key in self.keys]
         self._declared = frozenset(self.keys)
+        self._required = self._declared if required is None else frozenset(required)
         self._width = {len(self.keys)}
         self._undeclared: dict[str, None] = {}
         self._more_undeclared = False
@@ -292,7 +296,7 @@ class BatchConverter:
         present = dict.fromkeys(itertools.chain.from_iterable(batch))
         declared = self._declared
         unknown = [key for key in present if key not in declared]
-        absent = [key for key in self.keys if key not in present]
+        absent = [key for key in self.keys if key not in present and key in self._required]
         if absent:
             raise MissingColumns(absent, unknown)
         for key in unknown:

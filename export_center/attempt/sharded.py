@@ -474,7 +474,7 @@ class ShardedProducer:
                 resume_from=state.resume_from,
                 csv=run.spec.csv,
             )
-        return BatchConverter(columns), writer
+        return BatchConverter(columns, run.chosen_keys), writer
 
     def _write(
         self, state: _ShardState, writer: Any, converter: BatchConverter, batch: Batch

@@ -121,7 +121,10 @@ class SingleStreamProducer:
         columns = run.file_columns(first.columns)
         writer = run.open_package(stream, columns)
         return writer, _Stream(
-            first.schema_hash, first.snapshot_token, BatchConverter(first.columns), columns
+            first.schema_hash,
+            first.snapshot_token,
+            BatchConverter(first.columns, run.chosen_keys),
+            columns,
         )
 
     def _prefetch(self, fetcher: BatchFetcher, batch: Batch, fixed: _Stream) -> InFlight | None:

@@ -80,3 +80,18 @@ def test_good_rows_are_converted_whatever_the_offset() -> None:
     typed = convert(_batch(_rows(3)), BatchConverter(COLUMNS), offset=10_000, batch_no=2)
     assert typed[0] == [0, 1, 2]
     assert [str(v) for v in typed[1]] == ["1.50"] * 3
+
+
+def test_a_provider_may_leave_out_the_columns_that_were_not_chosen() -> None:
+    # The request carried columns ["amount"]: rows without "id" are fine (empty cells,
+    # projected away by the attempt); rows without the chosen "amount" still break it.
+    chosen = BatchConverter(COLUMNS, required=["amount"])
+    rows = [{"amount": "1.50"}, {"amount": "2.25"}]
+    ids, amounts = convert(_batch(rows), chosen, offset=0, batch_no=1)
+    assert list(ids) == [None, None]
+    assert [Decimal(str(v)) for v in amounts] == [Decimal("1.50"), Decimal("2.25")]
+    with pytest.raises(ProviderContractError) as caught:
+        convert(_batch([{"id": 1}]), chosen, offset=0, batch_no=4)
+    assert caught.value.message == (
+        "provider broke the contract: column 'amount' is in no row of batch 4"
+    )
