@@ -41,6 +41,7 @@ from export_center.filespec import FileSpec
 from export_center.provider_client import Batch
 from export_center.registry import ExportType
 from export_center.runtime import Runtime
+from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.formats import FileFormat
 
 __all__ = ["MAX_SHARD_REQUESTS", "Preview", "preview_export"]
@@ -129,7 +130,12 @@ def preview_export(
             values = convert(batch, converter, offset=offset, batch_no=1)
             offset += len(batch.rows)
             for out, index in zip(typed, indexes, strict=True):
-                out.extend(values[index])
+                # A DecimalColumn's values are its texts: make each the DecimalText
+                # it stands for, so every writer (Parquet's too) takes the slice.
+                column = values[index]
+                out.extend(
+                    map(DecimalText, column) if isinstance(column, DecimalColumn) else column
+                )
     rows = [column[:PREVIEW_ROWS] for column in typed]
     return Preview(etype, file_format, spec, time_zone, columns, rows, estimate)
 

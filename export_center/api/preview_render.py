@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import inspect
 import io
 import json
 import math
@@ -58,11 +57,9 @@ def sample_file(
 ) -> bytes:
     """The file the format's writer makes of ``rows`` (column-major), in memory."""
     stream = io.BytesIO()
-    # The writers take the CSV options once their csv= keyword is on main.
-    extra: dict[str, Any] = {}
-    if "csv" in inspect.signature(file_format.open_writer).parameters:
-        extra["csv"] = spec.csv
-    writer = file_format.open_writer(stream, columns, time_zone=time_zone, max_bytes=None, **extra)
+    writer = file_format.open_writer(
+        stream, columns, time_zone=time_zone, max_bytes=None, csv=spec.csv
+    )
     if rows and rows[0]:
         writer.write_columns([list(c) for c in rows])
     writer.close()
