@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ __all__ = [
     "ENCODINGS",
     "LANGUAGES",
     "LINE_ENDINGS",
+    "MAX_PARTS",
     "MIN_BYTES_PER_FILE",
     "ColumnChoice",
     "CsvOptions",
@@ -67,6 +69,10 @@ GZIP_MEDIA_TYPE = "application/gzip"
 """The content type of a gzip-compressed file (``csv.gz``, ``jsonl.gz``)."""
 ZIP_MEDIA_TYPE = "application/zip"
 """The content type of a ZIP (``compression: zip`` and every split)."""
+MAX_PARTS = 1000
+"""The most parts a split export may make: the part after it fails the export with
+``TOO_MANY_PARTS`` (and a preview that foresees more warns), because a ZIP of more parts
+than anyone opens one by one, with a manifest of megabytes, helps nobody."""
 MIN_BYTES_PER_FILE = 1024
 """The smallest ``split.maxBytesPerFile``: a part must hold at least its head and a row."""
 
@@ -256,13 +262,42 @@ def _names(formats: Sequence[FormatTraits], flag: str) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def language_of_locale(accept_language: str | None) -> str:
-    """The header language a request's ``Accept-Language`` prefers: ``zh-CN`` when its
-    first language is Chinese (``zh``, ``zh-CN``, ``zh-Hans``...), else ``en``."""
-    if not accept_language:
+def _language_of_tag(tag: str) -> str | None:
+    tag = tag.lower()
+    if tag == "zh" or tag.startswith("zh-"):
+        return "zh-CN"
+    if tag == "en" or tag.startswith("en-"):
         return "en"
-    first = accept_language.split(",")[0].split(";")[0].strip().lower()
-    return "zh-CN" if first == "zh" or first.startswith("zh-") else "en"
+    return None
+
+
+def language_of_locale(accept_language: str | None) -> str:
+    """The header language a request's ``Accept-Language`` prefers.
+
+    Rule (the header's weights, RFC 9110 12.5.4): among its language tags, the one with
+    the highest ``q`` (1 when absent; the earlier one on a tie; ``q=0`` never) that is
+    Chinese (``zh``, ``zh-CN``, ``zh-Hans``...: ``zh-CN``) or English (``en``, ``en-GB``...:
+    ``en``); tags of other languages and ``*`` are passed over. ``en`` when none is.
+    """
+    best: tuple[float, int, str] | None = None
+    for position, item in enumerate((accept_language or "").split(",")):
+        tag, *params = (part.strip() for part in item.split(";"))
+        language = _language_of_tag(tag)
+        if language is None:
+            continue
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        if weight <= 0:
+            continue
+        if best is None or (weight, -position) > (best[0], -best[1]):
+            best = (weight, position, language)
+    return best[2] if best is not None else "en"
 
 
 def _invalid(message: str, code: str, field: str) -> ValidationFailed:
@@ -278,11 +313,39 @@ def _choice(value: str | None, allowed: Sequence[str], field: str, default: str)
     return value
 
 
+_TITLE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _title(title: Any, where: str) -> str | None:
+    """A renamed header: text of 1..100 characters, not blank, no control characters."""
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise _invalid(f"{where}.title must be text", "INVALID_VALUE", where)
+    if not 0 < len(title) <= 100 or not title.strip():
+        raise _invalid(
+            f"{where}.title must have 1..100 characters and not be blank", "INVALID_VALUE", where
+        )
+    if _TITLE_CONTROL.search(title):
+        raise _invalid(
+            f"{where}.title must not contain control characters (U+0000-U+001F, U+007F-U+009F)",
+            "INVALID_VALUE",
+            where,
+        )
+    return title
+
+
 def _columns(
     raw: Sequence[Any] | None, declared: Sequence[Column] | None
 ) -> tuple[ColumnChoice, ...]:
-    if not raw:
+    if raw is None:
         return ()
+    if not raw:
+        raise _invalid(
+            "columns must name at least one column (leave it out for every column)",
+            "INVALID_VALUE",
+            "columns",
+        )
     known = {c.key for c in declared} if declared is not None else None
     seen: set[str] = set()
     out: list[ColumnChoice] = []
@@ -304,8 +367,7 @@ def _columns(
                     "UNKNOWN_FIELD",
                     where,
                 )
-            if title is not None and (not isinstance(title, str) or not 0 < len(title) <= 100):
-                raise _invalid(f"{where}.title must be 1..100 characters", "INVALID_VALUE", where)
+            title = _title(title, where)
         else:
             raise _invalid(
                 f'{where} must be a column key (1..64 characters) or {{"key": ..., "title": ...}}',
