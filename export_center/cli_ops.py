@@ -31,6 +31,7 @@ from export_center.api.admin_schemas import (
     DeadLetterReportPublic,
     TaskReportPublic,
 )
+from export_center.cli_task_file import file_asked, manifest_tables
 from export_center.errors import RequestError
 from export_center.manifests import signed_manifest
 from export_center.registry import Registry
@@ -273,6 +274,7 @@ def tasks_show(
             if t.shards_total is not None
             else "not sharded",
         ),
+        ("file asked for", file_asked(t)),
         ("trace id", t.trace_id),
         ("time zone", t.time_zone),
         (
@@ -290,7 +292,7 @@ def tasks_show(
     ]
     _table(f"task {t.task_no}", ["", ""], [[k, v] for k, v in facts])
     if manifest is not None:
-        _manifest_tables(manifest)
+        manifest_tables(out, manifest)
     _table(
         "commands (one per dispatch version)",
         ["version", "event id", "status", "sends", "created", "sent", "last error"],
@@ -320,36 +322,6 @@ def tasks_show(
                 a.reason,
             ]
             for a in report.audit
-        ],
-    )
-
-
-def _manifest_tables(manifest: dict[str, Any]) -> None:
-    """The manifest of ``tasks show``: its files (and archive) with rows, bytes and
-    SHA-256, then the control totals; ``--json`` prints it whole."""
-    sig = manifest["signature"]
-    rows = [[f["name"], f["rows"], f"{f['bytes']:,}", f["sha256"]] for f in manifest["files"]]
-    if manifest["archive"] is not None:
-        a = manifest["archive"]
-        rows.append(
-            [f"{a['name']} (the archive)", manifest["totalRows"], f"{a['bytes']:,}", a["sha256"]]
-        )
-    _table(
-        f"manifest ({sig['alg']}, key {sig['keyId']}; export-center verify FILE --manifest M.json)",
-        ["file", "rows", "bytes", "sha256"],
-        rows,
-    )
-    totals = manifest["controlTotals"]
-    _table(
-        f"control totals ({totals['rowCount']:,} rows)",
-        ["column", "sum / min .. max", "nulls"],
-        [
-            [
-                key,
-                t["sum"] if "sum" in t else f"{t.get('min')} .. {t.get('max')}",
-                t.get("nulls", 0),
-            ]
-            for key, t in totals["columns"].items()
         ],
     )
 

@@ -208,6 +208,15 @@ class FileSpec:
             "options": options,
         }
 
+    def options_for(self, file_format: FormatTraits) -> dict[str, Any]:
+        """The options as the task detail and the manifest show them: :meth:`to_json`'s,
+        without the CSV options when the format does not take them."""
+        options: dict[str, Any] = self.to_json()["options"]
+        if not file_format.csv_options:
+            for name in ("encoding", "delimiter", "header", "lineEnding"):
+                options.pop(name, None)
+        return options
+
     @classmethod
     def from_text(cls, text: str | None) -> FileSpec:
         """The spec a task row's ``file_spec_json`` holds (None: the defaults)."""

@@ -28,6 +28,7 @@ from export_center.packaging.manifest import (
 )
 from export_center.repository import Task
 from export_center.states import TaskStatus
+from export_center.writers.formats import task_format
 
 __all__ = ["manifest_body", "signed_manifest"]
 
@@ -82,7 +83,7 @@ def signed_manifest(task: Task, key: str) -> dict[str, Any] | None:
         export_type=task.export_type,
         parameters=orjson.loads(task.parameters_json),
         file_format=task.format.lower(),
-        options=spec.to_json()["options"],
+        options=spec.options_for(task_format(task.format)),
         time_zone=task.time_zone,
         columns=[Column(c["key"], c["title"], ColumnType(c["type"])) for c in body["columns"]],
         files=[FileEntry(**f) for f in body["files"]],

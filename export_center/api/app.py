@@ -84,6 +84,9 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, dict[str, Any]]:
         message = f"{field} is required"
     elif kind == "extra_forbidden":
         message = f"{field} is not a known field"
+    elif kind == "model_attributes_type":  # a field that must be an object is not one
+        code = "INVALID_TYPE"
+        message = f"{field} must be a JSON object"
     else:
         message = f"{field}: {first.get('msg', 'invalid')}" if field else str(first.get("msg"))
     return status, {"code": code, "message": message, "field": field}

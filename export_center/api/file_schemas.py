@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from export_center.api.schemas import ExportTypePublic
 
@@ -27,10 +27,6 @@ __all__ = [
 ColumnTypeName = Literal["STRING", "INTEGER", "DECIMAL", "BOOLEAN", "DATE", "DATETIME"]
 #: The warning codes of a preview.
 WARNING_CODES = ("XLSX_SHEETS", "OVER_ROW_CAP", "OVER_SIZE_CAP", "SPLIT_SUGGESTED")
-
-
-def _enum(values: tuple[str, ...]) -> dict[str, JsonValue]:
-    return {"enum": list(values)}
 
 
 class TypeColumnPublic(BaseModel):

@@ -28,6 +28,7 @@ from export_center.repository import Disposition, Task
 from export_center.runtime import Runtime
 from export_center.settings import Settings
 from export_center.states import TaskStatus, api_state
+from export_center.writers.formats import task_format
 
 __all__ = [
     "RETRY_UNLIKELY_TO_HELP",
@@ -154,7 +155,7 @@ def task_public(
     failed = status == TaskStatus.FAILED
     retryable = failed and task.failure_code not in RETRY_CANNOT_HELP
     retried_by = _actor(done.retried_by, task)
-    spec = FileSpec.from_text(task.file_spec_json).to_json()
+    file_spec = FileSpec.from_text(task.file_spec_json)
     return ExportPublic(
         taskId=task.task_no,
         exportType=task.export_type,
@@ -193,8 +194,8 @@ def task_public(
         downloadExpiresAt=url_expires,
         fileName=task.file_name,
         sizeBytes=task.size_bytes,
-        columns=spec["columns"],
-        options=spec["options"],
+        columns=file_spec.to_json()["columns"],
+        options=file_spec.options_for(task_format(task.format)),
         manifestUrl=(
             f"/api/v1/exports/{task.task_no}/manifest"
             if status == TaskStatus.SUCCEEDED and task.manifest_json is not None

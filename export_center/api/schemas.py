@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,8 +42,23 @@ __all__ = [
 ]
 
 
-def _enum(values: tuple[str, ...]) -> dict[str, JsonValue]:
-    return {"enum": list(values)}
+def _in_branch(key: str, value: JsonValue, branch_type: str) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that sets ``key`` in the ``anyOf`` branch of ``branch_type``
+    of an optional field (``str | None``: the enum belongs to the string, not beside the
+    null), or on the schema itself when it has no such branch."""
+
+    def place(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", ()):
+            if branch.get("type") == branch_type:
+                branch[key] = value
+                return
+        schema[key] = value
+
+    return place
+
+
+def _enum(values: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+    return _in_branch("enum", list(values), "string")
 
 
 _COLUMN_ITEM: dict[str, JsonValue] = {
@@ -179,7 +195,7 @@ class ExportCreate(BaseModel):
         description="The columns to export in output order: keys of the type "
         "(GET /api/v1/export-types/{type}), each optionally renamed; default: all",
         examples=[["o_orderkey", {"key": "o_totalprice", "title": "Amount"}]],
-        json_schema_extra={"items": _COLUMN_ITEM},
+        json_schema_extra=_in_branch("items", _COLUMN_ITEM, "array"),
     )
     options: ExportOptions | None = Field(default=None, description="How the file is written")
 

@@ -94,6 +94,7 @@ def assemble_file(
     try:
         try:
             if run.renders_parts:
+                run.snapshot_token = snapshot_token  # named by the ZIP's manifest.json
                 package = run.open_package(stream, columns)
                 try:
                     for batch in read_rows_parts(columns, parts):

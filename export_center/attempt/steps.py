@@ -392,7 +392,7 @@ class Attempt:
             export_type=task.export_type,
             parameters=orjson.loads(task.parameters_json),
             file_format=self.file_format.name,
-            options=self.spec.to_json()["options"],
+            options=self.spec.options_for(self.file_format),
             time_zone=task.time_zone,
             columns=columns,
             files=files,

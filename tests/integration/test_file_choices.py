@@ -127,6 +127,8 @@ def test_the_header_language_follows_the_option_and_the_locale(stack: Stack) -> 
             "options.split.maxBytesPerFile",
         ),
         ({"options": {"split": {}}}, "INVALID_SPLIT", "options.split"),
+        ({"options": []}, "INVALID_TYPE", "options"),
+        ({"columns": []}, "INVALID_VALUE", "columns"),
     ],
 )
 def test_bad_choices_are_refused_before_a_task_exists(

@@ -172,5 +172,6 @@ def test_tasks_show_prints_the_signed_manifest_of_a_succeeded_export(seeded):
     assert entry["sha256"] in table.stdout
     assert f"{manifest['controlTotals']['rowCount']:,} rows" in table.stdout
     assert "HMAC-SHA256" in table.stdout
+    assert "columns: all; options:" in table.stdout
     # A failed export has none.
     assert _json(seeded.cli("tasks", "show", seeded.failed, "--json"))["manifest"] is None

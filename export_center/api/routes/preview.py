@@ -27,6 +27,9 @@ PREVIEW_ERRORS = errors(
         422: [
             "MISSING_FIELD",
             "UNKNOWN_FIELD",
+            "TOO_LONG",
+            "TOO_SHORT",
+            "INVALID_TYPE",
             "INVALID_VALUE",
             "UNKNOWN_EXPORT_TYPE",
             "INVALID_FORMAT",
