@@ -23,6 +23,7 @@ fails the package, which then writes nothing more; the caller deletes the object
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import gzip
 import json
@@ -165,13 +166,13 @@ class Package:
     # --- the format's writer ----------------------------------------------------------
 
     def _open_writer(self, stream: BinaryIO) -> ExportWriter:
-        # TODO(lead, at merge): pass csv=self._spec.csv once writers take CSV options.
         return self._format.open_writer(
             stream,
             self._columns,
             time_zone=self._time_zone,
             max_bytes=None,  # the cap applies to the delivered bytes (self._counting)
             sheet_row_limit=self._sheet_row_limit,
+            csv=self._spec.csv,  # every part, and the byte meter, with the file's options
         )
 
     def _open_part(self, name: str, block: BlockStream | None) -> None:
@@ -347,13 +348,22 @@ class Package:
 
     def abort(self) -> None:
         """Abandon the output after a failure: nothing more is written (the caller
-        deletes the object)."""
+        deletes the object).
+
+        Every layer is closed into the abandoned stream, the open ZIP entry before the
+        ZIP: a ZIP left with an open entry cannot close, and its finalizer would raise
+        later ("Can't close the ZIP file while there is an open writing handle").
+        """
         self._failed = True
         self._counting.abandon()
-        if self._part is not None:
-            self._part.writer.abort()
-            if self._part.block is not None:
-                self._part.block.discard()
+        part, self._part = self._part, None
+        if part is not None:
+            part.writer.abort()
+            if part.block is not None:
+                part.block.discard()
+            if part.entry is not None:
+                with contextlib.suppress(Exception):  # output that will be deleted
+                    part.entry.close()
         for closer in (self._gzip, self._zip):
             try:
                 if closer is not None:
