@@ -29,7 +29,11 @@ never on how they were batched.
   unless its first block does not fit: then it holds the most rows that fit (a row
   that does not fit in an empty part fails the export with ``FILE_TOO_LARGE``).
   A byte-split XLSX part is one sheet: it also ends when its sheet is full
-  (1,048,575 rows, or ``sheet_row_limit``).
+  (1,048,575 rows, or ``sheet_row_limit``). The cap holds whatever the data; that a
+  part holds the *most* blocks that fit assumes a file grows with its rows (the
+  Parquet bisection). Costs, measured on 200,000 rows cut into 2 MB parts: about a
+  third more time than unsplit for either format; XLSX parts are deflated by zlib
+  instead of ISA-L (the copyable state), a few percent larger.
 """
 
 from __future__ import annotations
