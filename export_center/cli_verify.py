@@ -55,7 +55,10 @@ def _from_api(url: str, task: str, token: str | None) -> dict[str, Any]:
         raise _usage(f"cannot reach {url}: {exc}") from None
     if answer.status_code != 200:
         raise _usage(f"the API answered {answer.status_code} for the manifest of {task}")
-    loaded = answer.json()
+    try:
+        loaded = answer.json()
+    except ValueError:
+        raise _usage(f"the API's answer for the manifest of {task} is not JSON") from None
     if not isinstance(loaded, dict):
         raise _usage("the API's manifest is not a JSON object")
     return loaded
@@ -107,7 +110,10 @@ def verify(
         raise _usage(f"cannot read {file}: {exc.strerror or exc}") from None
     body, source = _manifest(data, manifest, task, url, token)
     typer.echo(f"manifest: {source}")
-    lines = differences(data, file.name, body)
+    try:
+        lines = differences(data, file.name, body)
+    except (ValueError, TypeError, AttributeError) as exc:  # not a manifest's shape
+        raise _usage(f"the manifest is not readable: {exc}") from None
     signature = body.get("signature")
     if not isinstance(signature, dict):
         typer.echo("signature not checked: the manifest is unsigned")

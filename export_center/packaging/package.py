@@ -23,6 +23,7 @@ fails the package, which then writes nothing more; the caller deletes the object
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import gzip
 import json
@@ -37,9 +38,11 @@ from export_center.filespec import FileSpec
 from export_center.packaging.manifest import ArchiveEntry, FileEntry
 from export_center.packaging.split import (
     BLOCK_ROWS,
-    ROW_ADDITIVE_FORMATS,
     ByteMeter,
-    byte_target,
+    SizedWriter,
+    join_batches,
+    open_sized_writer,
+    row_additive,
     slice_batch,
 )
 from export_center.packaging.streams import BlockStream, HashingStream
@@ -74,6 +77,7 @@ class _Part:
     hashing: HashingStream
     block: BlockStream | None
     entry: Any  # the ZIP entry's write handle, or None
+    sized: SizedWriter | None = None  # the writer again, when cut by trial
     rows: int = 0
 
 
@@ -139,7 +143,12 @@ class Package:
         split = spec.split
         self._max_rows = split.max_rows_per_file if split else None
         self._max_part_bytes = split.max_bytes_per_file if split else None
-        self._additive = file_format.name in ROW_ADDITIVE_FORMATS
+        self._additive = row_additive(file_format)
+        # compressed parts cut by bytes: rows wait here until a block is whole
+        self._sized = self._max_part_bytes is not None and not self._additive
+        self._queue: list[Sequence[Sequence[Any]]] = []
+        self._queued = 0
+        self._rows_out = 0  # rows of the parts ended
         try:
             if spec.archived:
                 self._zip = zipfile.ZipFile(
@@ -165,13 +174,13 @@ class Package:
     # --- the format's writer ----------------------------------------------------------
 
     def _open_writer(self, stream: BinaryIO) -> ExportWriter:
-        # TODO(lead, at merge): pass csv=self._spec.csv once writers take CSV options.
         return self._format.open_writer(
             stream,
             self._columns,
             time_zone=self._time_zone,
             max_bytes=None,  # the cap applies to the delivered bytes (self._counting)
             sheet_row_limit=self._sheet_row_limit,
+            csv=self._spec.csv,  # every part, and the byte meter, with the file's options
         )
 
     def _open_part(self, name: str, block: BlockStream | None) -> None:
@@ -184,6 +193,16 @@ class Package:
             block = BlockStream(entry)
         target: Any = block if block is not None else self._delivered
         hashing = self._delivered if target is self._delivered else HashingStream(target)
+        if self._sized:
+            sized = open_sized_writer(
+                self._format,
+                hashing,  # type: ignore[arg-type]
+                self._columns,
+                time_zone=self._time_zone,
+                sheet_row_limit=self._sheet_row_limit,
+            )
+            self._part = _Part(name, sized, hashing, block, entry, sized)
+            return
         self._part = _Part(name, self._open_writer(hashing), hashing, block, entry)  # type: ignore[arg-type]
 
     def _next_part_name(self) -> str:
@@ -200,6 +219,7 @@ class Package:
         if part.entry is not None:
             part.entry.close()
         self._part = None
+        self._rows_out += part.rows
         if self._zip is not None:  # a file inside the ZIP: its own size and hash
             self._done.append(
                 FileEntry(part.name, part.rows, part.hashing.count, part.hashing.hexdigest())
@@ -230,6 +250,12 @@ class Package:
             raise
 
     def _write(self, columns: Sequence[Sequence[Any]]) -> None:
+        if self._sized:
+            if len(columns[0]):
+                self._queue.append(columns)
+                self._queued += len(columns[0])
+            self._drain(final=False)
+            return
         total = len(columns[0])
         done = 0
         while done < total:
@@ -240,8 +266,6 @@ class Package:
             take = total - done
             if self._max_rows is not None:
                 take = min(take, self._max_rows - part.rows)
-            if self._max_part_bytes is not None and not self._additive:
-                take = min(take, BLOCK_ROWS - part.rows % BLOCK_ROWS)
             chunk = columns if take == total else slice_batch(columns, done, done + take)
             if self._meter is not None and self._max_part_bytes is not None:
                 room = self._max_part_bytes - part.hashing.count
@@ -265,15 +289,73 @@ class Package:
     def _part_full(self, part: _Part) -> bool:
         if self._spec.split is None:
             return False
-        if self._max_rows is not None and part.rows >= self._max_rows:
-            return True
-        if self._max_part_bytes is None:
-            return False
-        if self._additive:  # full when the next row was refused (handled in _write)
-            return False
-        return part.rows % BLOCK_ROWS == 0 and part.hashing.count >= byte_target(
-            self._max_part_bytes
-        )
+        # by bytes: full when the next row was refused (handled in _write)
+        return self._max_rows is not None and part.rows >= self._max_rows
+
+    # --- compressed parts cut by bytes (packaging.split) --------------------------------
+
+    def _take(self, count: int) -> Sequence[Sequence[Any]]:
+        """The first ``count`` queued rows as one batch."""
+        pieces: list[Sequence[Sequence[Any]]] = []
+        wanted = count
+        while wanted:
+            head = self._queue[0]
+            size = len(head[0])
+            if size <= wanted:
+                pieces.append(self._queue.pop(0))
+                wanted -= size
+            else:
+                pieces.append(slice_batch(head, 0, wanted))
+                self._queue[0] = slice_batch(head, wanted, size)
+                wanted = 0
+        self._queued -= count
+        return pieces[0] if len(pieces) == 1 else join_batches(pieces)
+
+    def _drain(self, *, final: bool) -> None:
+        """Give the queued rows to the parts in whole blocks (the rest too if ``final``),
+        then, if ``final``, have the last part check what it holds."""
+        limit = self._max_part_bytes
+        assert limit is not None
+        while True:
+            while self._queued:
+                if self._part is None:
+                    self._open_part(self._next_part_name(), None)
+                part = self._part
+                assert part is not None and part.sized is not None
+                need = BLOCK_ROWS - part.rows % BLOCK_ROWS
+                if self._max_rows is not None:
+                    need = min(need, self._max_rows - part.rows)
+                if self._queued < need and not final:
+                    return
+                block = self._take(min(need, self._queued))
+                back = part.sized.write_within(block, limit, step=BLOCK_ROWS)
+                self._given_back(part, len(block[0]), back)
+                if self._part is part and self._part_full(part):
+                    self._end_part()
+            part = self._part
+            if not final or part is None or part.sized is None:
+                return
+            back = part.sized.fit_within(limit, step=BLOCK_ROWS)
+            if back is None:
+                return
+            self._given_back(part, 0, back)
+
+    def _given_back(self, part: _Part, given: int, back: Sequence[Sequence[Any]] | None) -> None:
+        """Count the rows a part kept; a part that gave rows back ends, and they lead
+        the queue for the next part."""
+        returned = len(back[0]) if back else 0
+        part.rows += given - returned
+        if back is None:
+            return
+        if part.rows == 0:
+            raise FileTooLarge(
+                f"row {self._rows_out + 1} does not fit in a part of maxBytesPerFile "
+                f"{self._max_part_bytes} bytes"
+            )
+        self._end_part()
+        if returned:
+            self._queue.insert(0, back)
+            self._queued += returned
 
     def close(self) -> WriterStats:
         """Finish every part, the manifest entry and the ZIP or gzip trailer.
@@ -298,6 +380,8 @@ class Package:
         return self._stats
 
     def _finish(self) -> None:
+        if self._sized:
+            self._drain(final=True)
         if self._part is None and (self._zip is None or not self._done):
             self._open_part(self._next_part_name(), None)  # no rows: one empty file
         if self._part is not None:
@@ -347,13 +431,22 @@ class Package:
 
     def abort(self) -> None:
         """Abandon the output after a failure: nothing more is written (the caller
-        deletes the object)."""
+        deletes the object).
+
+        Every layer is closed into the abandoned stream, the open ZIP entry before the
+        ZIP: a ZIP left with an open entry cannot close, and its finalizer would raise
+        later ("Can't close the ZIP file while there is an open writing handle").
+        """
         self._failed = True
         self._counting.abandon()
-        if self._part is not None:
-            self._part.writer.abort()
-            if self._part.block is not None:
-                self._part.block.discard()
+        part, self._part = self._part, None
+        if part is not None:
+            part.writer.abort()
+            if part.block is not None:
+                part.block.discard()
+            if part.entry is not None:
+                with contextlib.suppress(Exception):  # output that will be deleted
+                    part.entry.close()
         for closer in (self._gzip, self._zip):
             try:
                 if closer is not None:

@@ -27,8 +27,13 @@ from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
 from export_center.packaging.totals import TOTALLED_TYPES, ControlTotals, exact_decimal
+from export_center.writers.csv import CsvWriter
+from export_center.writers.formats import find_format
+from export_center.writers.jsonl import JsonlWriter
+from export_center.writers.parquet import ParquetWriter
+from export_center.writers.xlsx import XlsxWriter
 
-__all__ = ["ENCODINGS", "UnreadableFile", "recount", "same_instant"]
+__all__ = ["ENCODINGS", "UnreadableFile", "is_xlsx", "recount", "same_instant"]
 
 ENCODINGS = {"utf-8-bom": "utf-8-sig", "utf-8": "utf-8", "gb18030": "gb18030"}
 """The Python codec of each CSV ``encoding`` option."""
@@ -121,15 +126,23 @@ def _parquet_rows(data: bytes, columns: Sequence[Column]) -> Iterator[list[Any]]
 def _rows(
     data: bytes, file_format: str, columns: Sequence[Column], options: Mapping[str, Any]
 ) -> Iterator[list[Any]]:
-    if file_format == "csv":
+    found = find_format(file_format)
+    kind = None if found is None else found.extension
+    if kind == CsvWriter.extension:
         return _csv_rows(data, options)
-    if file_format == "xlsx":
+    if kind == XlsxWriter.extension:
         return _xlsx_rows(data)
-    if file_format == "jsonl":
+    if kind == JsonlWriter.extension:
         return _jsonl_rows(data, [c.key for c in columns])
-    if file_format == "parquet":
+    if kind == ParquetWriter.extension:
         return _parquet_rows(data, columns)
     raise UnreadableFile(f"no reader for format {file_format!r}")
+
+
+def is_xlsx(file_format: str) -> bool:
+    """Whether a manifest's ``format`` names XLSX (its datetimes hold milliseconds)."""
+    found = find_format(file_format)
+    return found is not None and found.extension == XlsxWriter.extension
 
 
 def recount(

@@ -20,7 +20,7 @@ from typing import Any
 
 from export_center.columns import Column, ColumnType
 from export_center.packaging.package import MANIFEST_NAME
-from export_center.packaging.reading import UnreadableFile, recount, same_instant
+from export_center.packaging.reading import UnreadableFile, is_xlsx, recount, same_instant
 from export_center.packaging.totals import ControlTotals
 
 __all__ = ["differences", "manifest_columns", "read_zip_manifest"]
@@ -83,7 +83,7 @@ def _compare_totals(manifest: Mapping[str, Any], found: ControlTotals) -> list[s
         lines.append(
             f"control total rowCount: expected {expected.get('rowCount')} found {got['rowCount']}"
         )
-    millis = manifest.get("format") == "xlsx"
+    millis = is_xlsx(str(manifest.get("format")))
     wanted: Mapping[str, Any] = expected.get("columns") or {}
     for key in sorted(set(wanted) | set(got["columns"])):
         mine, theirs = wanted.get(key) or {}, got["columns"].get(key) or {}

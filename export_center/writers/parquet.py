@@ -49,7 +49,8 @@ from typing import Any, BinaryIO
 from export_center.columns import Column, ColumnType
 from export_center.errors import PermanentExportError
 from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import StreamingWriter, WriterStats
+from export_center.writers.base import StreamingWriter, WriterStats, check_columns
+from export_center.writers.parquet_size import OneGroupFile, SizeBound, one_group_file
 from export_center.writers.rows import read_rows_parts
 
 __all__ = [
@@ -152,12 +153,22 @@ class ParquetWriter(StreamingWriter):
         self._buffer: list[list[Any]] = [[] for _ in self._columns]  # Arrow chunks
         self._buffered = 0
         self._stats.sheets = 1
+        self._pq = pq
         self._writer: Any = None
-        self._writer = self._guarded_open(pq)
+        self._writer = self._guarded_open()
+        self._bound: SizeBound | None = None  # set by the first write_within
+        self._checked = 0  # leading buffered rows known to fit (write_within)
+        self._probe = 0  # buffered rows at which write_within checks next
+        self._last: OneGroupFile | None = None  # the last trial
+        self._full = False  # write_within gave rows back: no more rows
 
-    def _guarded_open(self, pq: Any) -> Any:
+    def _open(self, sink: Any) -> Any:
+        """pyarrow's writer on ``sink`` with this file's schema and options."""
+        return self._pq.ParquetWriter(sink, self._schema, compression="snappy")
+
+    def _guarded_open(self) -> Any:
         try:
-            return pq.ParquetWriter(self._counting, self._schema, compression="snappy")
+            return self._open(self._counting)
         except BaseException:
             self._fail()
             raise
@@ -261,31 +272,169 @@ class ParquetWriter(StreamingWriter):
 
     def _write_batch(self, columns: Sequence[Sequence[Any]]) -> None:
         """Convert the batch to Arrow arrays, buffer them, write every full row group."""
-        rows = len(columns[0])
-        arrays = [
-            self._array(i, values if isinstance(values, list) else list(values))
-            for i, values in enumerate(columns)
-        ]
-        for chunks, array in zip(self._buffer, arrays, strict=True):
-            chunks.append(array)
-        self._buffered += rows
+        if self._bound is not None:
+            raise ValueError("write_columns on a Parquet writer used with write_within")
+        self._buffer_batch(columns)
         while self._buffered >= ROW_GROUP_ROWS:
             self._write_group(ROW_GROUP_ROWS)
 
-    def _write_group(self, rows: int) -> None:
-        """Write the first ``rows`` buffered rows as one row group; keep the rest."""
+    def _buffered_table(self) -> Any:
+        """The buffered rows as one ``pyarrow.Table`` (chunked as they came)."""
         pa = self._pa
         chunked = [
             pa.chunked_array(chunks, t)
             for chunks, t in zip(self._buffer, self._arrow_types, strict=True)
         ]
-        table = pa.Table.from_arrays(chunked, schema=self._schema)
+        return pa.Table.from_arrays(chunked, schema=self._schema)
+
+    def _write_group(self, rows: int) -> None:
+        """Write the first ``rows`` buffered rows as one row group; keep the rest."""
+        table = self._buffered_table()
         group = table.slice(0, rows).combine_chunks()
         self._writer.write_table(group, row_group_size=rows)
         rest = table.slice(rows)
         self._buffer = [[chunk for chunk in column.chunks if len(chunk)] for column in rest.columns]
         self._buffered -= rows
         self._stats.rows += rows
+
+    # --- a part of a byte split (packaging.split) ----------------------------------------
+
+    def write_within(
+        self, columns: Sequence[Sequence[Any]], max_bytes: int, *, step: int
+    ) -> list[Sequence[Any]] | None:
+        """Append a batch while the file, closed with the rows kept, stays within
+        ``max_bytes``; when it would not, keep the most rows that fit and give back the
+        rest (rows of earlier calls included).
+
+        Rule: the rows are buffered (as for :meth:`write_columns`) and the size of the
+        file closed with them is checked (``writers.parquet_size``: exact while no row
+        group is written, a bound after) when the buffered rows reach 1, 2, 4, 8...
+        times the rows of the first check, before a full row group is written, and at
+        :meth:`fit_within`. When a check fails, the file keeps the most leading rows
+        that fit, found by bisection among the counts that end the file at a multiple
+        of ``step`` rows; only a file of no row at all keeps the most rows that fit at
+        any count (at least one, or none when not even one row fits). The bisection
+        takes the file's size to grow with its rows. Every row group written was
+        checked first, so the closed file is at most ``max_bytes``.
+
+        Args:
+            columns: one batch, column-major, as :meth:`write_columns` takes it.
+            max_bytes: the most bytes the closed file may take.
+            step: the row multiple the file should end at (the package's block).
+
+        Returns:
+            None while every row is kept, else the rows given back, column-major, as
+            Python values (Decimal, date, aware datetime...); the file is then full.
+
+        Raises:
+            ValueError: closed or failed, a badly shaped batch, or a writer that was
+                given rows by :meth:`write_columns` first.
+            PermanentExportError: ``VALUE_NOT_REPRESENTABLE``, as ``write_columns``.
+        """
+        if self._closed or self._failed:
+            raise ValueError("write to a closed or failed PARQUET writer")
+        check_columns(columns, len(self._keys))
+        result: list[list[Sequence[Any]] | None] = [None]
+
+        def write() -> None:
+            self._start_bound()
+            if self._full:
+                raise ValueError("write_within on a full Parquet file (it gave rows back)")
+            if len(columns[0]):
+                self._buffer_batch(columns)
+            result[0] = self._settle(max_bytes, step, final=False)
+
+        self._guarded(write)
+        return result[0]
+
+    def fit_within(self, max_bytes: int, *, step: int) -> list[Sequence[Any]] | None:
+        """Before close: check the rows not checked yet (see :meth:`write_within`).
+
+        Returns:
+            None when the file closed now fits ``max_bytes``, else the rows given back.
+        """
+        if self._closed or self._failed:
+            raise ValueError("fit_within on a closed or failed PARQUET writer")
+        result: list[list[Sequence[Any]] | None] = [None]
+
+        def fit() -> None:
+            self._start_bound()
+            result[0] = self._settle(max_bytes, step, final=True)
+
+        self._guarded(fit)
+        return result[0]
+
+    def _start_bound(self) -> None:
+        if self._bound is not None:
+            return
+        if self._stats.rows or self._buffered:
+            raise ValueError("write_within on a Parquet writer given rows by write_columns")
+        empty = one_group_file(self._pa, self._open, self._buffered_table().slice(0, 0))
+        self._bound = SizeBound(len(self._columns), empty)
+
+    def _buffer_batch(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Convert a batch to Arrow arrays and buffer them (no row group written)."""
+        arrays = [
+            self._array(i, values if isinstance(values, list) else list(values))
+            for i, values in enumerate(columns)
+        ]
+        for chunks, array in zip(self._buffer, arrays, strict=True):
+            chunks.append(array)
+        self._buffered += len(columns[0])
+
+    def _settle(self, max_bytes: int, step: int, *, final: bool) -> list[Sequence[Any]] | None:
+        while self._buffered >= ROW_GROUP_ROWS:
+            if not self._fits(ROW_GROUP_ROWS, max_bytes):
+                return self._cut(ROW_GROUP_ROWS, max_bytes, step)
+            trial = self._last
+            assert self._bound is not None and trial is not None
+            self._write_group(ROW_GROUP_ROWS)
+            self._bound.written(trial)
+            self._checked = self._probe = 0
+        if self._buffered > self._checked and (final or self._buffered >= self._probe):
+            if not self._fits(self._buffered, max_bytes):
+                return self._cut(self._buffered, max_bytes, step)
+            self._checked = self._buffered
+            self._probe = 2 * self._buffered
+        return None
+
+    def _fits(self, rows: int, max_bytes: int) -> bool:
+        """Whether the file closed with the first ``rows`` buffered rows fits."""
+        assert self._bound is not None
+        group = self._buffered_table().slice(0, rows).combine_chunks()
+        self._last = one_group_file(self._pa, self._open, group)
+        return self._bound.size(self._counting.count, self._last) <= max_bytes
+
+    def _cut(self, failing: int, max_bytes: int, step: int) -> list[Sequence[Any]]:
+        """Keep the most buffered rows that fit (fewer than ``failing``); give back the rest."""
+        base = self._stats.rows  # rows in written row groups
+        low = self._checked  # fits (0 rows always does: the groups were checked)
+        first = low + ((-(base + low)) % step or step)
+        candidates = range(first, failing, step)
+        kept = low
+        lo, hi = 0, len(candidates)  # bisection: candidates[:lo] fit, [hi:] do not
+        while lo < hi:
+            middle = (lo + hi) // 2
+            if self._fits(candidates[middle], max_bytes):
+                kept, lo = candidates[middle], middle + 1
+            else:
+                hi = middle
+        if kept == 0 and base == 0:  # no row yet: the most rows that fit at all
+            lo, hi = 1, min(failing, step)  # fewer than `step` rows; hi does not fit
+            while lo < hi:
+                middle = (lo + hi) // 2
+                if self._fits(middle, max_bytes):
+                    kept, lo = middle, middle + 1
+                else:
+                    hi = middle
+        table = self._buffered_table()
+        rest = table.slice(kept)
+        back: list[Sequence[Any]] = [rest.column(i).to_pylist() for i in range(table.num_columns)]
+        kept_table = table.slice(0, kept)
+        self._buffer = [[c for c in column.chunks if len(c)] for column in kept_table.columns]
+        self._buffered = self._checked = kept
+        self._full = True
+        return back
 
     def _finish(self) -> None:
         """Write the last row group and the footer; flush the output."""

@@ -11,6 +11,11 @@ Cell rules (STRING, INTEGER, DECIMAL, BOOLEAN, DATE, DATETIME, time zones):
 ``writers.xlsx_cells``; text rules: ``writers.xlsx_text``; the package parts around
 the rows (sheet head, styles, workbook, content types...): ``writers.xlsx_parts``.
 
+Size checks (``size_checks=True``, for the parts of a byte split): worksheets are
+deflated by zlib, whose state can be copied, so :meth:`XlsxWriter.write_within` can
+tell the exact size of the file closed after the next rows before taking them
+(``writers.xlsx_size``).
+
 Sheet rules: at most ``sheet_row_limit`` data rows per sheet, then a new sheet
 "Sheet2", ... with the header repeated (E12: no row number above 1,048,576).
 
@@ -35,6 +40,7 @@ restores ZIP64 entries for callers who prefer them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import zipfile
 from collections.abc import Sequence
@@ -42,9 +48,15 @@ from typing import Any, BinaryIO
 
 from export_center.columns import Column, ColumnType
 from export_center.values import DecimalColumn
-from export_center.writers.base import CountingStream, StreamingWriter, WriterStats
+from export_center.writers.base import (
+    CountingStream,
+    StreamingWriter,
+    WriterStats,
+    check_columns,
+)
 from export_center.writers.xlsx_cells import MAX_NUMERIC_DIGITS, CellRenderer
 from export_center.writers.xlsx_parts import SHEET_END, package_parts, sheet_head
+from export_center.writers.xlsx_size import closing_bytes, deflated_size
 from export_center.writers.xlsx_text import MAX_CELL_UTF16_UNITS, excel_text
 
 _isal_zlib: Any
@@ -112,6 +124,10 @@ class XlsxPackage:
         sheet_row_limit: data rows per sheet, 1..1,048,575 (checked by the caller).
         compresslevel: deflate level 0-9 (ISA-L at level 1 when installed).
         force_zip64: write worksheet entries with ZIP64 headers.
+        size_checks: keep each worksheet's deflate state copyable (zlib's, never
+            ISA-L's, which cannot be copied) so that :meth:`size_if_closed` can tell
+            the file's exact size before rows are added; the package parts' texts are
+            then made once per sheet count, so the size told is the size written.
 
     Raises:
         FileTooLarge: from any method, when the file grows past the cap.
@@ -127,12 +143,18 @@ class XlsxPackage:
         sheet_row_limit: int,
         compresslevel: int,
         force_zip64: bool,
+        size_checks: bool = False,
     ):
         self._counting = counting
         self._stats = stats
         self._sheet_row_limit = sheet_row_limit
         self._force_zip64 = force_zip64
-        self._fast_deflate = _isal_zlib if compresslevel == 1 else None
+        self._fast_deflate = _isal_zlib if compresslevel == 1 and not size_checks else None
+        self._level = compresslevel
+        self._size_checks = size_checks
+        self._deflate: Any = None  # the open sheet's compressor (size_checks only)
+        self._parts: dict[int, dict[str, bytes]] = {}  # by sheet count (size_checks only)
+        self._deflated: dict[int, dict[str, int]] = {}  # their deflated sizes
         self._header_xml = header_xml
         self._sheet_head = sheet_head(columns)
         self._sheet: Any = None
@@ -166,6 +188,56 @@ class XlsxPackage:
         room = min(wanted, self._sheet_row_limit - rows, CHUNK_ROWS - rows % CHUNK_ROWS)
         return rows + 2, room
 
+    def sheet_full(self) -> bool:
+        """True when the next rows would start a new sheet (:meth:`reserve`'s rule)."""
+        rows = self._sheet_rows
+        return rows >= self._sheet_row_limit or bool(
+            rows and rows % CHUNK_ROWS == 0 and self._sheet_bytes >= _SHEET_XML_SOFT_LIMIT
+        )
+
+    def size_if_closed(self, data: bytes = b"") -> int:
+        """The file's size in bytes if ``data`` were added and the file closed now.
+
+        Args:
+            data: rows for the open sheet, as :meth:`add` takes them (no new sheet).
+
+        Returns:
+            The bytes out so far, plus the open sheet's deflate output of its held rows,
+            ``data`` and its end (from a copy of the sheet's compressor; zlib's output
+            does not depend on how its input is cut into calls), plus
+            ``xlsx_size.closing_bytes``: exact below 2 GiB.
+
+        Raises:
+            ValueError: the package was opened without ``size_checks``.
+        """
+        if not self._size_checks:
+            raise ValueError("size_if_closed needs a package opened with size_checks")
+        trial = self._deflate.copy()
+        rest = len(trial.compress(b"".join([*self._held, data, SHEET_END])))
+        written = self._counting.count + rest + len(trial.flush())
+        sheets = self._stats.sheets
+        deflated = self._deflated.get(sheets)
+        if deflated is None:
+            deflated = {n: deflated_size(text, self._level) for n, text in self._texts(sheets)}
+            self._deflated[sheets] = deflated
+        return written + closing_bytes(
+            sheet_names=[f"xl/worksheets/sheet{i}.xml" for i in range(1, sheets + 1)],
+            open_sheet_zip64=self._force_zip64,
+            parts=deflated,
+            written=written,
+        )
+
+    def _texts(self, sheet_count: int) -> list[tuple[str, bytes]]:
+        """The package parts written at close, UTF-8; made once per sheet count with
+        ``size_checks`` (so ``docProps/core.xml``'s time is the one sizes were told for)."""
+        if not self._size_checks:
+            return [(n, t.encode("utf-8")) for n, t in package_parts(sheet_count).items()]
+        parts = self._parts.get(sheet_count)
+        if parts is None:
+            parts = {n: t.encode("utf-8") for n, t in package_parts(sheet_count).items()}
+            self._parts[sheet_count] = parts
+        return list(parts.items())
+
     def add(self, data: bytes, count: int) -> None:
         """Append ``count`` rows (at most the ``room`` of the last :meth:`reserve`).
 
@@ -189,8 +261,8 @@ class XlsxPackage:
     def close(self) -> None:
         """End the last sheet, write the workbook parts and the ZIP directory, flush."""
         self._close_sheet()
-        for name, text in package_parts(self._stats.sheets).items():
-            self._zip.writestr(name, text.encode("utf-8"))
+        for name, text in self._texts(self._stats.sheets):
+            self._zip.writestr(name, text)
         self._zip.close()
         self._counting.flush()
 
@@ -215,7 +287,13 @@ class XlsxPackage:
         # A name (not a ZipInfo) makes the entry use the archive's compresslevel.
         name = f"xl/worksheets/sheet{self._stats.sheets}.xml"
         self._sheet = self._zip.open(name, "w", force_zip64=self._force_zip64)
-        if self._fast_deflate is not None and hasattr(self._sheet, "_compressor"):
+        if self._size_checks:
+            # zipfile's own zlib compressor (raw deflate at the archive's level); its
+            # copy() tells the size the rest of the sheet will take.
+            self._deflate = getattr(self._sheet, "_compressor", None)
+            if self._deflate is None or not hasattr(self._deflate, "copy"):
+                raise RuntimeError("this Python's zipfile hides the entry's compressor")
+        elif self._fast_deflate is not None and hasattr(self._sheet, "_compressor"):
             # Nothing is compressed yet: swap zipfile's zlib compressor for ISA-L's
             # (same raw deflate stream; zipfile still does CRC, sizes and headers).
             self._sheet._compressor = self._fast_deflate.compressobj(
@@ -261,6 +339,8 @@ class XlsxWriter(StreamingWriter):
             than zlib, standard deflate, the same size.
         force_zip64: write worksheet entries with ZIP64 headers (see the ZIP policy
             in the module docstring); False by default.
+        size_checks: allow :meth:`write_within` (worksheets deflated by zlib at
+            ``compresslevel``, not ISA-L; the same bytes otherwise).
 
     Attributes:
         content_type: the XLSX MIME type.
@@ -280,6 +360,7 @@ class XlsxWriter(StreamingWriter):
         sheet_row_limit: int = EXCEL_MAX_ROWS - 1,
         compresslevel: int = 1,
         force_zip64: bool = False,
+        size_checks: bool = False,
     ):
         check_xlsx_columns(columns, sheet_row_limit)
         super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
@@ -301,6 +382,7 @@ class XlsxWriter(StreamingWriter):
                 sheet_row_limit=sheet_row_limit,
                 compresslevel=compresslevel,
                 force_zip64=force_zip64,
+                size_checks=size_checks,
             )
 
         self._guarded(open_package)
@@ -333,16 +415,126 @@ class XlsxWriter(StreamingWriter):
         assert self._package is not None  # opened in __init__, or the writer failed
         self._package.close()
 
+    # --- a part of a byte split (packaging.split) ----------------------------------------
+
+    def write_within(
+        self, columns: Sequence[Sequence[Any]], max_bytes: int, *, step: int = CHUNK_ROWS
+    ) -> list[Sequence[Any]] | None:
+        """Append the leading rows of a batch while the file, closed right after them,
+        stays within ``max_bytes``; give back the others.
+
+        Rule (exact: :meth:`XlsxPackage.size_if_closed`): rows are taken in the pieces
+        :meth:`XlsxPackage.reserve` allows (never past a chunk of 1,000 rows, nor past
+        the end of a batch). A piece is taken whole when the file closed after it is
+        at most ``max_bytes``; otherwise that piece and the rest are given back and the
+        file is full. Only while the file holds no row yet are the most leading rows
+        of the piece that fit taken (at least one, or none when not even one fits). A
+        full sheet also ends the file (the rest is given back): a file written this
+        way is one sheet. Given batches that end at multiples of 1,000 rows of the
+        file (the package's blocks), the file ends at such a multiple unless its first
+        block does not fit. The file written is the one :meth:`write_columns` would
+        write for the rows taken.
+
+        Args:
+            columns: one batch, column-major, as :meth:`write_columns` takes it.
+            max_bytes: the most bytes the closed file may take.
+            step: unused: the batches set the step (kept for the interface that
+                Parquet's writer shares, ``packaging.split.SizedWriter``).
+
+        Returns:
+            None when every row was taken, else the rows not taken (column-major
+            slices of ``columns``); the file is then full and should be closed.
+
+        Raises:
+            ValueError: a writer opened without ``size_checks``, closed or failed, or a
+                badly shaped batch.
+        """
+        del step
+        if self._closed or self._failed:
+            raise ValueError("write to a closed or failed XLSX writer")
+        check_columns(columns, len(self._keys))
+        result: list[list[Sequence[Any]] | None] = [None]
+
+        def write() -> None:
+            result[0] = self._write_within(columns, max_bytes)
+
+        self._guarded(write)
+        return result[0]
+
+    def _write_within(
+        self, columns: Sequence[Sequence[Any]], max_bytes: int
+    ) -> list[Sequence[Any]] | None:
+        package = self._package
+        assert package is not None  # opened in __init__, or the writer failed
+        total = len(columns[0])
+        done = 0
+        while done < total:
+            if package.sheet_full():
+                break
+            first, take = package.reserve(total - done)
+            piece = [slice_column(values, done, done + take) for values in columns]
+            before = dataclasses.replace(self._stats)
+            rows = self._render_row_list(piece, first, take)
+            data = "".join(rows).encode("utf-8")
+            if package.size_if_closed(data) <= max_bytes:
+                package.add(data, take)
+                done += take
+                continue
+            _restore(self._stats, before)  # the cells rendered are not written
+            if self._stats.rows == 0:  # an empty file takes the most rows that fit
+                fitting = self._most_rows_within(rows, max_bytes)
+                if fitting:
+                    head = [slice_column(values, 0, fitting) for values in piece]
+                    package.add(
+                        "".join(self._render_row_list(head, first, fitting)).encode(), fitting
+                    )
+                    done += fitting
+            break
+        if done == total:
+            return None
+        return [slice_column(values, done, total) for values in columns]
+
+    def fit_within(self, max_bytes: int, *, step: int = CHUNK_ROWS) -> list[Sequence[Any]] | None:
+        """Before close: None, since :meth:`write_within` checked every row it took
+        with the file's end included (the interface Parquet's writer shares)."""
+        del max_bytes, step
+        if self._failed:
+            raise ValueError("fit_within on a failed XLSX writer")
+        return None
+
+    def _most_rows_within(self, rows: Sequence[str], max_bytes: int) -> int:
+        """The most leading rendered rows whose file, closed after them, fits."""
+        package = self._package
+        assert package is not None
+        low, high = 0, len(rows)  # low rows fit, high rows do not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if package.size_if_closed("".join(rows[:middle]).encode("utf-8")) <= max_bytes:
+                low = middle
+            else:
+                high = middle
+        return low
+
     # --- rendering --------------------------------------------------------------------
 
     def _render_rows(self, chunk: Sequence[Sequence[Any]], first: int, count: int) -> str:
         """Render rows ``first .. first+count-1`` as ``<row>`` elements, column by column."""
+        return "".join(self._render_row_list(chunk, first, count))
+
+    def _render_row_list(self, chunk: Sequence[Sequence[Any]], first: int, count: int) -> list[str]:
+        """The ``<row>`` elements of rows ``first .. first+count-1``, one string each."""
         numbers = [str(n) for n in range(first, first + count)]
         cells = [
             render(values, numbers) for render, values in zip(self._renderers, chunk, strict=True)
         ]
         rows = zip(numbers, zip(*cells, strict=True), strict=True)
-        return "".join([f'<row r="{n}">{"".join(row)}</row>' for n, row in rows])
+        return [f'<row r="{n}">{"".join(row)}</row>' for n, row in rows]
+
+
+def _restore(stats: WriterStats, saved: WriterStats) -> None:
+    """Put the running counts back to ``saved`` in place (the renderers hold ``stats``)."""
+    for field in dataclasses.fields(stats):
+        setattr(stats, field.name, getattr(saved, field.name))
 
 
 def check_xlsx_columns(columns: Sequence[Column], sheet_row_limit: int) -> None:

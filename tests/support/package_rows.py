@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from export_center.columns import Column, ColumnType
-from export_center.filespec import FileSpec, Split
+from export_center.filespec import CsvOptions, FileSpec, Split
 from export_center.packaging.package import Package, open_package
 from export_center.writers.formats import FORMATS
 
@@ -74,7 +74,26 @@ def package(
     return out.getvalue(), pack
 
 
-def spec(compression: str = "none", rows: int | None = None, size: int | None = None) -> FileSpec:
-    """A spec with the compression and the split asked."""
+def spec(
+    compression: str = "none",
+    rows: int | None = None,
+    size: int | None = None,
+    csv: CsvOptions | None = None,
+) -> FileSpec:
+    """A spec with the compression, the split and the CSV options asked."""
     split = Split(rows, size) if rows is not None or size is not None else None
-    return FileSpec(compression=compression, split=split)
+    return FileSpec(compression=compression, split=split, csv=csv or CsvOptions())
+
+
+def manifest_of(fmt: str, pack: Package, file_spec: FileSpec) -> dict[str, Any]:
+    """The manifest of a closed package as the attempt records it (unsigned)."""
+    return {
+        "format": fmt,
+        "options": file_spec.to_json()["options"],
+        "timeZone": "Asia/Shanghai",
+        "columns": [{"key": c.key, "title": c.title, "type": str(c.type)} for c in COLUMNS],
+        "totalRows": pack.totals.rows,
+        "files": [f.as_json() for f in pack.files],
+        "archive": None if pack.archive is None else pack.archive.as_json(),
+        "controlTotals": pack.totals.as_json(),
+    }
