@@ -237,7 +237,13 @@ class FileTooLarge(PermanentExportError):
 #: failed task ``retryable: false``, so the page offers "export again" (with narrower
 #: filters) instead of a retry. An operator may still retry after raising the cap.
 RETRY_CANNOT_HELP = frozenset(
-    {"ROW_LIMIT_EXCEEDED", "FILE_TOO_LARGE", "UNKNOWN_EXPORT_TYPE", "UNKNOWN_FORMAT"}
+    {
+        "ROW_LIMIT_EXCEEDED",
+        "FILE_TOO_LARGE",
+        "UNKNOWN_EXPORT_TYPE",
+        "UNKNOWN_FORMAT",
+        "TOO_MANY_PARTS",
+    }
 )
 
 

@@ -24,8 +24,10 @@ fails the package, which then writes nothing more; the caller deletes the object
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import gzip
+import importlib
 import json
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -33,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from export_center.columns import Column
-from export_center.errors import FileTooLarge
-from export_center.filespec import FileSpec
+from export_center.errors import FileTooLarge, PermanentExportError
+from export_center.filespec import MAX_PARTS, FileSpec
 from export_center.packaging.manifest import ArchiveEntry, FileEntry
 from export_center.packaging.split import (
     BLOCK_ROWS,
@@ -52,11 +54,44 @@ from export_center.writers.formats import FileFormat
 
 __all__ = ["MANIFEST_NAME", "ManifestMaker", "Package", "open_package", "part_name"]
 
+_isal_gzip: Any
+_isal_zlib: Any
+try:  # ISA-L's deflate (package ``isal``, a dependency): about four times zlib's speed
+    _isal_gzip = importlib.import_module("isal.igzip")
+    _isal_zlib = importlib.import_module("isal.isal_zlib")
+except ImportError:  # pragma: no cover - isal is a dependency
+    _isal_gzip = _isal_zlib = None
+
 MANIFEST_NAME = "manifest.json"
 """The last entry of every ZIP a package writes."""
 
 GZIP_LEVEL = 6
+"""zlib's level of gzip and ZIP entries when ISA-L is not installed."""
 ZIP_LEVEL = 6
+FAST_LEVEL = 2
+"""ISA-L's level (0..3) of gzip and ZIP entries. On the ORDERS CSV (200,000 rows) its
+level 2 makes a ZIP 13 % larger than zlib's level 6 in under half the time; level 3
+gains 1.5 % of size for 20 % more time."""
+
+
+def _gzip_file(stream: Any) -> gzip.GzipFile:
+    """A gzip writer on ``stream``: mtime 0 and no file name (the bytes depend on the
+    data only), ISA-L's deflate when the ``isal`` package is there, else zlib's."""
+    if _isal_gzip is not None:
+        fast: gzip.GzipFile = _isal_gzip.GzipFile(
+            filename="", mode="wb", compresslevel=FAST_LEVEL, fileobj=stream, mtime=0
+        )
+        return fast
+    return gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=stream, mtime=0)
+
+
+def _fast_deflate(entry: Any) -> None:
+    """Swap a just-opened ZIP entry's zlib compressor for ISA-L's (the same raw deflate
+    stream; zipfile still writes the CRC, sizes and headers), as the XLSX writer does.
+    Fed through a ``BlockStream``, its output depends on the data only."""
+    if _isal_zlib is not None and hasattr(entry, "_compressor"):
+        entry._compressor = _isal_zlib.compressobj(FAST_LEVEL, _isal_zlib.DEFLATED, -15)
+
 
 ManifestMaker = Callable[[Sequence[FileEntry], ControlTotals], Mapping[str, Any]]
 """Makes the ``manifest.json`` inside a ZIP from the parts and the totals (the caller
@@ -157,13 +192,7 @@ class Package:
                 if self._max_part_bytes is not None and self._additive:
                     self._meter = ByteMeter(self._open_writer)
             elif spec.compression == "gzip":
-                self._gzip = gzip.GzipFile(
-                    filename="",
-                    mode="wb",
-                    compresslevel=GZIP_LEVEL,
-                    fileobj=self._delivered,
-                    mtime=0,
-                )
+                self._gzip = _gzip_file(self._delivered)
                 self._open_part(self.delivered_name, BlockStream(self._gzip))
             else:
                 self._open_part(self.delivered_name, None)
@@ -189,7 +218,14 @@ class Package:
             info = zipfile.ZipInfo(name, date_time=self._zip_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
+            if len(self._done) >= MAX_PARTS:
+                raise PermanentExportError(
+                    f"the split makes more than {MAX_PARTS:,} parts; ask for larger parts "
+                    "(options.split.maxRowsPerFile or maxBytesPerFile)",
+                    code="TOO_MANY_PARTS",
+                )
             entry = self._zip.open(info, "w", force_zip64=True)
+            _fast_deflate(entry)
             block = BlockStream(entry)
         target: Any = block if block is not None else self._delivered
         hashing = self._delivered if target is self._delivered else HashingStream(target)
@@ -213,7 +249,11 @@ class Package:
     def _end_part(self) -> None:
         part = self._part
         assert part is not None
-        self._stats = self._stats + part.writer.close()
+        stats = part.writer.close()
+        # Each part is a file of its own: the sheets of the largest part, not their sum
+        # (a split XLSX export is not "rows split over N sheets").
+        sheets = max(self._stats.sheets, stats.sheets)
+        self._stats = dataclasses.replace(self._stats + stats, sheets=sheets)
         if part.block is not None:
             part.block.close()
         if part.entry is not None:

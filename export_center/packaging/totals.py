@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from export_center.columns import Column, ColumnType
+from export_center.values import DecimalColumn, DecimalText
 
 __all__ = ["SUMMED_TYPES", "TOTALLED_TYPES", "ControlTotals", "ColumnTotal", "exact_decimal"]
 
@@ -105,19 +106,42 @@ class ColumnTotal:
     nulls: int = 0
 
     def add(self, values: Sequence[Any]) -> None:
-        """Add one batch of the column's values (None counts as a null)."""
-        present = [v for v in values if v is not None]
-        self.nulls += len(values) - len(present)
+        """Add one batch of the column's values (None counts as a null).
+
+        Each check is one C-level pass over the batch where it can be (``None in``,
+        ``set(map(type, ...))``, ``min``/``max``): the totals cost a fraction of the
+        rendering they ride along with.
+        """
+        present: Sequence[Any] = values
+        if None in values:
+            present = [v for v in values if v is not None]
+            self.nulls += len(values) - len(present)
         if not present:
             return
         if self.type in SUMMED_TYPES:
-            if all(type(v) is int for v in present):  # the common INTEGER column
+            if isinstance(values, DecimalColumn) or set(map(type, present)) == {DecimalText}:
+                # Validated plain positional texts (the common DECIMAL column): each
+                # Decimal() is exact, and the additions run in C under the exact context.
+                with decimal.localcontext(_EXACT):
+                    self.sum = sum(map(Decimal, present), self.sum)
+                return
+            if set(map(type, present)) == {int}:  # the common INTEGER column
                 self.sum = _EXACT.add(self.sum, Decimal(sum(present)))
                 return
             total = self.sum
             for value in present:
                 total = _EXACT.add(total, exact_decimal(value))
             self.sum = total
+            return
+        if self.type is ColumnType.DATE and set(map(type, present)) == {_dt.date}:
+            self._widen(min(present), max(present))
+            return
+        if (
+            self.type is ColumnType.DATETIME
+            and set(map(type, present)) == {_dt.datetime}
+            and all(v.utcoffset() is not None for v in present)
+        ):  # aware datetimes compare as instants
+            self._widen(_instant(min(present)), _instant(max(present)))
             return
         convert = _instant if self.type is ColumnType.DATETIME else _day
         points = [convert(v) for v in present]
