@@ -111,6 +111,8 @@ def _split_export(
         "orders": rows,
         "seconds": result["seconds"],
         "peakRssMb": result["peakRssMb"],
+        "cpuSeconds": result["cpuSeconds"],
+        "threadCpuSeconds": result["threadCpuSeconds"],
         "loadAverage": round(load, 2),
         **split,
     }
@@ -148,7 +150,7 @@ def run_file_formats(
         ``loadAverage`` and ``runs``, the seconds of every run; but for CSV with
         ``timeRatioToCsv`` and ``peakRssOverCsvMb`` of the fastest runs),
         ``rounds`` (``[{order, ratios}]``, each round's ratios among its own runs) and
-        ``split`` (the split export's seconds and peak RSS, and
+        ``split`` (the split export's seconds, peak RSS and CPU seconds, and
         :func:`bench.split_check.inspect_split`'s figures with ``expectedParts``).
     """
     common = prepare_sample(
