@@ -3,11 +3,12 @@
 Usage::
 
     python -m bench [--quick] [--json FILE] [--repeat N]
-                    [--only writer,e2e,stages,peers,scaling,storage,cluster,shards,load,big]
+                    [--only writer,e2e,file_formats,stages,peers,scaling,storage,cluster,
+                            shards,load,big]
                     [--data-dir DIR] [--no-mariadb] [--big-scale 7]
                     [--big-formats csv,xlsx] [--big-prepare-only]
 
-Nine parts (and ``big``, run only when named), printed as Markdown tables and
+Ten parts (and ``big``, run only when named), printed as Markdown tables and
 written to ``--json`` (default ``bench-results.json``):
 
 * ``writer``: the ORDERS columns, 200,000 rows (``--quick``: 20,000) through our XLSX
@@ -20,6 +21,10 @@ written to ``--json`` (default ``bench-results.json``):
   export runs in its own subprocess, whose peak RSS is the worker's; the sample
   providers run in their own child process, as in the embedded default, with their
   CPU seconds and peak RSS reported apart.
+* ``file_formats``: the same export as ``e2e`` as CSV, JSON Lines and Parquet, rounds
+  alternating the order, ratios to CSV and issue 23's goals (1.5x time, +50 MB peak
+  RSS), then one CSV export split into parts of 100,000 rows (``--quick``: 4,000)
+  checked against the API manifest (``bench.file_formats``).
 * ``stages``: the worker's share of one export split into its stages (decode,
   convert, CSV write, XLSX render and assembly), timed one by one in one thread on the
   e2e sample (``bench.stages``): CPU seconds per 100k rows of each, and the same rows
@@ -76,6 +81,7 @@ from typing import Any
 from bench.big import BIG_SCALE, big_mariadb_urls, expected_sheets, run_big
 from bench.cluster import broker_endpoint, run_cluster
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.file_formats import file_formats_goals, file_formats_report, run_file_formats_part
 from bench.load import ROUTES, load_mariadb_url, load_report, run_load
 from bench.peers import PEER_LABELS, run_peers
 from bench.shards import run_shards, run_shards_database
@@ -98,7 +104,7 @@ QUICK: dict[str, Any] = {
     "load_tasks": 10_000,
     "load_seconds": 5.0,
 }
-PARTS = "writer,e2e,stages,peers,scaling,storage,cluster,shards,load"
+PARTS = "writer,e2e,file_formats,stages,peers,scaling,storage,cluster,shards,load"
 """The default parts; ``big`` runs only when ``--only`` names it."""
 CLUSTER_EXPORTS = 8
 WRITER_LABELS = {
@@ -419,6 +425,8 @@ def print_report(results: dict[str, Any]) -> str:
                 left=(0, 1),
             )
         )
+    if results.get("fileFormats"):
+        out.append(file_formats_report(results["fileFormats"], goals=False))
     peers = results.get("peers")
     if peers:
         rows = []
@@ -654,7 +662,11 @@ def print_report(results: dict[str, Any]) -> str:
         rows = [
             [
                 g["goal"],
-                "-" if g["value"] is None else f"{g['value']:,.2f}",
+                "-"
+                if g["value"] is None
+                else f"{g['value']:,}"
+                if isinstance(g["value"], int)
+                else f"{g['value']:,.2f}",
                 g["target"],
                 {True: "yes", False: "NO", None: "-"}[g["met"]]
                 + (f" ({g['note']})" if g.get("note") else ""),
@@ -836,6 +848,14 @@ def main(argv: list[str] | None = None) -> int:
                 say=say,
             )
         results["e2e"] = e2e
+    if "file_formats" in parts:
+        results["fileFormats"] = run_file_formats_part(
+            data_dir=data_dir,
+            quick=args.quick,
+            repeat=args.repeat,
+            no_mariadb=args.no_mariadb,
+            say=say,
+        )
     if "stages" in parts:
         scale = sizes["e2e_scale"]
         say(f"stages: the worker's share of one export, stage by stage, TPC-H scale {scale}")
@@ -1001,6 +1021,8 @@ def main(argv: list[str] | None = None) -> int:
             results["big"]["mariadb"] = {"skipped": source}
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
+    if "fileFormats" in results:
+        results["goals"] += file_formats_goals(results["fileFormats"])
     report = print_report(results)
     say("")
     say(report)

@@ -19,7 +19,10 @@ downloaded), ``taskSeconds`` (create -> succeeded seen), ``rowsPerSecond``,
 default; ``--in-process-providers`` keeps them here) ``providerProcess``,
 ``providerCpuSeconds`` and ``providerPeakRssMb``; ``queueSeconds`` and ``runSeconds``
 from the task's timestamps; with ``--inspect-xlsx``: ``sheets`` and
-``sheetHeadersOk``.
+``sheetHeadersOk``; with ``--options JSON`` the create body's ``options`` (issue 23:
+CSV options, compression, split); with ``--inspect-split``: the split download's
+figures of :func:`bench.split_check.inspect_split` (parts, rows, hashes against the API
+manifest).
 
 Storage: the local directory under ``--data-dir`` (the embedded default), or with
 ``--s3-endpoint URL --s3-bucket NAME`` an S3-compatible bucket (path-style, keys from
@@ -32,7 +35,8 @@ Usage::
     python -m bench.e2e_run --data-dir DIR --scale 0.27 [--database-url URL]
                             [--s3-endpoint URL --s3-bucket NAME]
                             [--max-rows N] [--inspect-xlsx] [--load-lock NAME]
-                            (--prepare | --format csv|xlsx) [--json FILE]
+                            [--options JSON] [--inspect-split]
+                            (--prepare | --format csv|xlsx|jsonl|parquet) [--json FILE]
 
 ``--max-rows`` raises the ORDERS ``max_rows`` of the running registry for this run
 only (the bench's ``big`` part: the registry file allows at most 5,000,000 rows, the
@@ -295,6 +299,34 @@ def _raise_max_rows(app: Any, code: str, max_rows: int) -> None:
     registry.replace(Registry(types=types, source=registry.source))
 
 
+def _create_with_options(
+    client: httpx.Client,
+    fmt: str,
+    parameters: dict[str, str] | None,
+    options: dict[str, Any],
+) -> str:
+    """Ask for all ORDERS as ``fmt`` with the create body's ``options`` (the body of
+    ``embedded.request_orders_export`` plus ``options``); returns the task id.
+
+    Raises:
+        RuntimeError: the API did not accept the export (its status and body).
+    """
+    answer = client.post(
+        "/api/v1/exports",
+        json={
+            "exportType": "ORDERS",
+            "format": fmt,
+            "taskName": "bench orders",
+            "parameters": parameters or {},
+            "options": options,
+            "requestId": f"bench-{fmt}-{os.getpid()}-{time.time_ns()}",
+        },
+    )
+    if answer.status_code >= 300:
+        raise RuntimeError(f"create {fmt}: HTTP {answer.status_code}: {answer.text}")
+    return str(answer.json()["taskId"])
+
+
 def run_export(
     data_dir: Path,
     scale: float,
@@ -307,6 +339,8 @@ def run_export(
     shard_parallel: int | None = None,
     max_rows: int | None = None,
     inspect_xlsx: bool = False,
+    options: dict[str, Any] | None = None,
+    inspect_split: bool = False,
 ) -> dict[str, Any]:
     """Start the embedded stack, export all orders as ``fmt``, download, measure.
 
@@ -323,6 +357,10 @@ def run_export(
         inspect_xlsx: check the downloaded XLSX's sheets after the measurement
             (:func:`bench.big.inspect_xlsx`; adds ``sheets`` and
             ``sheetHeadersOk`` to the result).
+        options: the create body's ``options`` (None: none sent, the defaults).
+        inspect_split: after the measurement, read the API manifest and check the
+            downloaded ZIP's parts against it (:func:`bench.split_check.inspect_split`;
+            adds its figures under ``split``).
     """
     from export_center.auth import issue_token
     from export_center.embedded import ServerThread, build_app, free_port, request_orders_export
@@ -338,6 +376,7 @@ def run_export(
     server = ServerThread(app, "127.0.0.1", port)
     server.start()
     target = data_dir / f"bench-{os.getpid()}.{fmt}"
+    manifest: dict[str, Any] | None = None
     try:
         if max_rows is not None:
             _raise_max_rows(app, "ORDERS", max_rows)
@@ -360,13 +399,13 @@ def run_export(
             child_start = sum(_process_figures(pid)[0] for pid in children)
             cpu_start = _cpu_seconds()
             started = time.perf_counter()
-            task_id = request_orders_export(
-                client,
-                fmt,
-                name="bench orders",
-                key_prefix="bench",
-                parameters=WHOLE_RANGE if whole_range else None,
-            )
+            parameters = WHOLE_RANGE if whole_range else None
+            if options is None:
+                task_id = request_orders_export(
+                    client, fmt, name="bench orders", key_prefix="bench", parameters=parameters
+                )
+            else:
+                task_id = _create_with_options(client, fmt, parameters, options)
             while True:
                 detail = client.get(f"/api/v1/exports/{task_id}").json()
                 threads.sample()
@@ -385,6 +424,8 @@ def run_export(
             seconds = time.perf_counter() - started
             cpu = _cpu_seconds() - cpu_start
             child = [_process_figures(pid) for pid in children]
+            if inspect_split:
+                manifest = client.get(f"/api/v1/exports/{task_id}/manifest").json()
     finally:
         server.stop()
     rows = int(detail["processed"])
@@ -396,6 +437,10 @@ def run_export(
             from bench import big
 
             checked = big.inspect_xlsx(target, big.ORDERS_TITLES)
+        if manifest is not None:
+            from bench.split_check import inspect_split as check_split
+
+            checked = {"split": check_split(target, manifest)}
     finally:
         target.unlink(missing_ok=True)
         _clean_storage(settings)
@@ -432,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=None)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--prepare", action="store_true", help="only generate and load the sample")
-    group.add_argument("--format", choices=["csv", "xlsx"])
+    group.add_argument("--format", choices=["csv", "xlsx", "jsonl", "parquet"])
     parser.add_argument(
         "--json", type=Path, default=None, help="write the result here (default: stdout)"
     )
@@ -469,6 +514,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --prepare on MariaDB: a private name for the load's advisory lock",
     )
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help='the create body\'s options as JSON, e.g. \'{"split": {"maxRowsPerFile": 100000}}\'',
+    )
+    parser.add_argument(
+        "--inspect-split",
+        action="store_true",
+        help="check the downloaded ZIP's parts against the API manifest (after measuring)",
+    )
     args = parser.parse_args(argv)
     if bool(args.s3_endpoint) != bool(args.s3_bucket):
         parser.error("--s3-endpoint and --s3-bucket go together")
@@ -488,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
             shard_parallel=args.shard_parallel,
             max_rows=args.max_rows,
             inspect_xlsx=args.inspect_xlsx,
+            options=args.options,
+            inspect_split=args.inspect_split,
         )
     text = json.dumps(result, indent=2) + "\n"
     if args.json:
