@@ -154,6 +154,20 @@ def test_pick_columns_preview_fix_create_download_and_verify(stack, ui, tmp_path
     changed.write_bytes(data.replace(b"1995-09-", b"1995-08-", 1))
     page.set_input_files("#verify-file", str(changed))
     expect(page.locator("#verify-result")).to_contain_text(run["no_match"])
+    # "Export again" brings back the columns, their order and renames, and the options.
+    page.keyboard.press("Escape")
+    row.locator('[data-action="again"]').click()
+    expect(page.locator("#c-column-list li")).to_have_count(len(declared))
+    keys = page.eval_on_selector_all("#c-column-list li", "els => els.map(e => e.dataset.key)")
+    assert keys[:3] == order
+    checked = page.eval_on_selector_all(
+        '#c-column-list li input[type="checkbox"]', "els => els.map(e => e.checked)"
+    )
+    assert checked == [True] * 3 + [False] * (len(declared) - 3)
+    rename = page.locator('#c-column-list li[data-key="o_orderkey"] .column-title')
+    expect(rename).to_have_value(run["rename"])
+    expect(page.locator("#c-encoding")).to_have_value(run["encoding"])
+    expect(page.locator("#c-delimiter")).to_have_value(run["delimiter"])
 
 
 def _sheets(body: dict[str, Any]) -> dict[str, Any]:

@@ -104,11 +104,51 @@ export class FileChoices {
     const declared = Array.isArray(this.detail?.columns) ? this.detail.columns : [];
     this.columns = declared.filter((c) => c && typeof c.key === 'string').map((c) => ({ ...c, chosen: true, rename: '' }));
     this.render();
+    this.applyRestore();
+  }
+
+  /** Take the columns and options of an earlier export ("export again"): applied as
+   * soon as its type's columns are known (now, or when `load` answers). */
+  restore(columns, options) {
+    this.pendingRestore = { columns: Array.isArray(columns) ? columns : [], options: options || {} };
+    if (this.detail) this.applyRestore();
+  }
+
+  applyRestore() {
+    const restore = this.pendingRestore;
+    if (!restore || !this.detail) return;
+    this.pendingRestore = null;
+    const chosen = restore.columns.map((c) => (typeof c === 'string' ? { key: c } : c));
+    if (chosen.length) {
+      const order = chosen.map((c) => c.key);
+      const declared = this.detail.columns.map((c) => c.key);
+      for (const c of this.columns) {
+        const at = order.indexOf(c.key);
+        c.chosen = at >= 0;
+        c.rename = at >= 0 ? chosen[at].title || '' : '';
+      }
+      // The chosen ones in their order, then the others in the declared order.
+      const rank = (c) => (order.includes(c.key) ? order.indexOf(c.key) : order.length + declared.indexOf(c.key));
+      this.columns.sort((a, b) => rank(a) - rank(b));
+    }
+    const o = restore.options;
+    const set = (id, value) => { if (value !== undefined && value !== null && $(id)) $(id).value = String(value); };
+    if (o.language) { this.language = o.language; set('c-language', o.language); }
+    set('c-encoding', o.encoding);
+    set('c-delimiter', o.delimiter);
+    set('c-line-ending', o.lineEnding);
+    set('c-compression', o.compression);
+    if (typeof o.header === 'boolean') $('c-header').checked = o.header;
+    const rows = o.split?.maxRowsPerFile;
+    $('c-split').checked = Boolean(rows);
+    if (rows) $('c-split-rows').value = String(rows);
+    this.render();
   }
 
   /** Back to the defaults (a new dialog), keeping what the type answered. */
   reset() {
     this.language = '';
+    this.pendingRestore = null;
     for (const c of this.columns) { c.chosen = true; c.rename = ''; }
     const declared = Array.isArray(this.detail?.columns) ? this.detail.columns.map((c) => c.key) : [];
     this.columns.sort((a, b) => declared.indexOf(a.key) - declared.indexOf(b.key));

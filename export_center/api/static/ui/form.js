@@ -162,6 +162,7 @@ export class CreateForm {
       if (!this.madeUp(prefill.taskName)) $('c-name').value = prefill.taskName || '';
       const radio = this.form.querySelector(`input[name="format"][value="${prefill.format}"]`);
       if (radio) radio.checked = true;
+      this.choices.restore(prefill.columns, prefill.options);
     }
     this.placeholder();
     this.dialog.showModal();
