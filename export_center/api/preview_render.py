@@ -4,13 +4,14 @@ through the format's reader, the bytes and files estimated, the warnings.
 Rules:
 
 * Sample rows: the format's own writer writes the rows to memory, with the file spec's
-  columns, titles and CSV options; the format's reader reads them back (``csv`` with
-  the encoding and delimiter, openpyxl, one JSON object per line, pyarrow), and each
-  cell is given as the text the reader shows: a CSV field as it is (formula guard
-  included); an XLSX number with the decimals of its number format, a date (a
-  number format without hours) ``YYYY-MM-DD``, a date-time ``YYYY-MM-DD HH:MM:SS``, a
-  boolean ``TRUE``/``FALSE``; a JSON Lines or Parquet value as its JSON text (strings
-  without quotes). An empty cell is ``""``.
+  columns, titles and CSV options; the format's reader from the format table
+  (``FileFormat.reader``: ``csv`` with the encoding and delimiter, openpyxl, one JSON
+  object per line, pyarrow) reads them back, and each cell is given as the text the
+  reader shows (``writers.readers``): a CSV field as it is (formula guard included);
+  an XLSX number with the decimals of its number format, a date (a number format
+  without hours) ``YYYY-MM-DD``, a date-time ``YYYY-MM-DD HH:MM:SS``, a boolean
+  ``TRUE``/``FALSE``; a JSON Lines or Parquet value as its JSON text (strings without
+  quotes). An empty cell is ``""``.
 * ``estimatedBytes = files x head + per_row x estimatedRows``, rounded up: ``head`` is
   the size of the format's file with no rows (BOM, header, workbook parts), ``per_row``
   the sample's bytes beyond the head divided by its rows. Before gzip or zip: a
@@ -28,13 +29,9 @@ Rules:
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
 import io
-import json
 import math
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any, cast
 
 from export_center.api.file_schemas import PreviewColumn, PreviewPublic, PreviewWarning
@@ -44,8 +41,6 @@ from export_center.filespec import FileSpec
 from export_center.writers.formats import FileFormat
 
 __all__ = ["render_preview", "sample_file", "sample_texts"]
-
-_ENCODINGS = {"utf-8-bom": "utf-8-sig", "utf-8": "utf-8", "gb18030": "gb18030"}
 
 
 def sample_file(
@@ -66,81 +61,25 @@ def sample_file(
     return stream.getvalue()
 
 
-def _json_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _excel_text(value: Any, number_format: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, dt.datetime):  # openpyxl reads every date cell as a datetime
-        if "h" not in number_format.lower():
-            return value.date().isoformat()
-        return value.isoformat(sep=" ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, float):
-        decimals = number_format.partition(".")[2]
-        places = len(decimals) - len(decimals.lstrip("0#"))
-        return f"{value:.{places}f}" if places else f"{value:g}"
-    return str(value)
-
-
 def sample_texts(
-    data: bytes, file_format: FileFormat, spec: FileSpec, width: int
+    data: bytes, file_format: FileFormat, columns: Sequence[Column], spec: FileSpec
 ) -> list[list[str]]:
     """The data rows of ``data`` read back by the format's reader, as cell texts.
 
     Args:
         data: a file :func:`sample_file` wrote.
         file_format: its format.
+        columns: its columns, in file order.
         spec: its file spec (CSV encoding, delimiter, header).
-        width: its columns.
+
+    Returns:
+        One list of texts per data row (rule: module docstring).
 
     Raises:
-        ValueError: a format without a reader here.
+        UnreadableFile: the bytes are not a file of the format.
     """
-    name = file_format.name
-    if name == "csv":
-        text = data.decode(_ENCODINGS[spec.csv.encoding])
-        records = list(csv.reader(io.StringIO(text, newline=""), delimiter=spec.csv.delimiter))
-        return records[1:] if spec.csv.header else records
-    if name == "xlsx":
-        import openpyxl
-
-        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
-        try:
-            out = []
-            for sheet in book.worksheets:
-                for row in list(sheet.iter_rows())[1:]:
-                    cells = [_excel_text(c.value, str(c.number_format)) for c in row]
-                    out.append((cells + [""] * width)[:width])
-            return out
-        finally:
-            book.close()
-    if name == "jsonl":
-        lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
-        return [[_json_text(value) for value in line.values()] for line in lines]
-    if name == "parquet":
-        import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-
-        table = pq.read_table(io.BytesIO(data))
-        return [[_json_text(row[key]) for key in table.column_names] for row in table.to_pylist()]
-    raise ValueError(f"no preview reader for format {name}")
+    reader = file_format.reader
+    return [[reader.text(value) for value in row] for row in reader.rows(data, columns, spec.csv)]
 
 
 def _two_digits(number: int) -> int:
@@ -227,7 +166,7 @@ def render_preview(preview: Preview, *, byte_cap: int) -> PreviewPublic:
         columns=[
             PreviewColumn(key=c.key, title=c.title, type=cast(Any, c.type.value)) for c in columns
         ],
-        sampleRows=sample_texts(data, fmt, spec, len(columns)),
+        sampleRows=sample_texts(data, fmt, columns, spec),
         estimatedBytes=estimated,
         files=files,
         sheets=sheets,

@@ -1,48 +1,39 @@
 """Read a delivered file back with real readers and recount it (for ``verify``).
 
 :func:`recount` reads one file (the bytes of a download, or of one part of a ZIP) with
-the reader of its format: ``csv`` with the manifest's encoding, delimiter and header;
-``openpyxl`` (read-only) for XLSX, every sheet, each with its header row; ``json`` per
-line for JSON Lines; ``pyarrow`` for Parquet; ``gzip`` first for a ``.gz``. It gives the
-data rows and the :class:`ControlTotals` of the values as the file holds them:
+the reader of its format from the format table (``FileFormat.reader``,
+``writers.readers``: ``csv`` with the manifest's encoding, delimiter and header;
+openpyxl for XLSX, every sheet, each with its header row; ``json`` per line for JSON
+Lines; pyarrow for Parquet), ``gzip`` first for a ``.gz``. It gives the data rows and
+the :class:`ControlTotals` of the values as the file holds them:
 
 * CSV: wall times without an offset are in the manifest's ``timeZone``.
-* XLSX: a DECIMAL number is exact as ``Decimal(repr(float))`` (the writer writes a
-  number only when it has at most 15 significant digits, which a float holds
-  exactly); DATETIME serials hold milliseconds, so :func:`same_totals` compares
-  datetimes to the millisecond for XLSX.
+* XLSX: numbers are exact decimals (see ``writers.readers``); date-times hold
+  milliseconds (the format's ``time_resolution_us``), so :func:`same_instant` compares
+  them to the millisecond.
+
+A file cut inside its last row (CSV, JSON Lines) or a gzip stream without its end is
+:class:`TruncatedFile`; any other reader error is :class:`UnreadableFile`.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import gzip
-import io
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from export_center.columns import Column, ColumnType
+from export_center.filespec import FileSpec
 from export_center.packaging.totals import TOTALLED_TYPES, ControlTotals, exact_decimal
-from export_center.writers.csv import CsvWriter
 from export_center.writers.formats import find_format
-from export_center.writers.jsonl import JsonlWriter
-from export_center.writers.parquet import ParquetWriter
-from export_center.writers.xlsx import XlsxWriter
+from export_center.writers.readers import TruncatedFile, UnreadableFile
 
-__all__ = ["ENCODINGS", "UnreadableFile", "is_xlsx", "recount", "same_instant"]
-
-ENCODINGS = {"utf-8-bom": "utf-8-sig", "utf-8": "utf-8", "gb18030": "gb18030"}
-"""The Python codec of each CSV ``encoding`` option."""
+__all__ = ["TruncatedFile", "UnreadableFile", "recount", "same_instant", "time_resolution_us"]
 
 _BATCH = 10_000
-
-
-class UnreadableFile(ValueError):
-    """The file cannot be read as its format (truncated, not that format, bad value)."""
 
 
 def _datetime(value: Any, zone: ZoneInfo) -> _dt.datetime:
@@ -62,9 +53,14 @@ def _date(value: Any) -> _dt.date:
 
 
 def _number(value: Any, integer: bool) -> Any:
-    if isinstance(value, float):  # XLSX numbers: at most 15 significant digits
-        number = Decimal(repr(value))
-        return int(number) if integer and number == number.to_integral_value() else number
+    if isinstance(value, float):  # a float's shortest text is its exact decimal
+        value = Decimal(repr(value))
+    if isinstance(value, Decimal):  # read as a number (XLSX, a JSON fraction)
+        if not integer:
+            return value
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        raise ValueError(f"not an integer: {value}")
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     text = str(value).strip()
@@ -85,64 +81,21 @@ def _typed(kind: ColumnType, value: Any, zone: ZoneInfo) -> Any:
     return None
 
 
-def _csv_rows(data: bytes, options: Mapping[str, Any]) -> Iterator[list[Any]]:
-    encoding = ENCODINGS.get(str(options.get("encoding", "utf-8-bom")), "utf-8-sig")
-    text = io.TextIOWrapper(io.BytesIO(data), encoding=encoding, newline="")
-    reader = csv.reader(text, delimiter=str(options.get("delimiter", ",")), strict=True)
-    if options.get("header", True):
-        next(reader, None)
-    yield from reader
-
-
-def _xlsx_rows(data: bytes) -> Iterator[list[Any]]:
-    import openpyxl
-
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    try:
-        for sheet in book.worksheets:
-            for row in sheet.iter_rows(min_row=2, values_only=True):
-                yield list(row)
-    finally:
-        book.close()
-
-
-def _jsonl_rows(data: bytes, keys: Sequence[str]) -> Iterator[list[Any]]:
-    for line in data.decode("utf-8").splitlines():
-        if line.strip():
-            item = json.loads(line)
-            yield [item.get(key) for key in keys]
-
-
-def _parquet_rows(data: bytes, columns: Sequence[Column]) -> Iterator[list[Any]]:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(io.BytesIO(data))
-    names = table.column_names
-    picked = [c.key if c.key in names else c.title for c in columns]
-    values = [table.column(name).to_pylist() for name in picked]
-    yield from (list(row) for row in zip(*values, strict=True))
-
-
 def _rows(
     data: bytes, file_format: str, columns: Sequence[Column], options: Mapping[str, Any]
 ) -> Iterator[list[Any]]:
     found = find_format(file_format)
-    kind = None if found is None else found.extension
-    if kind == CsvWriter.extension:
-        return _csv_rows(data, options)
-    if kind == XlsxWriter.extension:
-        return _xlsx_rows(data)
-    if kind == JsonlWriter.extension:
-        return _jsonl_rows(data, [c.key for c in columns])
-    if kind == ParquetWriter.extension:
-        return _parquet_rows(data, columns)
-    raise UnreadableFile(f"no reader for format {file_format!r}")
+    if found is None:
+        raise UnreadableFile(f"no reader for format {file_format!r}")
+    csv = FileSpec.from_json({"options": options}).csv
+    return found.reader.rows(data, columns, csv)
 
 
-def is_xlsx(file_format: str) -> bool:
-    """Whether a manifest's ``format`` names XLSX (its datetimes hold milliseconds)."""
+def time_resolution_us(file_format: str) -> int:
+    """The finest step of a date-time in a file of a manifest's ``format``, in
+    microseconds (the format table's; 1 for a name it does not know)."""
     found = find_format(file_format)
-    return found is not None and found.extension == XlsxWriter.extension
+    return 1 if found is None else found.time_resolution_us
 
 
 def recount(
@@ -180,7 +133,10 @@ def recount(
     pending = 0
     try:
         if gzipped:
-            data = gzip.decompress(data)
+            try:
+                data = gzip.decompress(data)
+            except EOFError:
+                raise TruncatedFile("truncated: the gzip stream ends before its end") from None
         for number, row in enumerate(_rows(data, file_format, columns, options), start=1):
             if len(row) < width or any(v not in (None, "") for v in row[width:]):
                 raise UnreadableFile(f"row {number} has {len(row)} cells, expected {width}")
@@ -214,17 +170,24 @@ def _flush(totals: ControlTotals, batch: list[list[Any]], wanted: list[int], cou
         values.clear()
 
 
-def same_instant(expected: str | None, found: str | None, *, millis: bool) -> bool:
-    """Whether two ISO texts of a min/max name the same day or instant (``millis``:
-    compare datetimes truncated to the millisecond, XLSX's precision)."""
+def same_instant(expected: str | None, found: str | None, *, step_us: int = 1) -> bool:
+    """Whether two ISO texts of a min/max name the same day or instant.
+
+    Args:
+        expected: the manifest's text (``2024-01-01`` or ``2024-01-01T08:00:00.123456+08:00``).
+        found: the text recounted from the file.
+        step_us: the file's date-time resolution in microseconds (1,000 for XLSX):
+            the expected instant is truncated to it, the found one rounded to the
+            nearest step (a reader's float serial lands within half a step).
+    """
     if expected is None or found is None:
         return expected == found
     if "T" not in expected and " " not in expected:
         return expected == found
     first = _dt.datetime.fromisoformat(expected)
     second = _dt.datetime.fromisoformat(found)
-    if millis:
-        first = first.replace(microsecond=first.microsecond // 1000 * 1000)
-        second += _dt.timedelta(microseconds=500)  # the reader's serial: nearest ms
-        second = second.replace(microsecond=second.microsecond // 1000 * 1000)
+    if step_us > 1:
+        first -= _dt.timedelta(microseconds=first.microsecond % step_us)
+        second += _dt.timedelta(microseconds=step_us // 2)
+        second -= _dt.timedelta(microseconds=second.microsecond % step_us)
     return first == second

@@ -39,15 +39,14 @@ never on how they were batched.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from export_center.columns import Column
 from export_center.packaging.streams import CountingSink
 from export_center.values import DecimalColumn, DecimalText
 from export_center.writers.base import ExportWriter
-from export_center.writers.formats import FileFormat
-from export_center.writers.parquet import ParquetWriter
-from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter, slice_column
+from export_center.writers.formats import FileFormat, SizedWriter
+from export_center.writers.xlsx import slice_column
 
 __all__ = [
     "BLOCK_ROWS",
@@ -70,20 +69,8 @@ def row_additive(file_format: FileFormat) -> bool:
 BLOCK_ROWS = 1_000
 """Rows of a block: a compressed part is checked block by block (the XLSX chunk)."""
 
-
-class SizedWriter(ExportWriter, Protocol):
-    """The writer of a part cut by bytes in a compressed format (rule: module docstring)."""
-
-    def write_within(
-        self, columns: Sequence[Sequence[Any]], max_bytes: int, *, step: int
-    ) -> list[Sequence[Any]] | None:
-        """Take rows while the file closed after them is <= ``max_bytes``; None when all
-        were taken, else the rows given back (column-major) and the file is full."""
-        ...
-
-    def fit_within(self, max_bytes: int, *, step: int) -> list[Sequence[Any]] | None:
-        """Before close: None when the file closed now fits, else the rows given back."""
-        ...
+# ``SizedWriter`` (the writer of a part cut by trial) is the format table's protocol,
+# named here too for the package, which opens and drives it.
 
 
 def open_sized_writer(
@@ -94,26 +81,19 @@ def open_sized_writer(
     time_zone: str,
     sheet_row_limit: int | None,
 ) -> SizedWriter:
-    """The writer of a byte-split part of a compressed format (not :func:`row_additive`).
-
-    XLSX is opened with ``size_checks`` (zlib's deflate, whose state can be copied);
-    Parquet as it is (its checks need no option). No size cap: the package caps the
-    delivered bytes.
+    """The writer of a byte-split part of a compressed format (not :func:`row_additive`):
+    the format table's ``open_sized`` (XLSX with ``size_checks``, zlib's deflate whose
+    state can be copied; Parquet as it is). No size cap: the package caps the delivered
+    bytes.
 
     Raises:
-        ValueError: a format without such a writer.
+        ValueError: a format without such a writer (a row-additive one).
     """
-    if file_format.extension == XlsxWriter.extension:
-        return XlsxWriter(
-            stream,
-            columns,
-            time_zone=time_zone,
-            sheet_row_limit=EXCEL_MAX_ROWS - 1 if sheet_row_limit is None else sheet_row_limit,
-            size_checks=True,
-        )
-    if file_format.extension == ParquetWriter.extension:
-        return ParquetWriter(stream, columns, time_zone=time_zone)
-    raise ValueError(f"format {file_format.name} is not cut by trial")
+    if file_format.open_sized is None:
+        raise ValueError(f"format {file_format.name} is not cut by trial")
+    return file_format.open_sized(
+        stream, columns, time_zone=time_zone, sheet_row_limit=sheet_row_limit
+    )
 
 
 def slice_batch(columns: Sequence[Sequence[Any]], start: int, stop: int) -> list[Sequence[Any]]:

@@ -20,7 +20,12 @@ from typing import Any
 
 from export_center.columns import Column, ColumnType
 from export_center.packaging.package import MANIFEST_NAME
-from export_center.packaging.reading import UnreadableFile, is_xlsx, recount, same_instant
+from export_center.packaging.reading import (
+    UnreadableFile,
+    recount,
+    same_instant,
+    time_resolution_us,
+)
 from export_center.packaging.totals import ControlTotals
 
 __all__ = ["differences", "manifest_columns", "read_zip_manifest"]
@@ -83,7 +88,7 @@ def _compare_totals(manifest: Mapping[str, Any], found: ControlTotals) -> list[s
         lines.append(
             f"control total rowCount: expected {expected.get('rowCount')} found {got['rowCount']}"
         )
-    millis = is_xlsx(str(manifest.get("format")))
+    step_us = time_resolution_us(str(manifest.get("format")))
     wanted: Mapping[str, Any] = expected.get("columns") or {}
     for key in sorted(set(wanted) | set(got["columns"])):
         mine, theirs = wanted.get(key) or {}, got["columns"].get(key) or {}
@@ -96,7 +101,7 @@ def _compare_totals(manifest: Mapping[str, Any], found: ControlTotals) -> list[s
             elif field == "nulls":
                 same = left == right
             else:
-                same = same_instant(left, right, millis=millis)
+                same = same_instant(left, right, step_us=step_us)
             if not same:
                 lines.append(f"control total {key}.{field}: expected {left} found {right}")
     if manifest.get("totalRows") != got["rowCount"]:

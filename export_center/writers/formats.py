@@ -3,26 +3,34 @@
 Every place that depends on the file format asks this table: the API's accepted values
 and their error message, the OpenAPI enum and download content types, the export types'
 ``formats``, the object key's extension, the attempt's content type, the single-stream
-writer, and the sharded path's part writer, size-cap check and assembler.
+writer, the sharded path's part writer, size-cap check and assembler, the byte split's
+writer of a compressed part, and the reader that reads a file back (``verify``'s recount
+and the preview's sample cells, ``writers.readers``) with the precision of its
+date-times.
 
-Adding a format is one writer module in ``export_center/writers/`` and one
-:class:`FileFormat` entry in ``_ENTRIES`` below. The module holds the writer (a
-``base.StreamingWriter`` with its ``content_type`` and ``extension``), the part writer of
-a shard (a ``parts.CheckpointedWriter``) and the assembler that joins the parts into the
-writer's file byte for byte. The download center's page lists its formats itself (a
-radio button in ``api/static/ui/index.html``, labels in ``i18n.js``).
+Adding a format is one writer module in ``export_center/writers/``, its reader in
+``writers/readers.py`` and one :class:`FileFormat` entry in ``_ENTRIES`` below. The
+module holds the writer (a ``base.StreamingWriter`` with its ``content_type`` and
+``extension``), the part writer of a shard (a ``parts.CheckpointedWriter``) and the
+assembler that joins the parts into the writer's file byte for byte; a compressed
+format also gives the writer of a part cut by bytes (:class:`SizedWriter`). The call
+shapes of these parts and each format's adapters to its writers are in
+``writers.openers``. The download center's page lists its formats itself (a radio
+button in ``api/static/ui/index.html``, labels in ``i18n.js``).
 
 The formats, in table order:
 
 * ``csv``: :class:`CsvWriter`, parts without head (``parts.CsvPartWriter``) joined after
   the head; takes the CSV options and gzip.
 * ``xlsx``: :class:`XlsxWriter`, fragments without row numbers numbered and zipped at
-  assembly (``parts.assemble_xlsx``).
+  assembly (``parts.assemble_xlsx``); byte-split parts by trial (``size_checks``);
+  date-times to the millisecond.
 * ``jsonl``: :class:`JsonlWriter` (``writers.jsonl``), parts are the same rows and are
   concatenated; takes gzip.
 * ``parquet``: :class:`ParquetWriter` (``writers.parquet``, the optional extra
   ``parquet``: :attr:`FileFormat.available`), parts are typed rows
-  (``rows.RowsPartWriter``) rendered through the writer at assembly.
+  (``rows.RowsPartWriter``) rendered through the writer at assembly; byte-split parts
+  by trial.
 
 Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
 the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
@@ -33,24 +41,43 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import BinaryIO, Protocol
 
-from export_center.columns import Column
 from export_center.filespec import CsvOptions
-from export_center.writers.base import ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
-from export_center.writers.jsonl import JsonlPartWriter, JsonlWriter, assemble_jsonl
-from export_center.writers.parquet import ParquetWriter, assemble_parquet
-from export_center.writers.parts import (
-    CsvPartWriter,
-    XlsxFragmentWriter,
-    assemble_csv,
-    assemble_xlsx,
+from export_center.writers.jsonl import JsonlWriter
+from export_center.writers.openers import (
+    Assembler,
+    PartFactory,
+    PartWriter,
+    SizedWriter,
+    SizedWriterFactory,
+    WriterFactory,
+    join_csv,
+    join_jsonl,
+    join_parquet,
+    join_xlsx,
+    open_csv,
+    open_csv_part,
+    open_jsonl,
+    open_jsonl_part,
+    open_parquet,
+    open_parquet_sized,
+    open_rows_part,
+    open_xlsx,
+    open_xlsx_part,
+    open_xlsx_sized,
 )
-from export_center.writers.rows import RowsPartWriter
+from export_center.writers.parquet import ParquetWriter
+from export_center.writers.readers import (
+    CSV_READER,
+    JSONL_READER,
+    PARQUET_READER,
+    XLSX_READER,
+    FileReader,
+)
 from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
 
 __all__ = [
@@ -60,6 +87,8 @@ __all__ = [
     "FileFormat",
     "PartFactory",
     "PartWriter",
+    "SizedWriter",
+    "SizedWriterFactory",
     "WriterFactory",
     "extension_pattern",
     "find_format",
@@ -67,85 +96,6 @@ __all__ = [
     "format_names",
     "task_format",
 ]
-
-
-class PartWriter(ExportWriter, Protocol):
-    """A shard's part writer: an :class:`ExportWriter` whose running stats can be read
-    at a segment boundary (``writers.parts``)."""
-
-    def checkpoint(self) -> WriterStats:
-        """The part's cumulative stats so far (every byte counted has been written)."""
-        ...
-
-
-class WriterFactory(Protocol):
-    """Opens the streaming writer of one whole file (the single-stream path)."""
-
-    def __call__(
-        self,
-        stream: BinaryIO,
-        columns: Sequence[Column],
-        *,
-        time_zone: str,
-        max_bytes: int | None,
-        sheet_row_limit: int | None = None,
-        csv: CsvOptions = CsvOptions(),
-    ) -> ExportWriter:
-        """Open the writer.
-
-        ``sheet_row_limit`` is the data rows per sheet, None for the format's most
-        (:attr:`FileFormat.sheet_rows`); formats without sheets ignore it. ``csv`` is
-        the file's CSV options; formats other than CSV ignore them.
-        """
-        ...
-
-
-class PartFactory(Protocol):
-    """Opens a shard's part writer (the sharded path), resumed from a checkpoint or new."""
-
-    def __call__(
-        self,
-        stream: BinaryIO,
-        columns: Sequence[Column],
-        *,
-        time_zone: str,
-        resume_from: WriterStats | None,
-        csv: CsvOptions = CsvOptions(),
-    ) -> PartWriter:
-        """Open the part writer; ``resume_from`` is the part's last checkpoint or None;
-        ``csv`` the file's CSV options (other formats ignore them)."""
-        ...
-
-
-class Assembler(Protocol):
-    """Joins the shards' parts into the file, byte for byte the single writer's."""
-
-    def __call__(
-        self,
-        stream: BinaryIO,
-        columns: Sequence[Column],
-        parts: Iterable[Iterable[bytes]],
-        /,
-        *,
-        part_stats: WriterStats,
-        max_bytes: int | None,
-        csv: CsvOptions = CsvOptions(),
-        time_zone: str = "UTC",
-    ) -> WriterStats:
-        """Write the file from the parts (per shard in order, its chunks in order).
-
-        ``csv`` is the file's CSV options, as given to the part writers (other formats
-        ignore them); ``time_zone`` the export time zone, which a format that renders
-        its file from rows parts needs (Parquet's timestamp zone; the others' parts
-        hold their wall times already).
-
-        Returns:
-            The file's stats, equal to the single writer's for the same rows.
-
-        Raises:
-            FileTooLarge: the file would pass ``max_bytes``.
-        """
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +111,19 @@ class FileFormat:
         open_writer: opens the writer of a whole file (:class:`WriterFactory`).
         open_part: opens a shard's part writer (:class:`PartFactory`).
         assemble: joins the parts into the file (:class:`Assembler`).
+        reader: reads a file of the format back, its data rows and each cell's text
+            (:class:`~export_center.writers.readers.FileReader`).
         sheet_rows: the most data rows one sheet holds (XLSX: 1,048,575, the header
             row taking the 1,048,576th), or None for a format without sheets.
         parts_sum_to_file: the file is a fixed head followed by the parts' bytes as
             they are, so a sharded export checks the size cap on the sum of its parts
             at every checkpoint; when False (a compressed file) only the assembler can
             check it.
+        open_sized: opens the writer of a part cut by ``maxBytesPerFile``
+            (:class:`SizedWriterFactory`) for a format whose parts do not sum to the
+            file; None for one that does (its rows are measured one by one).
+        time_resolution_us: the finest step of a date-time the file holds, in
+            microseconds: 1,000 for XLSX (Excel serials hold milliseconds), else 1.
         csv_options: the format takes the CSV options (encoding, delimiter, header row,
             line ending); another format refuses them (``OPTION_NOT_SUPPORTED``).
         gzip: ``compression: gzip`` applies (the file is not compressed inside).
@@ -181,8 +138,11 @@ class FileFormat:
     open_writer: WriterFactory
     open_part: PartFactory
     assemble: Assembler
+    reader: FileReader
     sheet_rows: int | None
     parts_sum_to_file: bool
+    open_sized: SizedWriterFactory | None = None
+    time_resolution_us: int = 1
     csv_options: bool = False
     gzip: bool = False
     extra: str | None = None
@@ -230,186 +190,15 @@ class FileFormat:
         return self.content_type.partition(";")[0].strip()
 
 
-def _open_csv(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    max_bytes: int | None,
-    sheet_row_limit: int | None = None,
-    csv: CsvOptions = CsvOptions(),
-) -> ExportWriter:
-    """A :class:`CsvWriter` with the CSV options (one table, so no sheet row limit)."""
-    return CsvWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes, options=csv)
-
-
-def _open_csv_part(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    resume_from: WriterStats | None,
-    csv: CsvOptions = CsvOptions(),
-) -> PartWriter:
-    """A :class:`CsvPartWriter` with the CSV options."""
-    return CsvPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from, options=csv)
-
-
-def _assemble_csv(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    parts: Iterable[Iterable[bytes]],
-    /,
-    *,
-    part_stats: WriterStats,
-    max_bytes: int | None,
-    csv: CsvOptions = CsvOptions(),
-    time_zone: str = "UTC",
-) -> WriterStats:
-    """:func:`~export_center.writers.parts.assemble_csv` with the CSV options."""
-    return assemble_csv(
-        stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, options=csv
-    )
-
-
-def _open_xlsx(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    max_bytes: int | None,
-    sheet_row_limit: int | None = None,
-    csv: CsvOptions = CsvOptions(),
-) -> ExportWriter:
-    """An :class:`XlsxWriter` with ``sheet_row_limit`` data rows per sheet (None: the
-    most a sheet holds, 1,048,575)."""
-    return XlsxWriter(
-        stream,
-        columns,
-        time_zone=time_zone,
-        max_bytes=max_bytes,
-        sheet_row_limit=EXCEL_MAX_ROWS - 1 if sheet_row_limit is None else sheet_row_limit,
-    )
-
-
-def _open_xlsx_part(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    resume_from: WriterStats | None,
-    csv: CsvOptions = CsvOptions(),
-) -> PartWriter:
-    """An :class:`XlsxFragmentWriter` (CSV options do not apply)."""
-    return XlsxFragmentWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
-
-
-def _assemble_xlsx(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    parts: Iterable[Iterable[bytes]],
-    /,
-    *,
-    part_stats: WriterStats,
-    max_bytes: int | None,
-    csv: CsvOptions = CsvOptions(),
-    time_zone: str = "UTC",
-) -> WriterStats:
-    """:func:`~export_center.writers.parts.assemble_xlsx` (CSV options do not apply)."""
-    return assemble_xlsx(stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes)
-
-
-def _open_jsonl(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    max_bytes: int | None,
-    sheet_row_limit: int | None = None,
-    csv: CsvOptions = CsvOptions(),
-) -> ExportWriter:
-    """A :class:`JsonlWriter` (no sheets, no CSV options)."""
-    return JsonlWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-
-
-def _open_jsonl_part(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    resume_from: WriterStats | None,
-    csv: CsvOptions = CsvOptions(),
-) -> PartWriter:
-    """A :class:`JsonlPartWriter`."""
-    return JsonlPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
-
-
-def _assemble_jsonl(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    parts: Iterable[Iterable[bytes]],
-    /,
-    *,
-    part_stats: WriterStats,
-    max_bytes: int | None,
-    csv: CsvOptions = CsvOptions(),
-    time_zone: str = "UTC",
-) -> WriterStats:
-    """:func:`~export_center.writers.jsonl.assemble_jsonl` (the parts concatenated)."""
-    return assemble_jsonl(stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes)
-
-
-def _open_parquet(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    max_bytes: int | None,
-    sheet_row_limit: int | None = None,
-    csv: CsvOptions = CsvOptions(),
-) -> ExportWriter:
-    """A :class:`ParquetWriter` (imports pyarrow; no sheets, no CSV options)."""
-    return ParquetWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-
-
-def _open_rows_part(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    *,
-    time_zone: str,
-    resume_from: WriterStats | None,
-    csv: CsvOptions = CsvOptions(),
-) -> PartWriter:
-    """A :class:`RowsPartWriter`: Parquet's parts are the typed rows."""
-    return RowsPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
-
-
-def _assemble_parquet(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    parts: Iterable[Iterable[bytes]],
-    /,
-    *,
-    part_stats: WriterStats,
-    max_bytes: int | None,
-    csv: CsvOptions = CsvOptions(),
-    time_zone: str = "UTC",
-) -> WriterStats:
-    """:func:`~export_center.writers.parquet.assemble_parquet`: the rows parts rendered
-    through one :class:`ParquetWriter`."""
-    return assemble_parquet(
-        stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, time_zone=time_zone
-    )
-
-
 _ENTRIES = (
     FileFormat(
         name="csv",
         extension=CsvWriter.extension,
         content_type=CsvWriter.content_type,
-        open_writer=_open_csv,
-        open_part=_open_csv_part,
-        assemble=_assemble_csv,
+        open_writer=open_csv,
+        open_part=open_csv_part,
+        assemble=join_csv,
+        reader=CSV_READER,
         sheet_rows=None,
         parts_sum_to_file=True,
         csv_options=True,
@@ -419,19 +208,23 @@ _ENTRIES = (
         name="xlsx",
         extension=XlsxWriter.extension,
         content_type=XlsxWriter.content_type,
-        open_writer=_open_xlsx,
-        open_part=_open_xlsx_part,
-        assemble=_assemble_xlsx,
+        open_writer=open_xlsx,
+        open_part=open_xlsx_part,
+        assemble=join_xlsx,
+        reader=XLSX_READER,
         sheet_rows=EXCEL_MAX_ROWS - 1,
         parts_sum_to_file=False,
+        open_sized=open_xlsx_sized,
+        time_resolution_us=1_000,
     ),
     FileFormat(
         name="jsonl",
         extension=JsonlWriter.extension,
         content_type=JsonlWriter.content_type,
-        open_writer=_open_jsonl,
-        open_part=_open_jsonl_part,
-        assemble=_assemble_jsonl,
+        open_writer=open_jsonl,
+        open_part=open_jsonl_part,
+        assemble=join_jsonl,
+        reader=JSONL_READER,
         sheet_rows=None,
         parts_sum_to_file=True,
         gzip=True,
@@ -440,11 +233,13 @@ _ENTRIES = (
         name="parquet",
         extension=ParquetWriter.extension,
         content_type=ParquetWriter.content_type,
-        open_writer=_open_parquet,
-        open_part=_open_rows_part,
-        assemble=_assemble_parquet,
+        open_writer=open_parquet,
+        open_part=open_rows_part,
+        assemble=join_parquet,
+        reader=PARQUET_READER,
         sheet_rows=None,
         parts_sum_to_file=False,
+        open_sized=open_parquet_sized,
         extra="parquet",
         modules=("pyarrow",),
     ),

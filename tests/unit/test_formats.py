@@ -6,6 +6,7 @@ types, the object keys) asks the table; no module outside ``writers/`` names a f
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import io
 import json
 import re
@@ -20,7 +21,8 @@ import pytest
 from export_center.api.app import create_app
 from export_center.columns import Column, ColumnType
 from export_center.errors import FileTooLarge
-from export_center.filespec import GZIP_MEDIA_TYPE, ZIP_MEDIA_TYPE
+from export_center.filespec import GZIP_MEDIA_TYPE, ZIP_MEDIA_TYPE, CsvOptions
+from export_center.packaging.split import open_sized_writer, row_additive
 from export_center.settings import Settings
 from export_center.storage import keys as storage
 from export_center.writers import ExportWriter, WriterStats, formats, open_writer
@@ -196,6 +198,64 @@ def test_sheet_rows_is_the_most_rows_a_sheet_holds(entry: FileFormat) -> None:
         _file(entry, ROWS, sheet_row_limit=entry.sheet_rows + 1)
 
 
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_the_tables_reader_reads_what_the_test_reader_reads(entry: FileFormat) -> None:
+    data, _ = _file(entry, ROWS)
+    rows = list(entry.reader.rows(data, COLUMNS, CsvOptions()))
+    assert rows == READERS[entry.name](data)[1:] == EXPECTED[1:]  # the header left out
+    assert [[entry.reader.text(v) for v in row] for row in rows] == EXPECTED[1:]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_a_format_is_cut_by_bytes_either_row_by_row_or_by_trial(entry: FileFormat) -> None:
+    # Parts that sum to the file are measured row by row; the others need a writer
+    # that tries (packaging.split asks the table for it).
+    assert (entry.open_sized is None) == entry.parts_sum_to_file == row_additive(entry)
+    if entry.open_sized is None:
+        with pytest.raises(ValueError, match=f"format {entry.name} is not cut by trial"):
+            open_sized_writer(entry, io.BytesIO(), COLUMNS, time_zone="UTC", sheet_row_limit=None)
+        return
+
+    def sized_file(rows: list[dict[str, Any]], cap: int) -> tuple[bytes, Any]:
+        out = io.BytesIO()
+        with frozen_package_time():
+            sized = open_sized_writer(entry, out, COLUMNS, time_zone="UTC", sheet_row_limit=None)
+            back = sized.write_within(_columns(rows), cap, step=1)
+            sized.close()
+        return out.getvalue(), back
+
+    two, back = sized_file(ROWS[:2], 10**6)
+    assert back is None  # all taken
+    # Room for exactly that file: the third and later rows are given back.
+    data, back = sized_file(ROWS, len(two))
+    assert back is not None and [list(c) for c in back] == _columns(ROWS[2:])
+    assert data == two
+    assert READERS[entry.name](data) == expected(entry)[:3]
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[row[c.key] for row in rows] for c in COLUMNS]
+
+
+def test_date_times_are_exact_to_the_microsecond_but_in_xlsx() -> None:
+    # Excel serials hold milliseconds: verify compares XLSX date-times to the ms.
+    assert {e.name: e.time_resolution_us for e in ENTRIES} == {
+        "csv": 1, "xlsx": 1_000, "jsonl": 1, "parquet": 1
+    }  # fmt: skip
+    at = dt.datetime(2024, 1, 1, 8, 0, 0, 123_456, tzinfo=dt.UTC)
+    columns = [Column("at", "At", ColumnType.DATETIME)]
+    for entry in ENTRIES:
+        out = io.BytesIO()
+        writer = entry.open_writer(out, columns, time_zone="UTC", max_bytes=None)
+        writer.write_columns([[at]])
+        writer.close()
+        [[cell]] = list(entry.reader.rows(out.getvalue(), columns, CsvOptions()))
+        found = cell if isinstance(cell, dt.datetime) else dt.datetime.fromisoformat(cell)
+        lost = abs(found.replace(tzinfo=None) - at.replace(tzinfo=None))
+        assert lost < dt.timedelta(microseconds=entry.time_resolution_us), entry.name
+        assert (lost == dt.timedelta(0)) == (entry.time_resolution_us == 1), entry.name
+
+
 # ------------------------------------------------------------------ lookups
 
 
@@ -294,6 +354,25 @@ def test_openapi_format_enums_and_the_invalid_format_message_are_the_tables(
     assert messages == {f"format must be {format_choices()}, got 'pdf'"}
 
 
+def test_the_descriptions_that_name_formats_agree_with_the_table(
+    schema: dict[str, Any],
+) -> None:
+    # Three descriptions state a per-format fact in words (ALLOWED below): a new
+    # format, or a changed flag, makes this fail until the words are updated.
+    models = schema["components"]["schemas"]
+    compression = models["ExportOptions"]["properties"]["compression"]["description"]
+    assert compression == "none (default), gzip (CSV, JSON Lines) or zip"
+    assert [e.name for e in ENTRIES if e.gzip] == ["csv", "jsonl"]
+    preview = models["PreviewPublic"]["properties"]
+    assert preview["sheets"]["description"].startswith("XLSX: ")
+    assert [e.name for e in ENTRIES if e.sheet_rows is not None] == ["xlsx"]
+    assert (
+        "the CSV fields; XLSX, JSON Lines and Parquet cells"
+        in (preview["sampleRows"]["description"])
+    )
+    assert format_names() == ["csv", "xlsx", "jsonl", "parquet"]
+
+
 # ------------------------------------------------------------------ nobody else knows
 
 
@@ -308,6 +387,32 @@ ALLOWED = {
     ("cli.py", "csv"): "demo: the formats it demonstrates",
     ("cli.py", "xlsx"): "demo: the formats it demonstrates",
     ("cli.py", "Where orders.csv, orders.xlsx and summary.json go"): "demo: its output files",
+    # OpenAPI examples of one concrete request or answer (the preview, the manifest,
+    # the 422s), shown as a client would see them.
+    ("api/schemas.py", "csv"): "the second example create body",
+    ("api/file_schemas.py", "csv"): "the example manifest's format",
+    ("api/file_schemas.py", "September orders.csv"): "the example manifest's file",
+    ("api/file_schemas.py", "September orders-part-0001.csv"): "the example part's name",
+    ("api/openapi.py", "options.delimiter applies to CSV files only, not xlsx; leave it out"):
+        "the example OPTION_NOT_SUPPORTED answer",
+    ("api/openapi.py", "format parquet needs the optional extra 'parquet': "
+     "pip install -e '.[parquet]'"): "the example FORMAT_NOT_INSTALLED answer",
+    # The CSV options are CSV options by the interface (the API's option names).
+    ("api/schemas.py", "CSV text encoding (default utf-8-bom; gb18030 for Excel on Chinese "
+     "Windows)"): "options.encoding is a CSV option",
+    ("api/schemas.py", "CSV field delimiter (default ,)"): "options.delimiter is a CSV option",
+    ("api/schemas.py", "CSV header row (default true)"): "options.header is a CSV option",
+    ("api/schemas.py", "CSV record terminator (default crlf)"):
+        "options.lineEnding is a CSV option",
+    # Descriptions that state a per-format fact: pinned to the table by
+    # test_the_descriptions_that_name_formats_agree_with_the_table.
+    ("api/schemas.py", "none (default), gzip (CSV, JSON Lines) or zip"):
+        "the formats that take gzip",
+    ("api/file_schemas.py", "XLSX: sheets of the largest file; 1 for other formats"):
+        "the formats with sheets",
+    ("api/file_schemas.py", "Up to 20 first rows, each cell's text as the format writes it (the "
+     "CSV fields; XLSX, JSON Lines and Parquet cells read back by their readers)"):
+        "every format and how its sample cells are read",
 }  # fmt: skip
 
 
