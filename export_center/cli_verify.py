@@ -5,8 +5,11 @@ ZIP, else from the API (``GET {url}/api/v1/exports/{task}/manifest`` with the be
 token) when ``--task`` is given. The file is recounted from its bytes alone
 (``packaging.verify``). The signature is checked when this installation's manifest
 key is at hand (``EXPORT_CENTER_API__MANIFEST_SECRET``, or the generated
-``manifest-secret.txt`` in the data directory; never generated here); otherwise the
-output says ``signature not checked``.
+``manifest-secret.txt`` in the data directory; never generated here): every manifest
+this installation makes is signed, so with the key at hand a manifest without a
+``signature`` is a difference (``signature: the manifest is not signed``), as is a
+signature by another key or of other contents. Without the key the output says
+``signature not checked`` (and whether the manifest carries a signature at all).
 
 Exit status: 0 and ``matches`` when everything agrees; 1 and one line per difference;
 2 on a usage error (no such file, no manifest to be had, unreadable manifest, API
@@ -88,6 +91,30 @@ def _manifest(
     return inside, "manifest.json in the ZIP"
 
 
+def _signature_lines(body: dict[str, Any]) -> list[str]:
+    """Check the manifest's signature: print ``signature ok`` or ``signature not
+    checked: ...`` (no key here), and return the differences (rules: module docstring)."""
+    signature = body.get("signature")
+    key = load_manifest_key()
+    if key is None:
+        why = "no manifest key here" + ("" if signature else "; the manifest is not signed")
+        typer.echo(f"signature not checked: {why}")
+        return []
+    if not signature:  # absent, null or empty
+        return ["signature: the manifest is not signed"]
+    if check_signature(body, key):
+        typer.echo(f"signature ok (keyId {key_id(key)})")
+        return []
+    if not isinstance(signature, dict):
+        return ["signature: not a signature object (alg, keyId, value)"]
+    if signature.get("keyId") != key_id(key):
+        return [
+            f"signature: keyId expected {key_id(key)} found {signature.get('keyId')} "
+            "(signed with another key)"
+        ]
+    return ["signature: does not match the manifest's contents"]
+
+
 def verify(
     file: Annotated[Path, typer.Argument(help="The downloaded file (ZIP, .gz or plain)")],
     manifest: Annotated[
@@ -114,22 +141,7 @@ def verify(
         lines = differences(data, file.name, body)
     except (ValueError, TypeError, AttributeError) as exc:  # not a manifest's shape
         raise _usage(f"the manifest is not readable: {exc}") from None
-    signature = body.get("signature")
-    if not isinstance(signature, dict):
-        typer.echo("signature not checked: the manifest is unsigned")
-    else:
-        key = load_manifest_key()
-        if key is None:
-            typer.echo("signature not checked: no manifest key here")
-        elif check_signature(body, key):
-            typer.echo(f"signature ok (keyId {key_id(key)})")
-        elif signature.get("keyId") != key_id(key):
-            lines.append(
-                f"signature: keyId expected {key_id(key)} found {signature.get('keyId')} "
-                "(signed with another key)"
-            )
-        else:
-            lines.append("signature: does not match the manifest's contents")
+    lines += _signature_lines(body)
     for line in lines:
         typer.echo(line)
     if lines:

@@ -1,13 +1,15 @@
 """``export-center verify`` in a subprocess on files made by the package, for every
 format: the untouched file matches (exit 0); a changed cell, a deleted row, a truncated
-file, parts swapped or renamed inside the ZIP and a tampered signature each exit 1 and
-name what differs; usage errors exit 2. ``--manifest`` checks a plain CSV and a gzip
-JSON Lines file."""
+file (``truncated`` for CSV and JSON Lines), parts swapped, missing or renamed inside
+the ZIP, a tampered signature and, with the key at hand, a manifest without signature
+each exit 1 and name what differs; usage errors exit 2. ``--manifest`` checks a plain
+CSV and a gzip JSON Lines file."""
 
 from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import http.server
 import io
 import json
@@ -236,6 +238,10 @@ def test_a_truncated_part_is_named(split_zip, tmp_path):
     assert f"{name}: bytes expected {size} found {size * 2 // 3}" in result.stdout
     if fmt in ("xlsx", "parquet"):  # the reader refuses a cut file
         assert f"{name}: unreadable: cannot read the file as {fmt}" in result.stdout
+    else:  # the last row has lost its end (the cut falls inside a row)
+        assert f"{name}: truncated: " in result.stdout, result.stdout
+        assert f"{name}: unreadable" not in result.stdout
+    assert "control total" not in result.stdout  # a part was not read: no totals
 
 
 def test_a_truncated_download_is_named_with_the_api_manifest(split_zip, tmp_path):
@@ -250,6 +256,16 @@ def test_a_truncated_download_is_named_with_the_api_manifest(split_zip, tmp_path
     _ok(whole)  # the API's manifest also names the ZIP's own hash: it matches
 
 
+def _differences(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The output lines between the manifest and signature lines and the summary."""
+    return [
+        line
+        for line in result.stdout.splitlines()
+        if not line.startswith(("manifest: ", "signature ok", "signature not checked"))
+        and not line.endswith(("difference(s)", ": matches"))
+    ]
+
+
 def test_parts_in_another_order_are_named(split_zip, tmp_path):
     fmt, data, pack, _ = split_zip
     members = _members(data)
@@ -257,8 +273,41 @@ def test_parts_in_another_order_are_named(split_zip, tmp_path):
     result = _verify(tmp_path, "orders.zip", swapped)
     assert result.returncode == 1, result.stdout
     first, second = pack.files[0].name, pack.files[1].name
-    assert f"file 1: name expected {first} found {second}" in result.stdout
-    assert f"file 2: name expected {second} found {first}" in result.stdout
+    # Each part is compared with its own entry: they are intact, only the order differs.
+    assert _differences(result) == [
+        f"parts out of order: {second} is part 2, expected part 1",
+        f"parts out of order: {first} is part 1, expected part 2",
+    ]
+    assert result.stdout.rstrip().endswith("orders.zip: 2 difference(s)")
+
+
+def test_a_missing_part_is_named_once_and_the_later_parts_still_match(split_zip, tmp_path):
+    fmt, data, pack, _ = split_zip
+    members = _members(data)
+    result = _verify(tmp_path, "orders.zip", _zip([members[0], *members[2:]]))
+    assert result.returncode == 1, result.stdout
+    assert _differences(result) == [f"part 2 of 3 is missing: {pack.files[1].name}"]
+
+
+def test_a_missing_part_and_the_rest_out_of_order(tmp_path):
+    data, pack, _ = _make("csv", spec("zip", rows=300))
+    names = [f.name for f in pack.files]
+    assert len(names) == 5
+    members = _members(data)  # five parts, then manifest.json
+    shuffled = [members[4], members[0], members[1], members[3], members[5]]  # part 3 gone
+    result = _verify(tmp_path, "orders.zip", _zip(shuffled))
+    assert result.returncode == 1, result.stdout
+    assert _differences(result) == [
+        f"part 3 of 5 is missing: {names[2]}",
+        f"parts out of order: {names[4]} is part 5, expected part 1",
+        f"parts out of order: {names[0]} is part 1, expected part 2",
+        f"parts out of order: {names[1]} is part 2, expected part 4",
+        f"parts out of order: {names[3]} is part 4, expected part 5",
+    ]
+    extra = [*members[:5], ("notes.txt", b"hi"), members[5]]
+    stranger = _verify(tmp_path, "orders.zip", _zip(extra))
+    assert stranger.returncode == 1
+    assert _differences(stranger) == ["notes.txt: not a part in the manifest"]
 
 
 def test_a_renamed_part_is_named(split_zip, tmp_path):
@@ -268,7 +317,9 @@ def test_a_renamed_part_is_named(split_zip, tmp_path):
     result = _verify(tmp_path, "orders.zip", _zip(members))
     assert result.returncode == 1, result.stdout
     expected = pack.files[2].name
-    assert f"file 3: name expected {expected} found orders-part-0009.{EXT[fmt]}" in result.stdout
+    assert _differences(result) == [
+        f"orders-part-0009.{EXT[fmt]} is part 3 renamed: expected the name {expected}"
+    ]
 
 
 def _with_manifest(data: bytes, change: Callable[[dict[str, Any]], None]) -> bytes:
@@ -304,6 +355,37 @@ def test_a_tampered_manifest_fails_its_signature(tmp_path):
     assert "signature not checked: no manifest key here" in unchecked.stdout
 
 
+def test_a_manifest_without_signature_differs_when_the_key_is_here(tmp_path):
+    data, _, manifest = _make("csv", spec())
+    del manifest["signature"]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    args = ("--manifest", str(path))
+    by_setting = _verify(tmp_path, "orders.csv", data, *args)
+    assert by_setting.returncode == 1, by_setting.stdout
+    assert _differences(by_setting) == ["signature: the manifest is not signed"]
+    assert "signature not checked" not in by_setting.stdout
+    # The key from the data directory's generated manifest-secret.txt counts the same.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "manifest-secret.txt").write_text(KEY + "\n", encoding="utf-8")
+    by_file = _verify(tmp_path, "orders.csv", data, *args, key="")
+    assert by_file.returncode == 1, by_file.stdout
+    assert _differences(by_file) == ["signature: the manifest is not signed"]
+    (tmp_path / "data" / "manifest-secret.txt").unlink()
+    no_key = _verify(tmp_path, "orders.csv", data, *args, key="")
+    _ok(no_key)
+    assert "signature not checked: no manifest key here; the manifest is not signed" in (
+        no_key.stdout
+    )
+    assert no_key.stdout.rstrip().endswith("orders.csv: matches")
+    # Inside a ZIP too.
+    zipped, _, _ = _make("jsonl", spec("zip", rows=600))
+    unsigned = _with_manifest(zipped, lambda body: body.pop("signature"))
+    inside = _verify(tmp_path, "orders.zip", unsigned)
+    assert inside.returncode == 1, inside.stdout
+    assert _differences(inside) == ["signature: the manifest is not signed"]
+
+
 # --- --manifest with a plain CSV and a gzip JSON Lines file ----------------------------
 
 
@@ -330,6 +412,39 @@ def test_a_plain_or_gzip_file_checks_against_its_manifest(fmt, compression, name
     assert f"{name}: sha256 expected {pack.files[0].sha256}" in broken.stdout
     expected = pack.totals.as_json()["columns"]["amount"]["sum"]
     assert _found_sum(broken.stdout, expected) == Decimal(expected) + Decimal("0.01")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "compression", "name", "says"),
+    [
+        ("csv", "none", "orders.csv", "truncated: the last row does not end with CRLF"),
+        ("jsonl", "none", "orders.jsonl", "truncated: the last row does not end with LF"),
+        ("jsonl", "gzip", "orders.jsonl.gz", "truncated: the gzip stream ends before its end"),
+    ],
+)
+def test_a_file_cut_inside_a_row_says_truncated(fmt, compression, name, says, tmp_path):
+    data, pack, manifest = _make(fmt, spec(compression))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    plain = gzip.decompress(data) if compression == "gzip" else data
+    # Where row 700 starts: the end of the first 700 rows.
+    row_end = plain.index(b'\n{"id":700,') + 1 if fmt == "jsonl" else plain.index(b"\r\n700,") + 2
+    cut = data[: len(data) - 9] if compression == "gzip" else plain[: row_end - 5]
+    result = _verify(tmp_path, name, cut, "--manifest", str(path))
+    assert result.returncode == 1, result.stdout
+    size = pack.files[0].bytes
+    assert _differences(result) == [
+        f"{name}: bytes expected {size} found {len(cut)}",
+        f"{name}: sha256 expected {pack.files[0].sha256} found {hashlib.sha256(cut).hexdigest()}",
+        f"{name}: {says}",
+    ]
+    # Cut at a row's end instead: a complete file with rows missing, not "truncated".
+    if compression == "none":
+        whole_rows = plain[:row_end]
+        shorter = _verify(tmp_path, name, whole_rows, "--manifest", str(path))
+        assert shorter.returncode == 1
+        assert "truncated" not in shorter.stdout
+        assert f"{name}: rows expected 1500 found 700" in shorter.stdout
 
 
 # --- usage errors ----------------------------------------------------------------------
