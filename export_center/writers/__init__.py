@@ -23,6 +23,10 @@ Modules:
   losslessly and read back column-major, for files that are rendered after the shards
   (Parquet; split or compressed files).
 * ``formats``: the table of formats, asked by every place that depends on the format.
+* ``openers``: the call shapes of a format's writers, part writers and assemblers, and
+  each format's adapters to them.
+* ``readers``: each format's file read back by its real reader (data rows and cell
+  texts, for ``verify`` and the preview).
 * ``parts``: a sharded export's parts (CSV rows without head, XLSX fragments without
   row numbers), their checkpointed stats, and the file assembled from them, byte for
   byte the single writer's.
