@@ -21,8 +21,8 @@ The formats, in table order:
 * ``jsonl``: :class:`JsonlWriter` (``writers.jsonl``), parts are the same rows and are
   concatenated; takes gzip.
 * ``parquet``: :class:`ParquetWriter` (``writers.parquet``, the optional extra
-  ``parquet``: :attr:`FileFormat.available`), parts are typed rows
-  (``rows.RowsPartWriter``) rendered through the writer at assembly.
+  ``parquet``: :attr:`FileFormat.available`), parts are Arrow IPC record batches
+  (``parquet_parts.ParquetPartWriter``) fed to the writer's row groups at assembly.
 
 Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
 the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
@@ -43,14 +43,14 @@ from export_center.filespec import CsvOptions
 from export_center.writers.base import ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
 from export_center.writers.jsonl import JsonlPartWriter, JsonlWriter, assemble_jsonl
-from export_center.writers.parquet import ParquetWriter, assemble_parquet
+from export_center.writers.parquet import ParquetWriter
+from export_center.writers.parquet_parts import ParquetPartWriter, assemble_parquet
 from export_center.writers.parts import (
     CsvPartWriter,
     XlsxFragmentWriter,
     assemble_csv,
     assemble_xlsx,
 )
-from export_center.writers.rows import RowsPartWriter
 from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
 
 __all__ = [
@@ -372,7 +372,7 @@ def _open_parquet(
     return ParquetWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
 
 
-def _open_rows_part(
+def _open_parquet_part(
     stream: BinaryIO,
     columns: Sequence[Column],
     *,
@@ -380,8 +380,8 @@ def _open_rows_part(
     resume_from: WriterStats | None,
     csv: CsvOptions = CsvOptions(),
 ) -> PartWriter:
-    """A :class:`RowsPartWriter`: Parquet's parts are the typed rows."""
-    return RowsPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+    """A :class:`ParquetPartWriter`: Parquet's parts are Arrow IPC record batches."""
+    return ParquetPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
 
 
 def _assemble_parquet(
@@ -395,8 +395,8 @@ def _assemble_parquet(
     csv: CsvOptions = CsvOptions(),
     time_zone: str = "UTC",
 ) -> WriterStats:
-    """:func:`~export_center.writers.parquet.assemble_parquet`: the rows parts rendered
-    through one :class:`ParquetWriter`."""
+    """:func:`~export_center.writers.parquet_parts.assemble_parquet`: the parts' record
+    batches written through one :class:`ParquetWriter`."""
     return assemble_parquet(
         stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, time_zone=time_zone
     )
@@ -441,7 +441,7 @@ _ENTRIES = (
         extension=ParquetWriter.extension,
         content_type=ParquetWriter.content_type,
         open_writer=_open_parquet,
-        open_part=_open_rows_part,
+        open_part=_open_parquet_part,
         assemble=_assemble_parquet,
         sheet_rows=None,
         parts_sum_to_file=False,
