@@ -280,5 +280,5 @@ def test_the_rows_part_gives_back_the_exact_values() -> None:
         RowsPartWriter(io.BytesIO(), columns).write_columns(
             [[b"raw"], [1], [None], [None], [None], [None]]
         )
-    with pytest.raises(ValueError, match="ends inside a row"):
+    with pytest.raises(ValueError, match="ends inside a batch"):
         list(read_rows_parts(columns, [[out.getvalue()[:-1]]]))
