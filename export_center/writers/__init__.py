@@ -17,11 +17,13 @@ Modules:
   ``xlsx_cells`` (cell rules and per-column renderers), ``xlsx_text`` (text rules)
   and ``xlsx_parts`` (the static package parts and style indices).
 * ``jsonl``: ``JsonlWriter`` (one JSON object per row) and its part writer.
-* ``parquet``: ``ParquetWriter`` (pyarrow, imported when a writer opens) and the
-  assembler of its file from rows parts.
+* ``parquet``: ``ParquetWriter`` (pyarrow, imported when a writer opens), with
+  ``parquet_arrays`` (values to Arrow arrays), ``parquet_size`` (the size of a file
+  closed now) and ``parquet_parts`` (a shard's Arrow IPC part, ``ParquetPartWriter``,
+  and the file assembled from the parts).
 * ``rows``: ``RowsPartWriter`` and ``read_rows_parts``, a shard's typed rows stored
   losslessly and read back column-major, for files that are rendered after the shards
-  (Parquet; split or compressed files).
+  (split or compressed files).
 * ``formats``: the table of formats, asked by every place that depends on the format.
 * ``openers``: the call shapes of a format's writers, part writers and assemblers, and
   each format's adapters to them.
@@ -43,7 +45,8 @@ from export_center.writers.base import CountingStream, ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
 from export_center.writers.formats import FORMATS, format_choices
 from export_center.writers.jsonl import JsonlPartWriter, JsonlWriter, assemble_jsonl
-from export_center.writers.parquet import ParquetWriter, assemble_parquet
+from export_center.writers.parquet import ParquetWriter
+from export_center.writers.parquet_parts import ParquetPartWriter, assemble_parquet
 from export_center.writers.parts import (
     CsvPartWriter,
     XlsxFragmentWriter,
@@ -62,6 +65,7 @@ __all__ = [
     "ExportWriter",
     "JsonlPartWriter",
     "JsonlWriter",
+    "ParquetPartWriter",
     "ParquetWriter",
     "RowsPartWriter",
     "WriterStats",

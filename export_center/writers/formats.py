@@ -28,9 +28,9 @@ The formats, in table order:
 * ``jsonl``: :class:`JsonlWriter` (``writers.jsonl``), parts are the same rows and are
   concatenated; takes gzip.
 * ``parquet``: :class:`ParquetWriter` (``writers.parquet``, the optional extra
-  ``parquet``: :attr:`FileFormat.available`), parts are typed rows
-  (``rows.RowsPartWriter``) rendered through the writer at assembly; byte-split parts
-  by trial.
+  ``parquet``: :attr:`FileFormat.available`), parts are Arrow IPC record batches
+  (``parquet_parts.ParquetPartWriter``) fed to the writer's row groups at assembly;
+  byte-split parts by trial.
 
 Names: a format's *name* is its API value, in lower case (``csv``); a task row stores
 the name in upper case (``CSV``, :attr:`FileFormat.task_value`); the API accepts any
@@ -64,8 +64,8 @@ from export_center.writers.openers import (
     open_jsonl,
     open_jsonl_part,
     open_parquet,
+    open_parquet_part,
     open_parquet_sized,
-    open_rows_part,
     open_xlsx,
     open_xlsx_part,
     open_xlsx_sized,
@@ -234,7 +234,7 @@ _ENTRIES = (
         extension=ParquetWriter.extension,
         content_type=ParquetWriter.content_type,
         open_writer=open_parquet,
-        open_part=open_rows_part,
+        open_part=open_parquet_part,
         assemble=join_parquet,
         reader=PARQUET_READER,
         sheet_rows=None,

@@ -19,14 +19,14 @@ from export_center.filespec import CsvOptions
 from export_center.writers.base import ExportWriter, WriterStats
 from export_center.writers.csv import CsvWriter
 from export_center.writers.jsonl import JsonlPartWriter, JsonlWriter, assemble_jsonl
-from export_center.writers.parquet import ParquetWriter, assemble_parquet
+from export_center.writers.parquet import ParquetWriter
+from export_center.writers.parquet_parts import ParquetPartWriter, assemble_parquet
 from export_center.writers.parts import (
     CsvPartWriter,
     XlsxFragmentWriter,
     assemble_csv,
     assemble_xlsx,
 )
-from export_center.writers.rows import RowsPartWriter
 from export_center.writers.xlsx import EXCEL_MAX_ROWS, XlsxWriter
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "open_jsonl_part",
     "open_parquet",
     "open_parquet_sized",
-    "open_rows_part",
+    "open_parquet_part",
     "open_xlsx",
     "open_xlsx_part",
     "open_xlsx_sized",
@@ -338,7 +338,7 @@ def open_parquet_sized(
     return ParquetWriter(stream, columns, time_zone=time_zone)
 
 
-def open_rows_part(
+def open_parquet_part(
     stream: BinaryIO,
     columns: Sequence[Column],
     *,
@@ -346,8 +346,8 @@ def open_rows_part(
     resume_from: WriterStats | None,
     csv: CsvOptions = CsvOptions(),
 ) -> PartWriter:
-    """A :class:`RowsPartWriter`: Parquet's parts are the typed rows."""
-    return RowsPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
+    """A :class:`ParquetPartWriter`: Parquet's parts are Arrow IPC record batches."""
+    return ParquetPartWriter(stream, columns, time_zone=time_zone, resume_from=resume_from)
 
 
 def join_parquet(
@@ -361,8 +361,8 @@ def join_parquet(
     csv: CsvOptions = CsvOptions(),
     time_zone: str = "UTC",
 ) -> WriterStats:
-    """:func:`~export_center.writers.parquet.assemble_parquet`: the rows parts rendered
-    through one :class:`ParquetWriter`."""
+    """:func:`~export_center.writers.parquet_parts.assemble_parquet`: the parts' record
+    batches written through one :class:`ParquetWriter`."""
     return assemble_parquet(
         stream, columns, parts, part_stats=part_stats, max_bytes=max_bytes, time_zone=time_zone
     )

@@ -3,25 +3,11 @@
 pyarrow is imported when a writer opens, never at import time, so the service runs
 without the extra; ``formats.FileFormat.available`` says whether it is installed.
 
-Schema: one field per column, named by the column *key*; the header title (language
-or rename) is the field's metadata ``title`` (UTF-8), so data never depends on the
-language. Types by column type:
-
-=========  ==========================================================================
-STRING     ``string`` (UTF-8; a lone surrogate becomes U+FFFD and is counted)
-INTEGER    ``int64``; a value outside int64 fails the export naming row and column
-DECIMAL    ``decimal128(precision, scale)`` from ``Column.precision``/``scale``.
-           Undeclared (rule :func:`decimal_type`): ``decimal128(38, 18)``, the range
-           of the provider's plain decimals (20 integer and 18 fraction digits); only
-           a precision: scale 0 (SQL's ``DECIMAL(p)``); only a scale: precision 38. A
-           value is never rounded: more fraction digits than the scale, or more digits
-           than the precision, fails the export naming row and column. NaN/Infinity
-           are null and counted in ``invalid_numbers``.
-BOOLEAN    ``bool``
-DATE       ``date32``
-DATETIME   ``timestamp("us", tz=<export time zone>)``: the instant, exact to the
-           microsecond; readers show it in the export zone
-=========  ==========================================================================
+Schema and values: ``writers.parquet_arrays`` (one field per column, named by the
+column *key*, the header title in the field's metadata ``title``, so data never
+depends on the language; STRING ``string``, INTEGER ``int64``, DECIMAL
+``decimal128(precision, scale)`` never rounded, BOOLEAN ``bool``, DATE ``date32``,
+DATETIME ``timestamp("us", tz=<export time zone>)``).
 
 Row groups hold :data:`ROW_GROUP_ROWS` rows each (the last one the rest), cut by row
 count alone, however the batches arrive: each batch becomes Arrow arrays at once
@@ -46,40 +32,35 @@ choices, 51 MB with them; CSV 2 MB). Two more choices beside the row group size:
   internals allocate from that default pool whatever the Python calls pass. With
   pyarrow's default, mimalloc, freed row-group buffers stay resident: 98 MB against
   72 MB with 65,536-row groups, 73 against 51 with 16,384.
-* Decimals are converted from ``decimal.Decimal`` objects, not cast from strings: the
-  first cast loads Arrow's compute kernels, about 10 MB resident for good. The
-  conversion is exact and refuses the same values (rescaling that would lose digits,
-  more digits than the precision); it takes about as long as the cast.
+* Decimals are converted from ``decimal.Decimal`` objects, not cast from strings (the
+  first cast loads Arrow's compute kernels, about 10 MB resident for good).
 
-Shards: Parquet parts cannot be concatenated, so a sharded export stores its rows in
-rows parts (``writers.rows``) and :func:`assemble_parquet` writes them through
-:class:`ParquetWriter`: the same file as one writer given all rows.
+Shards: Parquet files cannot be concatenated, so a sharded export stores each shard's
+rows as Arrow IPC record batches (``writers.parquet_parts``), converted once in the
+shard; the assembler feeds them to :meth:`ParquetWriter.write_record_batch`, the same
+row-group buffer, so the file is the one a single writer makes of all rows.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import math
-import os
-import re
-import sys
-from collections.abc import Iterable, Sequence
-from decimal import Context, Decimal
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from export_center.columns import Column, ColumnType
-from export_center.errors import PermanentExportError
-from export_center.values import DecimalColumn, DecimalText
-from export_center.writers.base import StreamingWriter, WriterStats, check_columns
+from export_center.columns import Column
+from export_center.writers.base import StreamingWriter, check_columns
+from export_center.writers.parquet_arrays import (
+    UNDECLARED_DECIMAL,
+    ArrowColumns,
+    decimal_type,
+    load_pyarrow,
+)
 from export_center.writers.parquet_size import OneGroupFile, SizeBound, one_group_file
-from export_center.writers.rows import read_rows_parts
 
 __all__ = [
     "ROW_GROUP_ROWS",
     "UNDECLARED_DECIMAL",
     "ParquetWriter",
-    "assemble_parquet",
     "decimal_type",
     "load_pyarrow",
 ]
@@ -88,60 +69,6 @@ ROW_GROUP_ROWS = 16_384
 """Rows per row group (the last group holds the rest). The writer's memory grows with it
 (module docstring): 16,384 rows of 405,000 ORDERS rows peak at 15 MB over pyarrow's own
 36 MB, 65,536 at 36 MB; the file is 7.6 % larger (26.4 MB against 24.5 MB)."""
-
-MEMORY_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
-"""pyarrow's environment variable naming its default allocator (read at its import)."""
-
-MEMORY_POOL = "system"
-"""The allocator :func:`load_pyarrow` chooses when the operator named none."""
-
-UNDECLARED_DECIMAL = (38, 18)
-"""``(precision, scale)`` of a DECIMAL column that declares neither."""
-
-VALUE_CODE = "VALUE_NOT_REPRESENTABLE"
-"""Failure code of a value the Parquet type of its column cannot hold exactly."""
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def load_pyarrow() -> tuple[Any, Any]:
-    """``(pyarrow, pyarrow.parquet)``, imported on first use with the allocator of the
-    module docstring: before pyarrow's first import in the process,
-    ``ARROW_DEFAULT_MEMORY_POOL`` is set to :data:`MEMORY_POOL` unless already set.
-    Every module that imports pyarrow should do it through this function, since the
-    first import fixes the allocator for the whole process.
-
-    Returns:
-        The two modules.
-
-    Raises:
-        ModuleNotFoundError: the extra ``parquet`` is not installed.
-    """
-    if "pyarrow" not in sys.modules:
-        os.environ.setdefault(MEMORY_POOL_VARIABLE, MEMORY_POOL)
-    return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
-
-
-def decimal_type(column: Column) -> tuple[int, int]:
-    """The ``(precision, scale)`` of a DECIMAL column's ``decimal128`` (module docstring).
-
-    Raises:
-        ValueError: a declared precision outside 1..38 or scale outside 0..precision.
-    """
-    precision, scale = column.precision, column.scale
-    if precision is None and scale is None:
-        precision, scale = UNDECLARED_DECIMAL
-    elif precision is None:
-        precision = 38
-    elif scale is None:
-        scale = 0
-    assert precision is not None and scale is not None
-    if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-        raise ValueError(
-            f"column {column.key}: DECIMAL({precision}, {scale}) is outside decimal128"
-        )
-    return precision, scale
 
 
 class ParquetWriter(StreamingWriter):
@@ -182,14 +109,9 @@ class ParquetWriter(StreamingWriter):
         pa, pq = load_pyarrow()
         super().__init__(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
         self._pa = pa
-        self._types = [ColumnType(c.type) for c in self._columns]
-        self._arrow_types = [self._arrow_type(c, time_zone) for c in self._columns]
-        self._schema = pa.schema(
-            [
-                pa.field(c.key, t, nullable=True, metadata={"title": c.title})
-                for c, t in zip(self._columns, self._arrow_types, strict=True)
-            ]
-        )
+        self._arrow = ArrowColumns(pa, self._columns, time_zone, self._stats)
+        self._arrow_types = self._arrow.types
+        self._schema = self._arrow.schema
         self._buffer: list[list[Any]] = [[] for _ in self._columns]  # Arrow chunks
         self._buffered = 0
         self._stats.sheets = 1
@@ -213,101 +135,10 @@ class ParquetWriter(StreamingWriter):
             self._fail()
             raise
 
-    def _arrow_type(self, column: Column, time_zone: str) -> Any:
-        pa = self._pa
-        kind = ColumnType(column.type)
-        if kind is ColumnType.DECIMAL:
-            return pa.decimal128(*decimal_type(column))
-        return {
-            ColumnType.STRING: pa.string(),
-            ColumnType.INTEGER: pa.int64(),
-            ColumnType.BOOLEAN: pa.bool_(),
-            ColumnType.DATE: pa.date32(),
-            ColumnType.DATETIME: pa.timestamp("us", tz=time_zone),
-        }[kind]
-
-    # --- values to Arrow ----------------------------------------------------------------
-
-    def _refuse(self, index: int, offset: int, value: Any, why: str) -> PermanentExportError:
-        row = self._stats.rows + self._buffered + offset + 1
-        key = self._keys[index]
-        return PermanentExportError(
-            f"row {row}, column {key}: {why}: {value!r} (Parquet cannot hold it exactly)",
-            code=VALUE_CODE,
-        )
-
-    def _array(self, index: int, values: list[Any]) -> Any:
-        """One column of a batch as an Arrow array of its field's type."""
-        kind = self._types[index]
-        arrow_type = self._arrow_types[index]
-        pa = self._pa
-        if kind is ColumnType.STRING:
-            return self._strings(values)
-        if kind is ColumnType.INTEGER:
-            for offset, v in enumerate(values):
-                if v is not None and (type(v) is not int or not _INT64[0] <= v <= _INT64[1]):
-                    if type(v) is int:
-                        raise self._refuse(index, offset, v, "outside int64")
-                    raise self._refuse(index, offset, v, "not an integer")
-            return pa.array(values, arrow_type)
-        if kind is ColumnType.DECIMAL:
-            return self._decimals(index, values)
-        return pa.array(values, arrow_type)
-
-    def _strings(self, values: list[Any]) -> Any:
-        pa = self._pa
-        if type(values) is not list or not all(type(v) is str or v is None for v in values):
-            values = [None if v is None else str(v) for v in values]
-        try:
-            return pa.array(values, pa.string())
-        except UnicodeEncodeError:
-            clean = []
-            for v in values:
-                if v is not None:
-                    v, replaced = _SURROGATE_RE.subn("\ufffd", v)
-                    self._stats.replaced_surrogates += replaced
-                clean.append(v)
-            return pa.array(clean, pa.string())
-
-    def _decimals(self, index: int, values: list[Any]) -> Any:
-        """DECIMAL values through their exact text, as ``Decimal`` objects into decimal128
-        (never rounded; no cast, see the module docstring)."""
-        pa = self._pa
-        if type(values) is DecimalColumn or set(map(type, values)) == {DecimalText}:
-            texts: list[Any] = values
-        else:
-            texts = [self._decimal_text(index, offset, v) for offset, v in enumerate(values)]
-        numbers = [None if text is None else Decimal(text) for text in texts]
-        try:
-            return pa.array(numbers, self._arrow_types[index])
-        except pa.ArrowInvalid:
-            precision, scale = self._arrow_types[index].precision, self._arrow_types[index].scale
-            for offset, text in enumerate(texts):
-                if text is not None and not _fits(Decimal(text), precision, scale):
-                    why = f"more digits than DECIMAL({precision}, {scale})"
-                    raise self._refuse(index, offset, text, why) from None
-            raise
-
-    def _decimal_text(self, index: int, offset: int, value: Any) -> str | None:
-        if value is None:
-            return None
-        if isinstance(value, DecimalText):
-            return str(value)
-        if isinstance(value, bool):
-            raise self._refuse(index, offset, value, "not a decimal")
-        if isinstance(value, int):
-            return str(value)
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                self._stats.invalid_numbers += 1
-                return None
-            value = Decimal(repr(value))
-        if isinstance(value, Decimal):
-            if not value.is_finite():
-                self._stats.invalid_numbers += 1
-                return None
-            return format(value, "f")
-        raise self._refuse(index, offset, value, "not a decimal")
+    @property
+    def schema(self) -> Any:
+        """The file's Arrow schema (``pyarrow.Schema``, ``writers.parquet_arrays``)."""
+        return self._schema
 
     # --- StreamingWriter hooks ----------------------------------------------------------
 
@@ -337,6 +168,44 @@ class ParquetWriter(StreamingWriter):
         self._buffer = [[chunk for chunk in column.chunks if len(chunk)] for column in rest.columns]
         self._buffered -= rows
         self._stats.rows += rows
+
+    # --- rows already in Arrow (a sharded file, writers.parquet_parts) -------------------
+
+    def write_record_batch(self, batch: Any) -> None:
+        """Append rows already converted to Arrow: a part's IPC record batch.
+
+        Rule: the batch's arrays join the row-group buffer of :meth:`write_columns`, and
+        a row group is written from contiguous copies of whatever chunks it holds, so
+        the file's bytes are those the same rows as Python values give.
+
+        Args:
+            batch: a ``pyarrow.RecordBatch`` of exactly :attr:`schema` (metadata too).
+
+        Raises:
+            ValueError: the writer is closed or failed, was used with
+                :meth:`write_within`, or the batch has another schema (the writer
+                then fails).
+            FileTooLarge: the file grew past ``max_bytes``.
+        """
+        if self._closed or self._failed:
+            raise ValueError("write to a closed or failed PARQUET writer")
+        self._guarded(self._buffer_record_batch, batch)
+
+    def _buffer_record_batch(self, batch: Any) -> None:
+        if self._bound is not None:
+            raise ValueError("write_record_batch on a Parquet writer used with write_within")
+        if not batch.schema.equals(self._schema, check_metadata=True):
+            raise ValueError(
+                f"a record batch of another schema ({batch.schema}) than the file's "
+                f"({self._schema})"
+            )
+        if not batch.num_rows:
+            return
+        for chunks, array in zip(self._buffer, batch.columns, strict=True):
+            chunks.append(array)
+        self._buffered += batch.num_rows
+        while self._buffered >= ROW_GROUP_ROWS:
+            self._write_group(ROW_GROUP_ROWS)
 
     # --- a part of a byte split (packaging.split) ----------------------------------------
 
@@ -415,10 +284,8 @@ class ParquetWriter(StreamingWriter):
 
     def _buffer_batch(self, columns: Sequence[Sequence[Any]]) -> None:
         """Convert a batch to Arrow arrays and buffer them (no row group written)."""
-        arrays = [
-            self._array(i, values if isinstance(values, list) else list(values))
-            for i, values in enumerate(columns)
-        ]
+        first_row = self._stats.rows + self._buffered + 1
+        arrays = self._arrow.arrays(columns, first_row)
         for chunks, array in zip(self._buffer, arrays, strict=True):
             chunks.append(array)
         self._buffered += len(columns[0])
@@ -492,60 +359,3 @@ class ParquetWriter(StreamingWriter):
         if writer is not None:
             with contextlib.suppress(Exception):  # the file is abandoned anyway
                 writer.close()
-
-
-_WIDE = Context(prec=100)
-"""Room for any DECIMAL value (at most 38 digits): ``normalize`` never rounds here."""
-
-
-def _fits(value: Decimal, precision: int, scale: int) -> bool:
-    """True when ``value`` is exactly a ``DECIMAL(precision, scale)``: at most ``scale``
-    fraction digits once trailing zeros go, at most ``precision - scale`` before the point."""
-    if not value:
-        return True
-    exponent = value.normalize(_WIDE).as_tuple().exponent
-    assert isinstance(exponent, int)
-    integer = max(value.adjusted() + 1, 0)
-    return max(0, -exponent) <= scale and integer <= precision - scale
-
-
-def assemble_parquet(
-    stream: BinaryIO,
-    columns: Sequence[Column],
-    parts: Iterable[Iterable[bytes]],
-    *,
-    part_stats: WriterStats,
-    max_bytes: int | None = None,
-    time_zone: str = "UTC",
-) -> WriterStats:
-    """Write the Parquet file from the shards' rows parts (``writers.rows``).
-
-    Args:
-        stream: binary output of the file; it is not closed.
-        columns: the export's columns, as given to the part writers.
-        parts: per shard in shard order, its segments in order (bytes-like chunks).
-        part_stats: ``WriterStats.total`` of every part's last checkpoint; its ``rows``
-            must equal the rows found.
-        max_bytes: the file's size cap in bytes, None for none (enforced while writing).
-        time_zone: the export time zone (the DATETIME fields' zone).
-
-    Returns:
-        The file's stats, equal to ``ParquetWriter``'s for the same rows.
-
-    Raises:
-        FileTooLarge: the file grew past ``max_bytes``.
-        PermanentExportError: a value outside its Parquet type (``VALUE_NOT_REPRESENTABLE``).
-        ValueError: a part ending inside a row, or ``part_stats.rows`` differs from the
-            rows found. The output is then partial: delete it.
-    """
-    writer = ParquetWriter(stream, columns, time_zone=time_zone, max_bytes=max_bytes)
-    try:
-        for batch in read_rows_parts(columns, parts):
-            writer.write_columns(batch)
-        stats = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
-    if stats.rows != part_stats.rows:
-        raise ValueError(f"the rows parts hold {stats.rows} rows, their stats {part_stats.rows}")
-    return stats

@@ -1,5 +1,7 @@
-"""Parquet writer (export_center.writers.parquet) read back with pyarrow, and the rows part
-(export_center.writers.rows) that sharded Parquet files are assembled from."""
+"""Parquet writer (export_center.writers.parquet) read back with pyarrow, sharded Parquet
+through the format table's part writer and assembler (Arrow IPC parts,
+export_center.writers.parquet_parts), and the rows part (export_center.writers.rows)
+that split and compressed files of sharded exports are rendered from."""
 
 from __future__ import annotations
 
@@ -163,11 +165,11 @@ def test_the_format_says_whether_its_extra_is_installed(monkeypatch: pytest.Monk
     assert formats.FORMATS["csv"].available  # no extra needed
 
 
-# ------------------------------------------------------------------ the rows part
+# ------------------------------------------------------------------ sharded Parquet
 
 
 def _parts(shards: list[list[list[Any]]], rnd: random.Random) -> tuple[list[list[bytes]], Any]:
-    """Rows parts, each shard in segments from resumed writers, and their stats."""
+    """The format's parts, each shard in segments from resumed writers, and their stats."""
     parts, stats = [], []
     for shard in shards:
         segments: list[bytes] = []
@@ -176,7 +178,9 @@ def _parts(shards: list[list[list[Any]]], rnd: random.Random) -> tuple[list[list
         while True:
             stop = min(len(shard), start + rnd.randint(0, 90))
             out = io.BytesIO()
-            part = RowsPartWriter(out, COLUMNS, time_zone=ZONE, resume_from=resume)
+            part = formats.FORMATS["parquet"].open_part(
+                out, COLUMNS, time_zone=ZONE, resume_from=resume
+            )
             part.write_columns(_columns(shard[start:stop]))
             resume = WriterStats.from_dict(part.checkpoint().to_dict())
             segments.append(out.getvalue())
@@ -202,7 +206,7 @@ def test_sharded_parquet_equals_the_single_writer_whatever_the_cuts(
     assert part_stats.rows == len(ROWS)
     out = io.BytesIO()
     entry = formats.FORMATS["parquet"]
-    # Split the stored bytes into chunks that end anywhere, even inside a row.
+    # Split the stored bytes into chunks that end anywhere, even inside a message.
     chunked = [
         [blob[i : i + 37] for blob in segments for i in range(0, len(blob), 37)]
         for segments in parts
@@ -217,6 +221,9 @@ def test_sharded_parquet_equals_the_single_writer_whatever_the_cuts(
             io.BytesIO(), COLUMNS, parts, part_stats=part_stats, max_bytes=len(single) - 1,
             time_zone=ZONE,
         )  # fmt: skip
+
+
+# ------------------------------------------------------------------ the rows part
 
 
 def _same(value: Any) -> Any:
@@ -273,5 +280,5 @@ def test_the_rows_part_gives_back_the_exact_values() -> None:
         RowsPartWriter(io.BytesIO(), columns).write_columns(
             [[b"raw"], [1], [None], [None], [None], [None]]
         )
-    with pytest.raises(ValueError, match="ends inside a row"):
+    with pytest.raises(ValueError, match="ends inside a batch"):
         list(read_rows_parts(columns, [[out.getvalue()[:-1]]]))
