@@ -33,7 +33,7 @@ def test_export_types_carry_what_a_form_needs(stack):
     orders = types["ORDERS"]
     assert (orders["title"], orders["titleZh"]) == ("Orders", "订单")
     assert orders["dateRange"] == ["from", "to"] and orders["maxRows"] == 5_000_000
-    assert orders["formats"] == ["csv", "xlsx"]
+    assert orders["formats"] == ["csv", "xlsx", "jsonl", "parquet"]
     fields = {p["name"]: p for p in orders["parameters"]}
     assert fields["from"] == {
         "name": "from",
