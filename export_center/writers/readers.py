@@ -67,6 +67,8 @@ _CODECS = {"utf-8-bom": "utf-8-sig", "utf-8": "utf-8", "gb18030": "gb18030"}
 """The codec that reads each CSV ``encoding`` option (``utf-8-sig`` drops the BOM)."""
 
 _PARQUET_BATCH = 10_000
+_JSON = json.JSONDecoder(parse_float=Decimal)
+"""One decoder for every line (``json.loads`` with an option builds one per call)."""
 _WIDE = decimal.Context(prec=80)  # quantize a float's digits plus 15 decimals exactly
 
 
@@ -134,8 +136,8 @@ class CsvReader:
         codec = _CODECS.get(csv.encoding)
         if codec is None:
             raise UnreadableFile(f"no CSV encoding {csv.encoding!r}")
-        body = data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
-        if body and not body.endswith(b"\n"):
+        start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        if len(data) > start and not data.endswith(b"\n"):  # no copy of the file
             ending = "CRLF" if csv.line_ending == "crlf" else "LF"
             raise TruncatedFile(f"truncated: the last row does not end with {ending}")
         return self._records(data, codec, csv)
@@ -233,12 +235,13 @@ class JsonlReader:
 
     @staticmethod
     def _objects(data: bytes, keys: list[str]) -> Iterator[list[Any]]:
-        for number, line in enumerate(data.split(b"\n")[:-1], start=1):
+        # A bytes stream's lines end at LF only, one line at a time (no list of them).
+        for number, line in enumerate(io.BytesIO(data), start=1):
             if not line.strip():
                 continue
             try:
-                item = json.loads(line, parse_float=Decimal)
-            except ValueError as exc:
+                item = _JSON.decode(line.decode("utf-8"))
+            except ValueError as exc:  # not UTF-8, or not JSON
                 raise UnreadableFile(f"line {number} is not JSON: {exc}") from None
             if not isinstance(item, dict):
                 raise UnreadableFile(f"line {number} is not a JSON object")
