@@ -93,7 +93,8 @@ def run_parts(rows: int = 405_000, repeat: int = 3, datetimes: bool = False) -> 
 
     Returns:
         ``{"rows", "columns", "steps": {step: {"cpuSeconds", "microsecondsPerRow"}},
-        "bytes": {"parquetPart", "rowsPart", "parquet"}}``.
+        "bytes": {"parquetPart", "rowsPart", "parquet"}, "sameFile"}``; ``sameFile``:
+        the three Parquet files (assembled, from rows, single) are the same bytes.
     """
     from bench.writers import ORDERS_COLUMNS, make_column_batches
     from export_center.columns import Column, ColumnType
@@ -129,12 +130,12 @@ def run_parts(rows: int = 405_000, repeat: int = 3, datetimes: bool = False) -> 
 
     figures["parquet part write"], (ipc, ipc_stats) = _timed(parquet_part, repeat)
 
-    def assemble() -> int:
+    def assemble() -> bytes:
         file = io.BytesIO()
         assemble_parquet(file, columns, [_chunks(ipc)], part_stats=ipc_stats, time_zone=zone)
-        return len(file.getvalue())
+        return file.getvalue()
 
-    figures["parquet assemble"], parquet_bytes = _timed(assemble, repeat)
+    figures["parquet assemble"], assembled = _timed(assemble, repeat)
 
     def rows_part() -> bytes:
         return _write(RowsPartWriter(out, columns, time_zone=zone), batches, out)
@@ -144,17 +145,19 @@ def run_parts(rows: int = 405_000, repeat: int = 3, datetimes: bool = False) -> 
         lambda: list(read_rows_parts(columns, [_chunks(stored)])), repeat
     )
 
-    def parquet_of(given: list[list[list[Any]]]) -> Callable[[], None]:
-        def run() -> None:
-            writer = ParquetWriter(io.BytesIO(), columns, time_zone=zone)
+    def parquet_of(given: list[list[list[Any]]]) -> Callable[[], bytes]:
+        def run() -> bytes:
+            file = io.BytesIO()
+            writer = ParquetWriter(file, columns, time_zone=zone)
             for batch in given:
                 writer.write_columns(batch)
             writer.close()
+            return file.getvalue()
 
         return run
 
-    figures["parquet from rows"], _ = _timed(parquet_of(back), repeat)
-    figures["parquet single"], _ = _timed(parquet_of(batches), repeat)
+    figures["parquet from rows"], from_rows = _timed(parquet_of(back), repeat)
+    figures["parquet single"], single = _timed(parquet_of(batches), repeat)
     return {
         "rows": rows,
         "columns": len(columns),
@@ -165,7 +168,8 @@ def run_parts(rows: int = 405_000, repeat: int = 3, datetimes: bool = False) -> 
             }
             for step in STEPS
         },
-        "bytes": {"parquetPart": len(ipc), "rowsPart": len(stored), "parquet": parquet_bytes},
+        "bytes": {"parquetPart": len(ipc), "rowsPart": len(stored), "parquet": len(single)},
+        "sameFile": assembled == single == from_rows,
     }
 
 
@@ -191,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{result['rows']:,} rows, {result['columns']} columns; parts: Arrow IPC "
         f"{sizes['parquetPart'] / 1e6:.1f} MB, rows {sizes['rowsPart'] / 1e6:.1f} MB; "
-        f"Parquet {sizes['parquet'] / 1e6:.1f} MB"
+        f"Parquet {sizes['parquet'] / 1e6:.1f} MB, the same file every way: "
+        f"{'yes' if result['sameFile'] else 'NO'}"
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

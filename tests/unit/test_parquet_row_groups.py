@@ -71,3 +71,23 @@ def test_bytes_do_not_depend_on_the_batches_at_the_real_row_group_size() -> None
     assert table.num_rows == ROWS
     assert table.column("id").to_pylist()[-1] == ROWS - 1
     assert table.column("price").to_pylist()[12_345] == Decimal("86415.45")
+
+
+def test_the_memory_freed_is_given_back_after_each_row_group() -> None:
+    """``release_unused`` after every group written (the last, at close, too), so a
+    group's freed buffers do not stay resident beside the next one's."""
+
+    class Pool:
+        calls: list[int] = []
+
+        def release_unused(self) -> None:
+            self.calls.append(writer._stats.rows)
+
+    out = io.BytesIO()
+    writer = open_writer("parquet", out, COLUMNS, time_zone="UTC")
+    writer._pool = Pool()  # type: ignore[attr-defined]
+    for start in range(0, ROWS, 5_000):
+        writer.write_columns(_columns(start, min(ROWS, start + 5_000)))
+    writer.close()
+    size = parquet_module.ROW_GROUP_ROWS
+    assert Pool.calls == [size, 2 * size, ROWS]
