@@ -18,9 +18,9 @@ bytes with record batches only, so the stored segments, joined, are one stream; 
 message is written whole with the batch that made it, so each checkpoint ends at a
 message boundary. ``pyarrow.ipc.open_stream`` reads a part as it is.
 
-Speed (405,000 ORDERS rows, one process, ``bench/README.md``): part written 0.55
-CPU-s, read back and rendered 0.35 more, against 1.23 + 2.37 + 1.00 through JSON rows
-parts (``writers.rows``).
+Speed (``bench.parts``, 405,000 ORDERS rows, one process, CPU seconds): part written
+0.62, read back and rendered 0.41 (0.5 with the writer's release after each row group),
+against 0.62 + 2.82 + 1.26 through the JSON rows parts used before (``writers.rows``).
 
 Memory: the shard holds one batch and its message; the assembler reads one message at
 a time from the part's chunks, and the writer holds at most one row group of Arrow
