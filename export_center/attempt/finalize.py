@@ -4,7 +4,7 @@ Two ways, by the file the task asks for (:attr:`Attempt.renders_parts`):
 
 * **Joined** (a plain file: no compression, no split): the format's assembler joins the
   parts as they are (CSV head + parts, XLSX fragments numbered into sheets, JSON Lines
-  parts concatenated, Parquet rendered from rows parts), byte for byte the single
+  parts concatenated, Parquet built from Arrow IPC parts), byte for byte the single
   writer's file. The file's SHA-256 is taken while it is written; its control totals
   are the shards' totals merged (each shard counts the rows it wrote, kept in its
   checkpoint, so a resumed shard's totals match its kept rows).
