@@ -1,12 +1,14 @@
-"""What a split CSV download holds, against the API manifest: figures, never assertions.
+"""What a split download holds, against the API manifest: figures, never assertions.
 
-A CSV export asked with ``options.split`` is delivered as one ZIP: the parts in order
-(each a complete CSV file with its own header) and ``manifest.json``. The
+A CSV or XLSX export asked with ``options.split`` is delivered as one ZIP: the parts in
+order (each a complete file with its own header: a CSV file, or a workbook whose every
+sheet starts with the header row) and ``manifest.json``. The
 :func:`inspect_split` figures say what the downloaded bytes hold and whether they are
 what ``GET /api/v1/exports/{taskId}/manifest`` says was delivered: the archive's bytes
 and SHA-256 against the served bytes, each file entry's rows, bytes and SHA-256 against
 its part, and the ZIP's own ``manifest.json`` against the API's file list. Each part is
-read alone with the ``csv`` module, as a user opening one part would.
+read alone, as a user opening one part would: a CSV part with the ``csv`` module, an
+XLSX part opened with openpyxl (read-only) and every row of every sheet read.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from export_center.filespec import ENCODINGS
 
-__all__ = ["inspect_split", "read_part"]
+__all__ = ["inspect_split", "read_part", "read_xlsx_part"]
 
 _PYTHON_CODECS = {"utf-8-bom": "utf-8-sig", "utf-8": "utf-8", "gb18030": "gb18030"}
 """The Python codec reading each CSV ``encoding`` option (``utf-8-sig`` drops the BOM)."""
@@ -56,6 +58,49 @@ def read_part(data: bytes, *, encoding: str, delimiter: str, header: bool) -> di
     return {"rows": rows, "header": first, "widths": sorted(widths), "error": None}
 
 
+def read_xlsx_part(data: bytes, titles: list[str]) -> dict[str, Any]:
+    """Open one XLSX part alone with openpyxl (read-only) and read every row.
+
+    Args:
+        data: the part's bytes, as stored in the ZIP.
+        titles: the header expected in row 1 of every sheet.
+
+    Returns:
+        ``rows`` (data rows of all sheets, the header rows not counted), ``sheets``,
+        ``header`` (None, or the first bad header seen), ``widths`` (the distinct row
+        widths seen, sorted) and ``error`` (None, or why the workbook could not be
+        opened or read).
+    """
+    import openpyxl
+
+    rows, sheets, widths, bad = 0, 0, set(), None
+    try:
+        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            for sheet in book.worksheets:
+                sheets += 1
+                values = sheet.iter_rows(values_only=True)
+                first = [str(v) for v in next(values, ())]
+                if first != titles and bad is None:
+                    bad = first
+                for record in values:
+                    rows += 1
+                    widths.add(len(record))
+        finally:
+            book.close()
+    except Exception as exc:  # noqa: BLE001 - any failure to open is the figure
+        return {"rows": rows, "sheets": sheets, "header": bad, "widths": [], "error": repr(exc)}
+    return {"rows": rows, "sheets": sheets, "header": bad, "widths": sorted(widths), "error": None}
+
+
+def _bad_header(read: dict[str, Any], header: bool, titles: list[str]) -> bool:
+    """Whether a part's header is wrong: an XLSX part names a bad sheet header, a CSV
+    part with the header on does not start with ``titles``."""
+    if "sheets" in read:
+        return read["header"] is not None
+    return header and read["header"] != titles
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -69,9 +114,10 @@ def inspect_split(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             ``options`` give the encoding, delimiter and header of the parts).
 
     Returns:
-        ``entries`` (the ZIP's member names in order), ``parts`` (CSV members),
+        ``entries`` (the ZIP's member names in order), ``parts`` (CSV or XLSX members),
         ``hasManifestJson``, ``partRows`` (data rows of each part, counted with the
-        ``csv`` module), ``rowsTotal``, ``manifestTotalRows``, ``partsReadableAlone``
+        ``csv`` module or openpyxl), ``partSheets`` (an XLSX part's sheets, None for
+        CSV), ``rowsTotal``, ``manifestTotalRows``, ``partsReadableAlone``
         (every part parsed without error, each row as wide as the columns, and a
         header equal to the manifest's titles when the header is on),
         ``partErrors``, ``servedBytes``, ``archiveBytesEqual`` and
@@ -100,17 +146,19 @@ def inspect_split(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         return {**figures, "error": f"not a ZIP: {exc}"}
     with zf:
         names = zf.namelist()
-        parts = [n for n in names if n.lower().endswith(".csv")]
+        parts = [n for n in names if n.lower().endswith((".csv", ".xlsx"))]
         contents = {n: zf.read(n) for n in parts}
         inner = json.loads(zf.read("manifest.json")) if "manifest.json" in names else None
     read = {
-        n: read_part(contents[n], encoding=encoding, delimiter=delimiter, header=header)
+        n: read_xlsx_part(contents[n], titles)
+        if n.lower().endswith(".xlsx")
+        else read_part(contents[n], encoding=encoding, delimiter=delimiter, header=header)
         for n in parts
     }
     errors = {
         n: r["error"]
         or (f"field counts {r['widths']}" if r["widths"] not in ([], [len(titles)]) else None)
-        or (f"header {r['header']}" if header and r["header"] != titles else None)
+        or (f"header {r['header']}" if _bad_header(r, header, titles) else None)
         for n, r in read.items()
     }
     files = manifest.get("files", [])
@@ -121,6 +169,7 @@ def inspect_split(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         "parts": len(parts),
         "hasManifestJson": inner is not None,
         "partRows": [read[n]["rows"] for n in parts],
+        "partSheets": [read[n].get("sheets") for n in parts],
         "rowsTotal": sum(read[n]["rows"] for n in parts),
         "manifestTotalRows": manifest.get("totalRows"),
         "partsReadableAlone": bool(parts) and not any(errors.values()),

@@ -26,7 +26,13 @@ __all__ = [
 
 ColumnTypeName = Literal["STRING", "INTEGER", "DECIMAL", "BOOLEAN", "DATE", "DATETIME"]
 #: The warning codes of a preview.
-WARNING_CODES = ("XLSX_SHEETS", "OVER_ROW_CAP", "OVER_SIZE_CAP", "SPLIT_SUGGESTED")
+WARNING_CODES = (
+    "XLSX_SHEETS",
+    "OVER_ROW_CAP",
+    "OVER_SIZE_CAP",
+    "SPLIT_SUGGESTED",
+    "TOO_MANY_PARTS",
+)
 
 
 class TypeColumnPublic(BaseModel):
@@ -86,11 +92,14 @@ class PreviewColumn(BaseModel):
 class PreviewWarning(BaseModel):
     """Something the user should know before creating the export."""
 
-    code: Literal["XLSX_SHEETS", "OVER_ROW_CAP", "OVER_SIZE_CAP", "SPLIT_SUGGESTED"]
+    code: Literal[
+        "XLSX_SHEETS", "OVER_ROW_CAP", "OVER_SIZE_CAP", "SPLIT_SUGGESTED", "TOO_MANY_PARTS"
+    ]
     message: str = Field(description="In English")
     messageZh: str = Field(description="In Chinese")
     suggestedMaxRowsPerFile: int | None = Field(
-        default=None, description="SPLIT_SUGGESTED: an options.split.maxRowsPerFile that fits"
+        default=None, description="SPLIT_SUGGESTED: an options.split.maxRowsPerFile that fits; "
+        "TOO_MANY_PARTS: the smallest one that keeps the split at 1,000 files"
     )
 
 

@@ -24,7 +24,9 @@ Rules:
   type's ``max_rows``), ``OVER_SIZE_CAP`` (the largest file's estimate above the file
   size cap), ``SPLIT_SUGGESTED`` (either of the last two sheet/size cases, with a
   ``maxRowsPerFile`` that keeps each part in one sheet and under the cap, rounded down
-  to two significant digits).
+  to two significant digits), ``TOO_MANY_PARTS`` (a split into more than
+  :data:`~export_center.filespec.MAX_PARTS` files: the export would fail with that code,
+  so the warning gives the smallest ``maxRowsPerFile`` that keeps it at the limit).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any, cast
 from export_center.api.file_schemas import PreviewColumn, PreviewPublic, PreviewWarning
 from export_center.api.preview import Preview
 from export_center.columns import Column
-from export_center.filespec import FileSpec
+from export_center.filespec import MAX_PARTS, FileSpec
 from export_center.writers.formats import FileFormat
 
 __all__ = ["render_preview", "sample_file", "sample_texts"]
@@ -142,6 +144,18 @@ def render_preview(preview: Preview, *, byte_cap: int) -> PreviewPublic:
                 message=f"a file of about {_mb(largest_bytes)}, more than the "
                 f"{_mb(byte_cap)} file size cap",
                 messageZh=f"单个文件约 {_mb(largest_bytes)}，超过 {_mb(byte_cap)} 的文件大小上限",
+            )
+        )
+    if files > MAX_PARTS:
+        fewest = max(1, math.ceil(rows / MAX_PARTS))
+        warnings.append(
+            PreviewWarning(
+                code="TOO_MANY_PARTS",
+                message=f"the split makes about {files:,} files, more than the {MAX_PARTS:,} "
+                f"an export may have: ask for at least {fewest:,} rows per file",
+                messageZh=f"按当前设置将拆分为约 {files:,} 个文件，超过 {MAX_PARTS:,} 个的上限，"
+                f"请把每个文件的行数调到至少 {fewest:,} 行",
+                suggestedMaxRowsPerFile=fewest,
             )
         )
     if sheets > 1 or over_size:

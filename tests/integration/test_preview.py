@@ -16,7 +16,7 @@ from export_center.api.preview import Preview
 from export_center.api.preview_render import render_preview
 from export_center.api.type_columns import forget_schemas
 from export_center.columns import Column, ColumnType
-from export_center.filespec import FileSpec
+from export_center.filespec import MAX_PARTS, FileSpec, Split
 from export_center.registry_source import default_registry_path
 from export_center.writers.formats import FORMATS
 from tests.support.helpers import Stack, create, download, read_csv, wait_state
@@ -125,6 +125,36 @@ def test_many_rows_in_xlsx_warn_of_sheets_and_suggest_a_split(stack: Stack) -> N
     assert answer.warnings[0].message.startswith("this becomes 3 sheets")
     assert answer.warnings[1].suggestedMaxRowsPerFile == 1_000_000
     assert answer.sampleRows == [["1", "1.50"], ["2", "2.25"]]
+
+
+def test_a_split_into_more_than_a_thousand_files_warns_with_the_rows_that_fit(
+    stack: Stack,
+) -> None:
+    etype = stack.runtime.registry.get("ORDERS")
+    assert etype is not None
+    columns = [Column("k", "Key", ColumnType.INTEGER)]
+
+    def answer(rows_per_file: int, estimated: int) -> Any:
+        found = Preview(
+            etype=etype,
+            file_format=FORMATS["csv"],
+            spec=FileSpec(split=Split(max_rows_per_file=rows_per_file)),
+            time_zone="UTC",
+            columns=columns,
+            rows=[[1, 2]],
+            estimated_rows=estimated,
+        )
+        return render_preview(found, byte_cap=2**40)
+
+    over = answer(10, 20_001)
+    assert over.files == 2_001
+    assert [w.code for w in over.warnings] == ["TOO_MANY_PARTS"]
+    assert over.warnings[0].suggestedMaxRowsPerFile == 21  # ceil(20,001 / 1,000)
+    assert "2,001 files" in over.warnings[0].message and over.warnings[0].messageZh
+    at_limit = answer(21, 20_001)
+    assert at_limit.files == 953 and at_limit.warnings == []
+    exactly = answer(20, 20_000)
+    assert exactly.files == MAX_PARTS and exactly.warnings == []
 
 
 @pytest.mark.parametrize(

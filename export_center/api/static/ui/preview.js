@@ -2,7 +2,8 @@
 // body answers, without creating anything, the row estimate, the bytes, the files and
 // sheets, the first rows as they will be written and warnings with codes. Each warning
 // comes with its one-click fixes: XLSX_SHEETS and SPLIT_SUGGESTED "Switch to CSV" and
-// "Split into files of N rows"; OVER_ROW_CAP and OVER_SIZE_CAP "Narrow the date range".
+// "Split into files of N rows"; OVER_ROW_CAP and OVER_SIZE_CAP "Narrow the date range";
+// TOO_MANY_PARTS "Split into files of N rows" with the fewest rows per file that fit.
 
 import { $, h } from './dom.js';
 import * as i18n from './i18n.js';
@@ -29,6 +30,7 @@ const FIXES = {
   SPLIT_SUGGESTED: ['csv', 'split'],
   OVER_ROW_CAP: ['narrow'],
   OVER_SIZE_CAP: ['narrow'],
+  TOO_MANY_PARTS: ['split'],
 };
 
 export class Preview {
