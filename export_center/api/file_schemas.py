@@ -98,8 +98,9 @@ class PreviewWarning(BaseModel):
     message: str = Field(description="In English")
     messageZh: str = Field(description="In Chinese")
     suggestedMaxRowsPerFile: int | None = Field(
-        default=None, description="SPLIT_SUGGESTED: an options.split.maxRowsPerFile that fits; "
-        "TOO_MANY_PARTS: the smallest one that keeps the split at 1,000 files"
+        default=None,
+        description="SPLIT_SUGGESTED: an options.split.maxRowsPerFile that fits; "
+        "TOO_MANY_PARTS: the smallest one that keeps the split at 1,000 files",
     )
 
 
