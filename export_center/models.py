@@ -11,23 +11,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    DateTime,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Text,
-    UniqueConstraint,
-    text,
-)
-from sqlalchemy.dialects import mysql
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column
 
 from export_center.auth import APP_CODE_MAX_LENGTH, TENANT_ID_MAX_LENGTH, USER_ID_MAX_LENGTH
 from export_center.db import ExactString
+from export_center.model_base import Base, BigId, LongText, Ts
 
 __all__ = [
     "Base",
@@ -42,26 +31,6 @@ __all__ = [
 
 #: Primary key of the single row of ``export_task_guard``.
 GUARD_ROW_ID = "GLOBAL_CREATE"
-
-# BIGINT on MySQL, INTEGER on SQLite (so SQLite's rowid autoincrement applies).
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-# DATETIME(3) on MySQL; SQLAlchemy's text format on SQLite.
-Ts = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
-LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
-
-_NOW_DEFAULT = text("CURRENT_TIMESTAMP(3)")
-
-naming = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-class Base(DeclarativeBase):
-    """Declarative base with a stable constraint naming convention."""
-
-    metadata = MetaData(naming_convention=naming)
 
 
 class ExportTask(Base):
@@ -116,6 +85,12 @@ class ExportTask(Base):
     file_spec_json: Mapped[str | None] = mapped_column(Text)
     # The signed manifest of a succeeded export (files, hashes, control totals).
     manifest_json: Mapped[str | None] = mapped_column(LongText)
+    # The schedule whose run made this task, NULL: a person or a service asked.
+    schedule_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The create's notify list (JSON), NULL: the owner's defaults.
+    notify_json: Mapped[str | None] = mapped_column(Text)
+    # When the expiring-soon notification was written (once per task).
+    expiry_notified_at: Mapped[datetime | None] = mapped_column(Ts)
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "requested_by", "request_id"),
@@ -252,3 +227,7 @@ class ExportShard(Base):
     stats_json: Mapped[str | None] = mapped_column(Text)
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+
+
+# The schedule and notification tables share Base.metadata (migrations, schema checks).
+import export_center.models_notify  # noqa: E402, F401

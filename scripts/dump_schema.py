@@ -28,6 +28,12 @@ TABLES = (
     "export_request_key",
     "export_audit",
     "export_shard",
+    "export_schedule",
+    "export_schedule_run",
+    "export_principal",
+    "export_notification",
+    "export_delivery_attempt",
+    "export_webhook_endpoint",
 )
 HEADER = """-- Export Center: reference MySQL 8 / MariaDB 10.11 DDL.
 -- Generated from the Alembic head by scripts/dump_schema.py; do not edit by hand.

@@ -19,8 +19,29 @@ from export_center.models import (
     ExportTask,
     ExportTaskGuard,
 )
+from export_center.models_notify import (
+    ExportDeliveryAttempt,
+    ExportNotification,
+    ExportPrincipal,
+    ExportSchedule,
+    ExportScheduleRun,
+    ExportWebhookEndpoint,
+)
 
-__all__ = ["AUDIT", "CREATE_GUARD", "OUTBOX", "REQUEST_KEYS", "SHARDS", "TASKS"]
+__all__ = [
+    "AUDIT",
+    "CREATE_GUARD",
+    "DELIVERY_ATTEMPTS",
+    "NOTIFICATIONS",
+    "OUTBOX",
+    "PRINCIPALS",
+    "REQUEST_KEYS",
+    "SCHEDULES",
+    "SCHEDULE_RUNS",
+    "SHARDS",
+    "TASKS",
+    "WEBHOOK_ENDPOINTS",
+]
 
 #: ``export_task``: one row per export a user asked for.
 TASKS = cast(Table, ExportTask.__table__)
@@ -34,3 +55,15 @@ REQUEST_KEYS = cast(Table, ExportRequestKey.__table__)
 AUDIT = cast(Table, ExportAudit.__table__)
 #: ``export_shard``: the shards of sharded exports and their checkpoints.
 SHARDS = cast(Table, ExportShard.__table__)
+#: ``export_schedule``: saved export definitions with a cron schedule.
+SCHEDULES = cast(Table, ExportSchedule.__table__)
+#: ``export_schedule_run``: one row per fire (coalesced fires: one row).
+SCHEDULE_RUNS = cast(Table, ExportScheduleRun.__table__)
+#: ``export_principal``: a user's last-seen claims and notification defaults.
+PRINCIPALS = cast(Table, ExportPrincipal.__table__)
+#: ``export_notification``: the notification outbox (and the in-page list).
+NOTIFICATIONS = cast(Table, ExportNotification.__table__)
+#: ``export_delivery_attempt``: every delivery attempt, append-only.
+DELIVERY_ATTEMPTS = cast(Table, ExportDeliveryAttempt.__table__)
+#: ``export_webhook_endpoint``: tenants' webhook endpoints and secrets.
+WEBHOOK_ENDPOINTS = cast(Table, ExportWebhookEndpoint.__table__)

@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `lease_recoveries` int(11) NOT NULL DEFAULT 0,
   `file_spec_json` text DEFAULT NULL,
   `manifest_json` mediumtext DEFAULT NULL,
+  `schedule_id` bigint(20) DEFAULT NULL,
+  `notify_json` text DEFAULT NULL,
+  `expiry_notified_at` datetime(3) DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),
@@ -141,6 +144,128 @@ CREATE TABLE IF NOT EXISTS `export_shard` (
   `dispatch_version` int(11) NOT NULL,
   `updated_at` datetime(3) NOT NULL,
   PRIMARY KEY (`task_id`,`shard_no`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_schedule` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `app_code` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `name` varchar(200) NOT NULL,
+  `export_type` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `export_json` text NOT NULL,
+  `cron` varchar(120) NOT NULL,
+  `time_zone` varchar(64) NOT NULL,
+  `window_json` varchar(200) DEFAULT NULL,
+  `start_at` datetime(3) DEFAULT NULL,
+  `end_at` datetime(3) DEFAULT NULL,
+  `notify_json` text DEFAULT NULL,
+  `status` varchar(16) NOT NULL,
+  `pause_reason` varchar(1000) DEFAULT NULL,
+  `next_fire_at` datetime(3) DEFAULT NULL,
+  `lease_owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `lease_until` datetime(3) DEFAULT NULL,
+  `version` int(11) NOT NULL,
+  `created_at` datetime(3) NOT NULL,
+  `updated_at` datetime(3) NOT NULL,
+  `deleted_at` datetime(3) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `ix_export_schedule_due` (`status`,`next_fire_at`,`id`),
+  KEY `ix_export_schedule_owner` (`tenant_id`,`owner`,`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_schedule_run` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `schedule_id` bigint(20) NOT NULL,
+  `fire_time` datetime(3) NOT NULL,
+  `fired_at` datetime(3) NOT NULL,
+  `fires` int(11) NOT NULL,
+  `manual` tinyint(1) NOT NULL,
+  `task_id` bigint(20) DEFAULT NULL,
+  `outcome` varchar(16) NOT NULL,
+  `window_from` varchar(40) DEFAULT NULL,
+  `window_to` varchar(40) DEFAULT NULL,
+  `failure_code` varchar(64) DEFAULT NULL,
+  `message` varchar(1000) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uq_export_schedule_run_schedule_id_fire_time` (`schedule_id`,`fire_time`),
+  KEY `ix_export_schedule_run_schedule` (`schedule_id`,`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_principal` (
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `user_id` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `app_code` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `permissions_json` text NOT NULL,
+  `email` varchar(320) DEFAULT NULL,
+  `language` varchar(16) DEFAULT NULL,
+  `notify_defaults_json` text DEFAULT NULL,
+  `seen_at` datetime(3) NOT NULL,
+  `updated_at` datetime(3) NOT NULL,
+  PRIMARY KEY (`tenant_id`,`user_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_notification` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `event_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `event_type` varchar(32) NOT NULL,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `user_id` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `task_id` bigint(20) DEFAULT NULL,
+  `schedule_id` bigint(20) DEFAULT NULL,
+  `channel` varchar(16) NOT NULL,
+  `target` varchar(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `payload_json` text NOT NULL,
+  `status` varchar(16) NOT NULL,
+  `attempt_count` int(11) NOT NULL,
+  `next_retry_at` datetime(3) NOT NULL,
+  `lease_owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `lease_until` datetime(3) DEFAULT NULL,
+  `sent_at` datetime(3) DEFAULT NULL,
+  `dead_at` datetime(3) DEFAULT NULL,
+  `read_at` datetime(3) DEFAULT NULL,
+  `last_status_code` int(11) DEFAULT NULL,
+  `last_error` varchar(1000) DEFAULT NULL,
+  `created_at` datetime(3) NOT NULL,
+  `updated_at` datetime(3) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uq_export_notification_event_id_channel_target` (`event_id`,`channel`,`target`),
+  KEY `ix_export_notification_deliver` (`status`,`next_retry_at`,`id`),
+  KEY `ix_export_notification_inbox` (`tenant_id`,`user_id`,`channel`,`id`),
+  KEY `ix_export_notification_target` (`channel`,`target`,`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_delivery_attempt` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `notification_id` bigint(20) NOT NULL,
+  `attempt_no` int(11) NOT NULL,
+  `attempted_at` datetime(3) NOT NULL,
+  `status_code` int(11) DEFAULT NULL,
+  `error` varchar(1000) DEFAULT NULL,
+  `duration_ms` int(11) DEFAULT NULL,
+  `manual` tinyint(1) NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `ix_export_delivery_attempt_notification` (`notification_id`,`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `export_webhook_endpoint` (
+  `id` bigint(20) NOT NULL AUTO_INCREMENT,
+  `public_id` varchar(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `url` varchar(2048) NOT NULL,
+  `events_json` text NOT NULL,
+  `description` varchar(500) DEFAULT NULL,
+  `secret` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `previous_secret` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `previous_secret_until` datetime(3) DEFAULT NULL,
+  `enabled` tinyint(1) NOT NULL,
+  `created_by` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  `created_at` datetime(3) NOT NULL,
+  `updated_at` datetime(3) NOT NULL,
+  `deleted_at` datetime(3) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uq_export_webhook_endpoint_public_id` (`public_id`),
+  KEY `ix_export_webhook_endpoint_tenant` (`tenant_id`,`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 -- The single row that task creation locks (every create locks it first).
