@@ -36,8 +36,18 @@ from export_center.settings_groups import (
     StorageSettings,
     TaskSettings,
 )
+from export_center.settings_notify import (
+    NotifySettings,
+    RobotSettings,
+    RouteSettings,
+    SchedulerSettings,
+)
 
 __all__ = [
+    "NotifySettings",
+    "RobotSettings",
+    "RouteSettings",
+    "SchedulerSettings",
     "ApiSettings",
     "ConsumerSettings",
     "LimitSettings",
@@ -128,6 +138,8 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     rocketmq: RocketMQSettings = Field(default_factory=RocketMQSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -172,6 +172,8 @@ def create_task(
             trace_id=new.trace_id or new_trace_id(),
             time_zone=new.time_zone,
             file_spec_json=new.file_spec_json,
+            schedule_id=new.schedule_id,
+            notify_json=new.notify_json,
             requested_at=db_now(),
             updated_at=db_now(),
         )

@@ -90,6 +90,9 @@ class Task(_Row):
     updated_at: datetime
     file_spec_json: str | None
     manifest_json: str | None
+    schedule_id: int | None
+    notify_json: str | None
+    expiry_notified_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -131,6 +134,8 @@ class NewTask:
     time_zone: str = "UTC"
     trace_id: str | None = None  # from the caller's traceparent; None starts a new trace
     file_spec_json: str | None = None  # canonical FileSpec JSON; None: the defaults
+    schedule_id: int | None = None  # the schedule whose run asks; None: a person or service
+    notify_json: str | None = None  # the create's notify targets (JSON); None: the defaults
 
 
 @dataclass(frozen=True, slots=True)
