@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
+from export_center.settings_groups import LoopSettings
+
 __all__ = ["NotifySettings", "RobotSettings", "RouteSettings", "SchedulerSettings"]
 
 
@@ -41,7 +43,7 @@ def _json_value(value: Any, empty: Any) -> Any:
     return value
 
 
-class SchedulerSettings(BaseModel):
+class SchedulerSettings(LoopSettings):
     """The scheduler loop: claims due schedules and fires them."""
 
     enabled: bool | None = Field(
@@ -73,7 +75,7 @@ class RouteSettings(BaseModel):
     robot: str = Field(description="Name of a robot in notify.robots")
 
 
-class NotifySettings(BaseModel):
+class NotifySettings(LoopSettings):
     """The notifier loop and its channels."""
 
     enabled: bool | None = Field(
