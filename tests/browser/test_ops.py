@@ -101,7 +101,9 @@ def test_a_user_never_sees_the_operations_view(make_stack, ui):
             page.goto(view.url + "#ops")
             page.reload()
         expect(page.locator("#list-title")).to_be_visible()
-        expect(page.locator("#views")).to_be_hidden()
+        # The views bar shows the exports and the schedules, never the operations tab.
+        expect(page.locator("#views [data-view=schedules]")).to_be_visible()
+        expect(page.locator("#views [data-view=ops]")).to_be_hidden()
         expect(page.locator("#ops")).to_be_hidden()
         expect(page.get_by_role("button", name="Operations")).to_have_count(0)
         page.wait_for_timeout(500)

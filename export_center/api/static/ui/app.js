@@ -7,6 +7,7 @@ import * as api from './api.js';
 import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js';
 import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
+import { Inbox } from './inbox.js';
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -151,6 +152,7 @@ function show(section) {
 async function showSignIn(message) {
   stopPolling();
   ops?.stop();
+  inbox.stop();
   clearTimeout(app.expiryTimer);
   app.me = null;
   table.clear();
@@ -320,9 +322,10 @@ async function enter() {
   app.page = 0;
   renderChrome();
   show('center');
-  if (me.isAdmin && location.hash === '#ops') {
+  inbox.start();
+  if ((me.isAdmin && location.hash === '#ops') || location.hash === '#schedules') {
     listing.catch(() => {});
-    return showView('ops');
+    return showView(location.hash.slice(1));
   }
   showView('exports', { focus: true, listing });
 }
@@ -330,17 +333,22 @@ async function enter() {
 // ---------------------------------------------------------------- views
 
 let ops = null; // the operations view (ops.js), loaded the first time an admin opens it
+let schedules = null; // the schedules view (schedules.js), loaded the first time it opens
 
-/** Show the exports list or (admins) the operations view; the other one stops asking. */
+const VIEWS = ['exports', 'schedules', 'ops'];
+
+/** Show the exports list, the schedules or (admins) the operations view; the others stop
+ * asking. */
 async function showView(name, { focus = true, listing } = {}) {
-  const view = name === 'ops' && app.me?.isAdmin ? 'ops' : 'exports';
+  const view = name === 'ops' && !app.me?.isAdmin ? 'exports' : VIEWS.includes(name) ? name : 'exports';
   app.view = view;
   for (const tab of document.querySelectorAll('#views [data-view]')) {
     tab.setAttribute('aria-current', tab.dataset.view === view ? 'page' : 'false');
   }
   $('exports-view').hidden = view !== 'exports';
+  $('schedules').hidden = view !== 'schedules';
   $('ops').hidden = view !== 'ops';
-  if (history.replaceState) history.replaceState(null, '', view === 'ops' ? '#ops' : location.pathname + location.search);
+  if (history.replaceState) history.replaceState(null, '', view === 'exports' ? location.pathname + location.search : `#${view}`);
   if (view === 'exports') {
     ops?.stop();
     if (focus) {
@@ -350,6 +358,26 @@ async function showView(name, { focus = true, listing } = {}) {
     return refresh(listing);
   }
   stopPolling();
+  if (view === 'schedules') {
+    ops?.stop();
+    if (!schedules) {
+      const module = await import('./schedules.js');
+      schedules ||= new module.SchedulesView({
+        types: () => app.types || [],
+        typeTitle,
+        notify,
+        notifyError,
+        confirm: confirmDialog,
+        onUnauthorized: unauthorized,
+        openTask: (taskId) => inbox.showTask(taskId),
+      });
+    }
+    if (focus) {
+      $('schedules-title').setAttribute('tabindex', '-1');
+      $('schedules-title').focus();
+    }
+    return schedules.start();
+  }
   if (!ops) {
     const module = await import('./ops.js');
     ops = new module.OpsView({ notify, notifyError, unauthorized, onUnreachable: (reason) => setOffline(() => ops.refresh(), reason), setOnline, typeTitle });
@@ -400,8 +428,10 @@ function renderChrome() {
   // Why nothing can be created: the app has no types, or the account no permission.
   const mayExport = me.permissions.some((p) => /^export:[a-z-]+:create$/.test(p));
   $('no-types').textContent = mayExport ? t('noTypesApp', { app: t(`app.${me.app}`) }) : t('noTypesPerm');
-  $('views').hidden = !me.isAdmin;
+  $('views').hidden = false;
+  for (const tab of document.querySelectorAll('#views [data-view="ops"]')) tab.hidden = !me.isAdmin;
   ops?.relabel();
+  schedules?.relabel();
 }
 
 function filtered() {
@@ -774,6 +804,8 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
 
 const alerts = new Alerts({ toggle: $('notify-toggle'), notify });
 
+const inbox = new Inbox({ typeTitle, download: (task) => downloadFresh(task), onUnauthorized: unauthorized });
+
 let manifests = null; // the manifest view (manifest.js), loaded the first time one opens
 
 async function openManifest(task, opener) {
@@ -796,6 +828,7 @@ function switchLanguage() {
   renderChrome();
   form.relabel();
   manifests?.relabel();
+  inbox.render();
   if (app.me) {
     table.relabel();
     renderList();
