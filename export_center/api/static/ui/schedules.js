@@ -260,7 +260,15 @@ export class SchedulesView {
     if (email) notify.push({ channel: 'email', to: email });
     const body = {
       name: $('s-name').value.trim(),
-      export: { exportType: $('s-type').value, format: $('s-format').value, parameters: {}, taskName: $('s-name').value.trim() || undefined },
+      // The heading row follows the page's language when the schedule was made: a run has
+      // no browser to ask.
+      export: {
+        exportType: $('s-type').value,
+        format: $('s-format').value,
+        parameters: {},
+        taskName: $('s-name').value.trim() || undefined,
+        options: { language: i18n.locale === 'zh-CN' ? 'zh-CN' : 'en' },
+      },
       cron: cronOf({ frequency: $('s-frequency').value, time: $('s-time').value, weekday: $('s-weekday').value, monthDay: $('s-monthday').value, custom: $('s-cron').value }),
       timezone: $('s-zone').value,
       notify,
