@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DLQ_MESSAGES",
+    "NOTIFICATION_DEAD",
     "OUTBOX_SEND_FAILURES",
     "PROVIDER_FAILURES",
     "PROVIDER_SECONDS",
@@ -91,6 +92,12 @@ OUTBOX_SEND_FAILURES = Counter("export_outbox_send_failures_total", "Failed outb
 RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actions", ["action"])
 DLQ_MESSAGES = Counter("export_dlq_messages_total", "Messages read from the dead-letter queue")
 STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")
+NOTIFICATION_DEAD = Counter(
+    "export_notification_dead",
+    "Notifications marked dead (not delivered within notify.max_age_hours, or never "
+    "deliverable), by channel",
+    ["channel"],
+)
 SAMPLE_PROVIDER_EXITS = Counter(
     "export_sample_provider_exits",
     "Times the sample-provider child process of the embedded default died (it is "
@@ -101,6 +108,9 @@ SAMPLE_PROVIDER_EXITS = Counter(
 # increase, so the first lease recovery of a process would never reach the alert
 # ExportLeaseRecoveries. The series is exported at 0 from the start.
 RECONCILER_ACTIONS.labels("lease_recover")
+# The same for the first dead notification of each channel (ExportNotificationDead).
+for _channel in ("webhook", "email", "feishu", "dingtalk", "wecom"):
+    NOTIFICATION_DEAD.labels(_channel)
 
 #: The outcomes an attempt can end with (``export_task_completed_total{status}``).
 ATTEMPT_OUTCOMES = ("succeeded", "retry", "failed", "cancelled", "released", "lease_lost")
@@ -129,6 +139,7 @@ _PROCESS_METRICS: tuple[Counter | Histogram, ...] = (
     DLQ_MESSAGES,
     STORAGE_BYTES,
     SAMPLE_PROVIDER_EXITS,
+    NOTIFICATION_DEAD,
 )
 
 # Sample names Prometheus stores for each metric type (the family name plus these).

@@ -22,6 +22,9 @@ from export_center.consumer import Consumer
 from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
 from export_center.loops import LoopRunner
+from export_center.notify.channels.base import Channel
+from export_center.notify.notifier import Notifier
+from export_center.notify.webhooks import WebhookChannel
 from export_center.provider_client import ProviderClient
 from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
@@ -174,6 +177,16 @@ class Runtime:
             low_space_bytes=self.low_space_bytes,
         )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
+        #: The notification channels by name; other channels (e-mail, robots) add theirs.
+        self.webhooks = WebhookChannel(self.engine, settings.notify)
+        self.notify_channels: dict[str, Channel] = {"webhook": self.webhooks}
+        self.notifier = Notifier(
+            self.engine,
+            settings,
+            self.notify_channels,
+            owner=settings.instance_id,
+            base_url=lambda: settings.api.public_base_url or self.self_url,
+        )
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []
         #: The embedded default's sample-provider child process, when there is one
@@ -307,6 +320,8 @@ class Runtime:
             self._runner.add("reconciler", self.reconciler, s.reconciler.loop_seconds)
         if s.loop_enabled(s.publisher):
             self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
+        if s.loop_enabled(s.notify):
+            self._runner.add("notifier", self.notifier, s.notify.loop_seconds)
         self._runner.start()
         if s.loop_enabled(s.consumer):
             self.consumer.start()
@@ -342,6 +357,7 @@ class Runtime:
             self.dlq_handler.receiver.close()
         self.transport.close()
         self.provider_client.close()
+        self.webhooks.close()
         self.engine.dispose()
         for callback in reversed(self._on_stop):
             try:

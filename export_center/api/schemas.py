@@ -198,6 +198,13 @@ class ExportCreate(BaseModel):
         json_schema_extra=_in_branch("items", _COLUMN_ITEM, "array"),
     )
     options: ExportOptions | None = Field(default=None, description="How the file is written")
+    notify: list[Any] | None = Field(
+        default=None,
+        description="Who is told when the export ends: targets such as {channel: page}, "
+        "{channel: email, to?, events?}, {channel: dingtalk, robot} (default: the user's "
+        "notification defaults, else the page)",
+        examples=[[{"channel": "page"}, {"channel": "email", "events": ["export.failed"]}]],
+    )
 
 
 class LegacyOrderExport(BaseModel):
@@ -305,6 +312,9 @@ class ExportPublic(BaseModel):
     format: Format
     taskName: str
     owner: str = Field(description="User who asked for the export")
+    notify: list[dict[str, Any]] | None = Field(
+        default=None, description="The notify targets the create named (None: the defaults)"
+    )
     parameters: dict[str, Any] = Field(description="The export's parameters, as created")
     timeZone: str
     state: State

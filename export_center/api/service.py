@@ -46,6 +46,7 @@ from export_center.errors import (
 )
 from export_center.ids import TASK_NO_PATTERN
 from export_center.links import LinkGrant, sign_download, verify_download
+from export_center.notify.targets import parse_targets, targets_json
 from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
@@ -182,6 +183,7 @@ def create_export(
         time_zone=validate_time_zone(body.timeZone, runtime.settings.task.time_zone),
         trace_id=trace_id,
         file_spec_json=stored_spec(spec),
+        notify_json=targets_json(parse_targets(body.notify, runtime.settings.notify)),
     )
     limits = runtime.settings.limits
     try:

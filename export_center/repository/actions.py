@@ -10,6 +10,7 @@ from sqlalchemy import Connection, and_, select, update
 from export_center.db import db_now
 from export_center.repository._common import cancel_message, cancelled
 from export_center.repository.attempts import start_next_attempt
+from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.rows import Task
 from export_center.repository.tables import TASKS as T
 from export_center.states import TaskStatus
@@ -44,6 +45,7 @@ def request_cancel(
         .values(**cancelled(message), cancel_requested=True)
     ).rowcount
     if pending:
+        enqueue_task_event(conn, task_id, "export.cancelled")
         return TaskStatus.CANCELLED
     running = conn.execute(
         update(T)

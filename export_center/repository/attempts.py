@@ -25,6 +25,7 @@ from export_center.repository._common import (
     held_attempt,
     lease_released,
 )
+from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.outbox import insert_outbox
 from export_center.repository.reads import read_task
 from export_center.repository.rows import AttemptEnd, StoredFile, Task
@@ -167,7 +168,7 @@ def commit_success(
     Returns:
         False when the UPDATE touched no row: the caller must delete the file.
     """
-    return (
+    done = (
         conn.execute(
             update(T)
             .where(held_attempt(task_id, version, owner), T.c.execution_deadline_at > db_now())
@@ -192,6 +193,9 @@ def commit_success(
         ).rowcount
         == 1
     )
+    if done:
+        enqueue_task_event(conn, task_id, "export.succeeded")
+    return done
 
 
 def start_next_attempt(
@@ -301,6 +305,7 @@ def record_failure(
     conn.execute(
         update(T).where(held_attempt(task_id, version, owner)).values(**failed(code, message))
     )
+    enqueue_task_event(conn, task_id, "export.failed")
     return AttemptEnd.FAILED
 
 
@@ -336,7 +341,7 @@ def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -
     Returns:
         False when the attempt had already lost its lease.
     """
-    return (
+    done = (
         conn.execute(
             update(T)
             .where(held_attempt(task_id, version, owner))
@@ -344,3 +349,6 @@ def finish_cancelled(conn: Connection, task_id: int, version: int, owner: str) -
         ).rowcount
         == 1
     )
+    if done:
+        enqueue_task_event(conn, task_id, "export.cancelled")
+    return done

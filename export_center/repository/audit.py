@@ -56,6 +56,10 @@ class AuditAction(StrEnum):
     #: A worker handed its task back after an interruption outside the export (the
     #: database did not answer while its lease lasted, the process was paused).
     HAND_BACK = "hand_back"
+    #: A notification was not delivered for 24 h (or can never be): marked dead.
+    NOTIFICATION_DEAD = "notification_dead"
+    #: A notification target could not be written (an e-mail target without address).
+    NOTIFY_SKIPPED = "notify_skipped"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, select, update
 
 from export_center.db import db_now
 from export_center.repository._common import failed
+from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.reads import read_task_by_no
 from export_center.repository.rows import OutboxRow, QuarantineOutcome
 from export_center.repository.tables import OUTBOX as O
@@ -81,4 +82,5 @@ def quarantine(
     ).rowcount
     if quarantined != 1 or failed_rows != 1:
         raise QuarantineMismatch(f"outbox rows {quarantined}, task rows {failed_rows}")
+    enqueue_task_event(conn, task.id, "export.failed")
     return QuarantineOutcome.QUARANTINED

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Connection, and_, select, update
 from export_center.db import db_now
 from export_center.repository._common import all_tasks, cancelled_as_audited, failed
 from export_center.repository.attempts import start_next_attempt
+from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.rows import Recovery, Task
 from export_center.repository.tables import TASKS as T
 from export_center.states import Phase, TaskStatus
@@ -92,6 +93,8 @@ def recover_expired_lease(
         done = conn.execute(
             update(T).where(expired).values(**cancelled_as_audited(conn, task.id))
         ).rowcount
+        if done:
+            enqueue_task_event(conn, task.id, "export.cancelled")
         return Recovery.CANCELLED if done else None
     recoveries = task.lease_recoveries + 1
     if recoveries <= max_recoveries:
@@ -115,6 +118,8 @@ def recover_expired_lease(
         f"the task's lease recoveries ({max_recoveries}) are used"
     )
     done = conn.execute(update(T).where(expired).values(**failed("WORKER_LOST", message))).rowcount
+    if done:
+        enqueue_task_event(conn, task.id, "export.failed")
     return Recovery.FAILED if done else None
 
 

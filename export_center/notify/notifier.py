@@ -1,0 +1,234 @@
+"""The notifier loop: delivers the notification outbox.
+
+One pass (:meth:`Notifier.run_once`):
+
+1. releases rows whose notifier lease ran out (a notifier died between send and mark:
+   the row is sent again with the same event id; receivers deduplicate by it);
+2. marks tasks whose file expires within ``notify.expiring_notice_hours`` and writes
+   their ``export.expiring`` event (once per task: a conditional UPDATE);
+3. claims at most ``batch_size`` due rows, each with a lease (database clock), and for
+   each: a ``route`` row is expanded into one row per matching operator route
+   (``notify.routes``: event and export type -> robot) and marked SENT; any other row is
+   handed to the channel of its ``channel`` as a :class:`~.channels.base.Message`, the
+   attempt is recorded (``export_delivery_attempt``) and the row is marked SENT, or
+   PENDING after the back-off of its attempt (``notify.backoff_seconds``, the last one
+   repeating), or DEAD when it is older than ``notify.max_age_hours`` or the channel
+   says retrying cannot help. A dead row counts in ``export_notification_dead_total``
+   {channel} and writes the audit (``notification_dead``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC
+from typing import Any
+
+from sqlalchemy import Engine
+
+from export_center import metrics
+from export_center.access import Scope
+from export_center.links import sign_download
+from export_center.notify.channels.base import Channel, Message, Outcome
+from export_center.repository import notifications as notes
+from export_center.repository.audit import AuditAction, record_audit
+from export_center.repository.reads import read_task
+from export_center.repository.tables import PRINCIPALS as P
+from export_center.settings import Settings
+
+__all__ = ["Notifier", "backoff_for", "message_for", "task_page_url"]
+
+log = logging.getLogger(__name__)
+
+
+def backoff_for(attempt: int, waits: list[float]) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based; the last repeats)."""
+    return float(waits[max(min(attempt - 1, len(waits) - 1), 0)]) if waits else 60.0
+
+
+def task_page_url(base_url: str, task_no: str) -> str:
+    """The download-center page opened on a task: ``<base>/ui/#task=<taskId>``."""
+    return f"{base_url.rstrip('/')}/ui/#task={task_no}"
+
+
+def message_for(
+    row: notes.Notification,
+    *,
+    language: str,
+    base_url: str | None,
+    file_link: str | None = None,
+) -> Message:
+    """The :class:`Message` of a notification row (links absolute when ``base_url``)."""
+    data = row.data
+    links: dict[str, str] = {}
+    if base_url and data.get("taskId"):
+        links["task"] = task_page_url(base_url, str(data["taskId"]))
+    if base_url and file_link:
+        links["file"] = base_url.rstrip("/") + file_link
+    return Message(
+        event_id=row.event_id,
+        event_type=row.event_type,
+        created_at=row.created_at.replace(tzinfo=UTC),
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        data=data,
+        language=language,
+        links=links,
+    )
+
+
+class Notifier:
+    """Delivers due notification rows through their channels.
+
+    Args:
+        engine: the export center's database.
+        settings: the process settings (``notify``, download-link secret and TTL).
+        channels: the channels by name (``webhook``, ``email``, ``feishu`` ...); a row
+            whose channel is missing here fails and is retried until it is dead.
+        owner: this instance's lease owner id.
+        base_url: gives the public base URL of the API (None: no links).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        channels: Mapping[str, Channel],
+        *,
+        owner: str,
+        base_url: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.notify = settings.notify
+        self.channels = dict(channels)
+        self.owner = owner
+        self.base_url = base_url
+
+    def run_once(self) -> int:
+        """Release lost claims, mark expiring files, deliver due rows; return how many
+        rows ended (sent or dead) or were expanded this pass."""
+        with self.engine.begin() as conn:
+            notes.release_expired_notification_claims(conn)
+            notes.mark_expiring(conn, self.notify.expiring_notice_hours, self.notify.batch_size)
+            ids = notes.due_notification_ids(conn, self.notify.batch_size)
+        done = 0
+        for row_id in ids:
+            with self.engine.begin() as conn:
+                row = notes.claim_notification(conn, row_id, self.owner, self.notify.lease_seconds)
+            if row is None:
+                continue
+            if row.channel == notes.ROUTE_CHANNEL:
+                self._expand_routes(row)
+                done += 1
+            elif self._deliver(row):
+                done += 1
+        return done
+
+    def _expand_routes(self, row: notes.Notification) -> None:
+        """One robot row per operator route matching the event and export type."""
+        export_type = row.data.get("exportType")
+        with self.engine.begin() as conn:
+            for route in self.notify.routes:
+                robot = self.notify.robots.get(route.robot)
+                if route.event != row.event_type or robot is None:
+                    continue
+                if route.export_type is not None and route.export_type != export_type:
+                    continue
+                notes.insert_notification(
+                    conn,
+                    event_id=row.event_id,
+                    event_type=row.event_type,
+                    tenant_id=row.tenant_id,
+                    user_id=row.user_id,
+                    channel=robot.kind,
+                    target=route.robot,
+                    data=row.data,
+                    task_id=row.task_id,
+                    schedule_id=row.schedule_id,
+                )
+            notes.mark_notification_sent(conn, row.id, self.owner, None)
+
+    def _message(self, row: notes.Notification) -> Message:
+        language = "en"
+        file_link = None
+        with self.engine.connect() as conn:
+            if row.user_id is not None:
+                found = conn.execute(
+                    P.select().where(P.c.tenant_id == row.tenant_id, P.c.user_id == row.user_id)
+                ).first()
+                if found is not None and found.language in ("en", "zh"):
+                    language = found.language
+            task = read_task(conn, row.task_id) if row.task_id is not None else None
+        if (
+            task is not None
+            and row.event_type in ("export.succeeded", "export.expiring")
+            and task.status == "SUCCEEDED"
+            and task.object_key
+        ):
+            file_link = sign_download(
+                self.settings.download_secret,
+                task.task_no,
+                task.requested_by,
+                Scope(task.tenant_id, task.app_code, task.requested_by),
+                self.settings.api.download_link_ttl_seconds,
+            )
+        return message_for(row, language=language, base_url=self.base_url(), file_link=file_link)
+
+    def _deliver(self, row: notes.Notification) -> bool:
+        started = time.monotonic()
+        channel = self.channels.get(row.channel)
+        if channel is None:
+            outcome = Outcome(False, error=f"no {row.channel} channel runs on this instance")
+        else:
+            try:
+                outcome = channel.send(row.target, self._message(row))
+            except Exception as exc:  # a channel bug is a failed try, never a lost row
+                outcome = Outcome(False, error=f"{type(exc).__name__}: {exc}"[:500])
+        elapsed = int((time.monotonic() - started) * 1000)
+        with self.engine.begin() as conn:
+            notes.record_delivery_attempt(
+                conn, row, status_code=outcome.status_code, error=outcome.error, duration_ms=elapsed
+            )
+            if outcome.delivered:
+                notes.mark_notification_sent(conn, row.id, self.owner, outcome.status_code)
+                return True
+            end = notes.notification_failed(
+                conn,
+                row.id,
+                self.owner,
+                delay_seconds=backoff_for(row.attempt_count, self.notify.backoff_seconds),
+                max_age_hours=self.notify.max_age_hours,
+                status_code=outcome.status_code,
+                error=outcome.error or "not delivered",
+                retry=outcome.retry,
+            )
+            if end == notes.NotificationStatus.DEAD:
+                self._dead(conn, row, outcome)
+                return True
+        return False
+
+    def _dead(self, conn: Any, row: notes.Notification, outcome: Outcome) -> None:
+        metrics.NOTIFICATION_DEAD.labels(row.channel).inc()
+        task = read_task(conn, row.task_id) if row.task_id is not None else None
+        record_audit(
+            conn,
+            actor="system:notifier",
+            action=AuditAction.NOTIFICATION_DEAD,
+            outcome="dead",
+            task=task,
+            event_id=row.event_id,
+            reason=(outcome.error or "not delivered")[:1000],
+            details={
+                "channel": row.channel,
+                "target": row.target,
+                "eventType": row.event_type,
+                "attempts": row.attempt_count,
+                "lastStatusCode": outcome.status_code,
+            },
+        )
+        log.warning(
+            "notification dead",
+            extra={"eventId": row.event_id, "channel": row.channel, "attempts": row.attempt_count},
+        )
