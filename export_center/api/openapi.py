@@ -177,6 +177,39 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "INVALID_STATE": ("state must be among queued, running, ...", "state"),
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),
+    "NOTIFICATION_NOT_FOUND": ("no such notification of yours", None),
+    "WEBHOOK_NOT_FOUND": ("no webhook endpoint 'we_0' in your tenant", None),
+    "DELIVERY_NOT_FOUND": ("no delivery '7' of this endpoint", None),
+    "INVALID_WEBHOOK_URL": ("url must be an absolute https:// URL", "url"),
+    "WEBHOOK_HTTPS_REQUIRED": (
+        "webhook URLs must use https:// (plain http is accepted only for listed loopback hosts)",
+        "url",
+    ),
+    "WEBHOOK_URL_NOT_ALLOWED": (
+        "webhooks may not go to 10.0.0.5: the host is not in "
+        "EXPORT_CENTER_NOTIFY__WEBHOOK_ALLOWED_HOSTS",
+        "url",
+    ),
+    "INVALID_EVENTS": (
+        "unknown event 'export.done'; the events are export.succeeded, ...",
+        "events",
+    ),
+    "INVALID_NOTIFY": (
+        "unknown channel 'sms'; the channels are page, email, ...",
+        "notify[0].channel",
+    ),
+    "RECIPIENT_NOT_ALLOWED": (
+        "e-mail may not go to gmail.com: the allowed domains are example.com",
+        "notify[0].to",
+    ),
+    "EMAIL_NOT_CONFIGURED": (
+        "e-mail notifications are not configured on this export center",
+        "notify[0].to",
+    ),
+    "UNKNOWN_ROBOT": (
+        "no dingtalk robot named 'ops'; the dingtalk robots are (none)",
+        "notify[0].robot",
+    ),
     "MANIFEST_NOT_FOUND": (
         "this export has no manifest: it has not succeeded (or succeeded before manifests "
         "were recorded)",

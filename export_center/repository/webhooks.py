@@ -149,12 +149,20 @@ def delete_endpoint(conn: Connection, tenant_id: str, public_id: str) -> bool:
 def rotate_secret(
     conn: Connection, tenant_id: str, public_id: str, rotation_hours: float
 ) -> WebhookEndpoint | None:
-    """A new secret; the current one stays valid ``rotation_hours`` (database clock)."""
+    """A new secret; the current one stays valid ``rotation_hours`` (database clock).
+
+    The current secret is read and named in the UPDATE (MySQL applies ``SET`` items in
+    order, so ``previous_secret = secret`` beside ``secret = new`` may copy the new one);
+    a concurrent rotation makes this one touch nothing (None).
+    """
+    current = endpoint_by_public_id(conn, tenant_id, public_id)
+    if current is None:
+        return None
     done = conn.execute(
         update(W)
-        .where(_live(tenant_id, public_id))
+        .where(_live(tenant_id, public_id), W.c.secret == current.secret)
         .values(
-            previous_secret=W.c.secret,
+            previous_secret=current.secret,
             previous_secret_until=db_now_plus(rotation_hours * 3600),
             secret=new_secret(),
             updated_at=db_now(),
