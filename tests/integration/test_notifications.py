@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -467,3 +468,32 @@ def test_deleted_endpoint_is_not_called(engine, receiver):
     assert receiver.deliveries == []
     row = webhook_row(engine, t.id)
     assert row.status == "DEAD" and row.last_error == "the endpoint was deleted or disabled"
+
+
+def docs_receiver() -> Any:
+    """The ``verify`` function of the receiver in docs/notifications.md, run as written."""
+    text = (ROOT / "docs" / "notifications.md").read_text()
+    block = text.split("<!-- receiver -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert len(block.strip().splitlines()) <= 10
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/notifications.md", "exec"), namespace)
+    return namespace["verify"]
+
+
+def test_the_receiver_of_the_docs_verifies_a_real_delivery_and_rejects_a_replay(engine, receiver):
+    verify = docs_receiver()
+    endpoint = add_endpoint(engine, receiver.url)
+    succeeded_task(engine)
+    notifier_for(engine).run_once()
+    (delivery,) = receiver.deliveries
+    header = delivery.headers["export-center-signature"]
+    assert verify(endpoint.secret, header, delivery.body) is True
+    assert verify("whsec_other", header, delivery.body) is False
+    assert verify(endpoint.secret, header, delivery.body + b" ") is False
+    # The same delivery replayed 6 minutes later: refused, although correctly signed.
+    from export_center.notify.signing import signature_header
+
+    old = signature_header([endpoint.secret], delivery.body, timestamp=int(time.time()) - 360)
+    assert verify(endpoint.secret, old, delivery.body) is False
+    fresh = signature_header([endpoint.secret], delivery.body, timestamp=int(time.time()) - 60)
+    assert verify(endpoint.secret, fresh, delivery.body) is True
