@@ -33,7 +33,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, literal, select, update
+from sqlalchemy import Connection, and_, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from export_center.db import db_now, db_now_plus
@@ -60,21 +60,16 @@ __all__ = [
     "enqueue_schedule_paused",
     "enqueue_task_event",
     "insert_notification",
-    "mark_all_read",
     "mark_expiring",
     "mark_notification_dead",
     "mark_notification_sent",
-    "mark_read",
     "notification_failed",
     "notifications_of_event",
-    "page_notifications",
-    "pending_notification_stats",
     "read_notification",
     "record_delivery_attempt",
     "redeliver_notification",
     "release_expired_notification_claims",
     "task_event_data",
-    "unread_count",
 ]
 
 #: The fan-out row of the operator routes (expanded by the notifier).
@@ -595,72 +590,3 @@ def delivery_attempts(conn: Connection, notification_id: int) -> list[DeliveryAt
         select(D).where(D.c.notification_id == notification_id).order_by(D.c.id)
     ).mappings()
     return [DeliveryAttempt.from_row(r) for r in rows]
-
-
-def pending_notification_stats(conn: Connection) -> tuple[int, float]:
-    """``(rows not yet delivered, age in seconds of the oldest)`` for the gauges."""
-    row = conn.execute(
-        select(func.count(), func.min(N.c.created_at)).where(
-            N.c.status.in_([NotificationStatus.PENDING.value, NotificationStatus.CLAIMED.value])
-        )
-    ).first()
-    count = int(row[0]) if row else 0
-    if not count or row is None or row[1] is None:
-        return count, 0.0
-    now = conn.execute(select(db_now())).scalar_one()
-    if isinstance(now, str):
-        now = datetime.fromisoformat(now)
-    return count, max((now - row[1]).total_seconds(), 0.0)
-
-
-# ------------------------------------------------------------------ the page
-
-
-def _inbox(tenant_id: str, user_id: str) -> Any:
-    return and_(N.c.tenant_id == tenant_id, N.c.user_id == user_id, N.c.channel == "page")
-
-
-def page_notifications(
-    conn: Connection, tenant_id: str, user_id: str, *, limit: int, before_id: int | None = None
-) -> list[Notification]:
-    """The user's in-page notifications, newest first (keyset: ids below ``before_id``)."""
-    cond = _inbox(tenant_id, user_id)
-    if before_id is not None:
-        cond = and_(cond, N.c.id < before_id)
-    rows = conn.execute(select(N).where(cond).order_by(N.c.id.desc()).limit(limit)).mappings()
-    return [Notification.from_row(r) for r in rows]
-
-
-def unread_count(conn: Connection, tenant_id: str, user_id: str) -> int:
-    """How many of the user's in-page notifications are unread."""
-    return int(
-        conn.execute(
-            select(func.count()).where(_inbox(tenant_id, user_id), N.c.read_at.is_(None))
-        ).scalar_one()
-    )
-
-
-def mark_read(conn: Connection, tenant_id: str, user_id: str, row_id: int) -> bool:
-    """Mark one of the user's notifications read; False when it is not theirs."""
-    exists = conn.execute(
-        select(N.c.id).where(_inbox(tenant_id, user_id), N.c.id == row_id)
-    ).first()
-    if exists is None:
-        return False
-    conn.execute(
-        update(N)
-        .where(N.c.id == row_id, N.c.read_at.is_(None))
-        .values(read_at=db_now(), updated_at=db_now())
-    )
-    return True
-
-
-def mark_all_read(conn: Connection, tenant_id: str, user_id: str) -> int:
-    """Mark every unread notification of the user read; returns how many."""
-    return int(
-        conn.execute(
-            update(N)
-            .where(_inbox(tenant_id, user_id), N.c.read_at.is_(None))
-            .values(read_at=db_now(), updated_at=db_now())
-        ).rowcount
-    )

@@ -20,6 +20,7 @@ from sqlalchemy import insert, select, update
 from export_center import metrics, repository
 from export_center.db import db_now, db_now_plus, make_engine
 from export_center.notify.notifier import Notifier
+from export_center.notify.outbox import schedule_paused
 from export_center.notify.webhooks import WebhookChannel
 from export_center.repository import notifications as notes
 from export_center.repository import webhooks as hooks
@@ -283,7 +284,7 @@ def test_expiring_is_marked_and_enqueued_once(engine):
 
 def test_schedule_paused_is_enqueueable(engine):
     with engine.begin() as conn:
-        event = notes.enqueue_schedule_paused(
+        event = schedule_paused(
             conn,
             schedule_id=7,
             tenant_id="t1",

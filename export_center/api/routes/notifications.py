@@ -13,6 +13,7 @@ from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.api.present import utc
 from export_center.errors import NotFound, ValidationFailed
 from export_center.notify.texts import sentence
+from export_center.repository import inbox
 from export_center.repository import notifications as notes
 
 __all__ = ["router"]
@@ -55,14 +56,14 @@ def list_notifications(
     if before is not None and not before.isdigit():
         raise ValidationFailed("before must be a notification id", code="INVALID_VALUE")
     with runtime.engine.connect() as conn:
-        rows = notes.page_notifications(
+        rows = inbox.page_notifications(
             conn,
             user.tenant,
             user.user,
             limit=limit + 1,
             before_id=int(before) if before is not None else None,
         )
-        unread = notes.unread_count(conn, user.tenant, user.user)
+        unread = inbox.unread_count(conn, user.tenant, user.user)
     more = len(rows) > limit
     rows = rows[:limit]
     return NotificationsPublic(
@@ -76,7 +77,7 @@ def list_notifications(
 def read_all(user: CurrentUser, runtime: RuntimeDep) -> dict[str, int]:
     """Mark every notification of the caller read."""
     with runtime.engine.begin() as conn:
-        marked = notes.mark_all_read(conn, user.tenant, user.user)
+        marked = inbox.mark_all_read(conn, user.tenant, user.user)
     return {"marked": marked, "unreadCount": 0}
 
 
@@ -87,7 +88,7 @@ def read_one(notification_id: str, user: CurrentUser, runtime: RuntimeDep) -> di
     if not notification_id.isdigit() or len(notification_id) > 18:
         raise missing
     with runtime.engine.begin() as conn:
-        if not notes.mark_read(conn, user.tenant, user.user, int(notification_id)):
+        if not inbox.mark_read(conn, user.tenant, user.user, int(notification_id)):
             raise missing
-        unread = notes.unread_count(conn, user.tenant, user.user)
+        unread = inbox.unread_count(conn, user.tenant, user.user)
     return {"unreadCount": unread}
