@@ -188,30 +188,42 @@ class DatabaseGauges(Collector):
                 "export_outbox_scheduled",
                 "Outbox commands of automatic retries whose time has not come (no backlog)",
             ),
+            GaugeMetricFamily(
+                "export_notification_pending",
+                "Notifications written and not yet delivered nor dead (retries included)",
+            ),
+            GaugeMetricFamily(
+                "export_notification_oldest_age_seconds",
+                "Seconds since the oldest undelivered notification was written (database clock)",
+            ),
         )
 
     def describe(self) -> Iterable[Metric]:
-        """The five gauge families without values (no query)."""
+        """The seven gauge families without values (no query)."""
         return self._families()
 
     def collect(self) -> Iterable[Metric]:
-        """The five gauges with the values of one :func:`queue_figures` call.
+        """The seven gauges: one :func:`queue_figures` call and the notification backlog.
 
         Raises:
             sqlalchemy.exc.SQLAlchemyError: the database did not answer.
         """
         from export_center import repository
         from export_center.db import reading
+        from export_center.repository.notification_reads import notification_backlog
 
         with reading(self.engine) as conn:
             figures = repository.queue_figures(conn)
-        age, pending, oldest, max_attempt, scheduled = self._families()
+            notes_pending, notes_age = notification_backlog(conn)
+        age, pending, oldest, max_attempt, scheduled, n_pending, n_age = self._families()
         age.add_metric([], figures.queue_age_seconds)
         pending.add_metric([], figures.outbox_pending)
         oldest.add_metric([], figures.outbox_oldest_age_seconds)
         max_attempt.add_metric([], figures.outbox_max_attempt)
         scheduled.add_metric([], figures.outbox_scheduled)
-        return (age, pending, oldest, max_attempt, scheduled)
+        n_pending.add_metric([], notes_pending)
+        n_age.add_metric([], notes_age)
+        return (age, pending, oldest, max_attempt, scheduled, n_pending, n_age)
 
 
 class StorageGauges(Collector):

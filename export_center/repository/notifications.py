@@ -55,7 +55,6 @@ __all__ = [
     "Notification",
     "NotificationStatus",
     "claim_notification",
-    "delivery_attempts",
     "due_notification_ids",
     "enqueue_schedule_paused",
     "enqueue_task_event",
@@ -64,7 +63,6 @@ __all__ = [
     "mark_notification_dead",
     "mark_notification_sent",
     "notification_failed",
-    "notifications_of_event",
     "read_notification",
     "record_delivery_attempt",
     "redeliver_notification",
@@ -576,17 +574,3 @@ def redeliver_notification(conn: Connection, row_id: int) -> bool:
         ).rowcount
         == 1
     )
-
-
-def notifications_of_event(conn: Connection, event_id: str) -> list[Notification]:
-    """Every row of one event (tests, the route fan-out)."""
-    rows = conn.execute(select(N).where(N.c.event_id == event_id).order_by(N.c.id)).mappings()
-    return [Notification.from_row(r) for r in rows]
-
-
-def delivery_attempts(conn: Connection, notification_id: int) -> list[DeliveryAttempt]:
-    """The delivery attempts of one notification, oldest first."""
-    rows = conn.execute(
-        select(D).where(D.c.notification_id == notification_id).order_by(D.c.id)
-    ).mappings()
-    return [DeliveryAttempt.from_row(r) for r in rows]

@@ -22,6 +22,7 @@ from export_center.db import db_now, db_now_plus, make_engine
 from export_center.notify.notifier import Notifier
 from export_center.notify.outbox import schedule_paused
 from export_center.notify.webhooks import WebhookChannel
+from export_center.repository import notification_reads as reads
 from export_center.repository import notifications as notes
 from export_center.repository import webhooks as hooks
 from export_center.repository.tables import AUDIT, NOTIFICATIONS, PRINCIPALS, TASKS
@@ -293,7 +294,7 @@ def test_schedule_paused_is_enqueueable(engine):
             reason="the owner lost the permission",
             notify_json=None,
         )
-        rows = notes.notifications_of_event(conn, event)
+        rows = reads.notifications_of_event(conn, event)
     assert [(r.event_type, r.channel, r.status, r.schedule_id) for r in rows] == [
         ("schedule.paused", "page", "SENT", 7),
         ("schedule.paused", "route", "PENDING", 7),
@@ -335,7 +336,7 @@ def test_500_three_times_then_200_is_delivered_on_the_fourth_try(engine, receive
     assert event["data"]["taskId"] == t.task_no and event["data"]["state"] == "succeeded"
     assert receiver.deliveries[-1].headers["content-type"] == "application/json"
     with engine.connect() as conn:
-        attempts = notes.delivery_attempts(conn, row.id)
+        attempts = reads.delivery_attempts(conn, row.id)
     assert [(a.attempt_no, a.status_code) for a in attempts] == [
         (1, 500),
         (2, 500),
@@ -358,6 +359,9 @@ def test_receiver_down_past_max_age_is_dead_counted_and_audited(engine, receiver
             .where(NOTIFICATIONS.c.id == row.id)
             .values(created_at=db_now_plus(-25 * 3600))
         )
+    with engine.connect() as conn:  # the gauges: one row waits, written 25 h ago
+        pending, age = reads.notification_backlog(conn)
+    assert pending == 1 and age >= 25 * 3600  # the route row was expanded (no routes)
     before = metrics.NOTIFICATION_DEAD.labels("webhook")._value.get()
     notifier.run_once()
     row = webhook_row(engine, t.id)

@@ -30,6 +30,7 @@ from export_center.errors import Forbidden, NotFound, ValidationFailed
 from export_center.ids import new_event_id
 from export_center.notify.targets import EVENT_TYPES
 from export_center.notify.webhooks import check_webhook_url
+from export_center.repository import notification_reads as reads
 from export_center.repository import notifications as notes
 from export_center.repository import webhooks as hooks
 
@@ -258,7 +259,7 @@ def send_test(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> dict[
             target=endpoint.public_id,
             data={"test": True, "endpointId": endpoint.public_id},
         )
-        (row,) = notes.notifications_of_event(conn, event_id)
+        (row,) = reads.notifications_of_event(conn, event_id)
     return {"eventId": event_id, "deliveryId": str(row.id)}
 
 
