@@ -233,6 +233,20 @@ def test_cancel_of_pending_and_of_running_and_lease_recovery_failure(engine):
     assert rows[0].data["failureCode"] == "WORKER_LOST"
 
 
+def test_a_quarantined_command_fails_its_task_and_notifies(engine):
+    t = new_task(engine)
+    with engine.connect() as conn:
+        (command,) = repository.outbox_rows(conn, t.id)
+    with engine.begin() as conn:
+        outcome = repository.quarantine(
+            conn, event_id=command.event_id, task_no=t.task_no, version=1, reason="bad body"
+        )
+    assert outcome == repository.QuarantineOutcome.QUARANTINED
+    rows = rows_of(engine, t.id)
+    assert [k[:2] for k in kinds(rows)] == [("export.failed", "page"), ("export.failed", "route")]
+    assert rows[0].data["failureCode"] == "COMMAND_CORRUPTED"
+
+
 def test_email_target_without_address_goes_to_owner_or_is_audited(engine):
     mail = json.dumps([{"channel": "email", "events": ["export.succeeded"]}])
     add_principal(engine, "u1", email="u1@example.com")
