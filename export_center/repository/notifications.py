@@ -556,7 +556,9 @@ def release_expired_notification_claims(conn: Connection) -> int:
 
 
 def redeliver_notification(conn: Connection, row_id: int) -> bool:
-    """SENT or DEAD -> PENDING, due now, with a fresh age (redelivery by hand)."""
+    """SENT or DEAD -> PENDING, due now (redelivery by hand). The row keeps its
+    ``created_at`` (the event's time): one past ``max_age_hours`` gets one try, and is
+    dead again if that fails."""
     return (
         conn.execute(
             update(N)
@@ -567,7 +569,6 @@ def redeliver_notification(conn: Connection, row_id: int) -> bool:
             .values(
                 status=NotificationStatus.PENDING.value,
                 next_retry_at=db_now(),
-                created_at=db_now(),
                 dead_at=None,
                 updated_at=db_now(),
             )
