@@ -47,7 +47,7 @@ class ScheduleCreate(BaseModel):
     )
     startAt: datetime | None = Field(default=None, description="No fire before (ISO 8601)")
     endAt: datetime | None = Field(default=None, description="No fire after (ISO 8601)")
-    notify: list[Any] | None = Field(default=None, description="Notification targets of its runs")
+    notify: Any = Field(default=None, description="Notification targets of its runs (a list)")
 
 
 class ScheduleUpdate(BaseModel):
@@ -63,7 +63,7 @@ class ScheduleUpdate(BaseModel):
     window: str | dict[str, Any] | None = None
     startAt: datetime | None = None
     endAt: datetime | None = None
-    notify: list[Any] | None = None
+    notify: Any = None
 
 
 class SchedulePublic(BaseModel):

@@ -140,16 +140,11 @@ def database_now(conn: Connection) -> datetime:
 
 
 def insert_schedule(conn: Connection, values: Mapping[str, Any]) -> int:
-    """Insert a schedule (``values``: its columns except id, version and times);
-    returns its id."""
+    """Insert a schedule (``values``: its columns except id, version and times;
+    ``status`` defaults to ACTIVE); returns its id."""
+    row = {"status": "ACTIVE", **values}
     result = conn.execute(
-        insert(S).values(
-            **values,
-            version=1,
-            status=values.get("status", "ACTIVE"),
-            created_at=db_now(),
-            updated_at=db_now(),
-        )
+        insert(S).values(**row, version=1, created_at=db_now(), updated_at=db_now())
     )
     assert result.inserted_primary_key is not None
     return int(result.inserted_primary_key[0])

@@ -255,13 +255,18 @@ def list_schedules(runtime: Runtime, user: Identity) -> list[Schedule]:
     return [r for r in rows if r.app_code == user.app_code]
 
 
-def _changed(runtime: Runtime, schedule: Schedule, values: dict[str, Any]) -> Schedule:
+def _write(runtime: Runtime, schedule: Schedule, values: dict[str, Any]) -> None:
     with runtime.engine.begin() as conn:
         if not srepo.update_schedule(conn, schedule.id, schedule.version, values):
             raise Conflict(
                 "the schedule changed at the same time (or is firing); read it and try again",
                 code="SCHEDULE_CHANGED",
             )
+
+
+def _changed(runtime: Runtime, schedule: Schedule, values: dict[str, Any]) -> Schedule:
+    _write(runtime, schedule, values)
+    with reading(runtime.engine) as conn:
         fresh = srepo.read_schedule(conn, schedule.id)
     if fresh is None:
         raise NotFound("no such schedule", code="SCHEDULE_NOT_FOUND")
@@ -357,7 +362,7 @@ def delete_schedule(runtime: Runtime, user: Identity, schedule_id: int) -> None:
         NotFound, Forbidden, Conflict ``SCHEDULE_CHANGED``.
     """
     old = _owned(runtime, user, schedule_id)
-    _changed(runtime, old, {"deleted_at": "DELETE", "status": "ENDED", "next_fire_at": None})
+    _write(runtime, old, {"deleted_at": "DELETE", "status": "ENDED", "next_fire_at": None})
 
 
 def run_now(runtime: Runtime, user: Identity, schedule_id: int) -> FireResult:

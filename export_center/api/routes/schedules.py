@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Depends, Request, Response
 
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
-from export_center.api.openapi import AUTH, BODY, errors
+from export_center.api.openapi import AUTH, BODY, CATALOGUE, errors
 from export_center.api.routes.exports import CREATE_ERRORS
 from export_center.api.schedule_schemas import (
     RunPublic,
@@ -34,6 +34,27 @@ __all__ = ["router", "schedule_public"]
 router = APIRouter(
     prefix="/api/v1/schedules", tags=["schedules"], dependencies=[Depends(strict_query)]
 )
+
+#: Examples of the codes schedules add to the API's catalogue (``setdefault``: a code
+#: another part declared keeps its example).
+_EXAMPLES: dict[str, tuple[str, str | None]] = {
+    "INVALID_CRON": ("cron must have five fields: minute hour day month day-of-week", "cron"),
+    "UNKNOWN_TIME_ZONE": (
+        "timezone must be an IANA time zone name such as Asia/Shanghai",
+        "timezone",
+    ),
+    "INVALID_WINDOW": ('window must be one of previous_day, ... or {"lastNDays": N}', "window"),
+    "WINDOW_NOT_SUPPORTED": ("CUSTOMERS exports have no date range, so ...", "window"),
+    "INVALID_NOTIFY": ("unknown channel 'sms'", "notify[0].channel"),
+    "RECIPIENT_NOT_ALLOWED": ("the domain of x@elsewhere.org is not allowed", "notify[0].to"),
+    "EMAIL_NOT_CONFIGURED": ("e-mail notifications are not configured here", "notify[0]"),
+    "UNKNOWN_ROBOT": ("no robot named 'ops'", "notify[0].robot"),
+    "SCHEDULE_NOT_FOUND": ("no such schedule", None),
+    "SCHEDULE_CHANGED": ("the schedule changed at the same time; read it and try again", None),
+    "SCHEDULE_ENDED": ("the schedule has ended", None),
+}
+for _code, _example in _EXAMPLES.items():
+    CATALOGUE.setdefault(_code, _example)
 
 _CHECK_CODES = {
     422: [
