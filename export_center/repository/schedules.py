@@ -48,6 +48,7 @@ __all__ = [
     "list_schedules",
     "read_principal",
     "read_schedule",
+    "run_exists",
     "touch_principal",
     "update_schedule",
 ]
@@ -271,6 +272,14 @@ def insert_run(conn: Connection, values: Mapping[str, Any]) -> int | None:
     nested.commit()
     assert result.inserted_primary_key is not None
     return int(result.inserted_primary_key[0])
+
+
+def run_exists(conn: Connection, schedule_id: int, fire_time: datetime) -> bool:
+    """True when the schedule has a run at ``fire_time`` (naive UTC) already."""
+    found = conn.execute(
+        select(R.c.id).where(R.c.schedule_id == schedule_id, R.c.fire_time == fire_time)
+    ).first()
+    return found is not None
 
 
 def list_runs(conn: Connection, schedule_id: int, limit: int = 100) -> list[RunRow]:

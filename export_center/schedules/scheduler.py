@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 #: The event a permission pause announces (the notifier part inserts it).
 PAUSED_EVENT = "schedule.paused"
-#: Missed fires counted one by one at most; beyond, the count is a lower bound.
+#: Missed fires counted one by one at most; beyond (over 69 days of a once-a-minute
+#: schedule), the run stands for the first this many and the count is a lower bound.
 MAX_COUNTED_FIRES = 100_000
 
 
@@ -227,10 +228,12 @@ class Scheduler:
         while at is not None and at <= horizon and fires < MAX_COUNTED_FIRES:
             latest, fires = at, fires + 1
             at = cron.next_after(at)
-        if fires >= MAX_COUNTED_FIRES:
-            latest = horizon
         result = None
         status, reason = "ACTIVE", None
+        if latest is not None and srepo.run_exists(conn, schedule.id, _utc_naive(latest)):
+            # Fired already (a replayed pass): nothing to create, only advance.
+            log.info("schedule %s: the fire at %s has a run already", schedule.id, latest)
+            latest = None
         if latest is not None:
             principal = srepo.read_principal(conn, schedule.tenant_id, schedule.owner)
             result = fire_once(
@@ -247,7 +250,7 @@ class Scheduler:
             if result.permission_lost:
                 status, reason = "PAUSED", result.message
                 log.info("schedule %s paused: %s (event %s)", schedule.id, reason, PAUSED_EVENT)
-        upcoming = cron.next_after(max(now, latest or now))
+        upcoming = cron.next_after(now if latest is None else max(now, latest))
         if upcoming is None or (end is not None and upcoming > end):
             upcoming, status = None, "ENDED" if status == "ACTIVE" else status
         self._finish(conn, schedule, upcoming, status, reason)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, BODY, CATALOGUE, errors
@@ -68,6 +69,10 @@ _CHECK_CODES = {
         "UNKNOWN_ROBOT",
     ]
 }
+#: A schedule id in a path: a positive 63-bit integer (a larger number is a 422, never a
+#: database overflow).
+ScheduleId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The schedule's id")]
+
 _FOUND = {404: ["SCHEDULE_NOT_FOUND"], 403: ["PERMISSION_DENIED"]}
 _CHANGE = {409: ["SCHEDULE_CHANGED", "SCHEDULE_ENDED"]}
 
@@ -150,7 +155,7 @@ def list_schedules(user: CurrentUser, runtime: RuntimeDep) -> SchedulesPublic:
 
 
 @router.get("/{schedule_id}", response_model=SchedulePublic, responses=errors(AUTH, _FOUND))
-def get_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> SchedulePublic:
+def get_schedule(schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep) -> SchedulePublic:
     """One schedule with its next five fire times."""
     return schedule_public(service.visible_schedule(runtime, user, schedule_id))
 
@@ -161,7 +166,7 @@ def get_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> Sc
     responses={**CREATE_ERRORS, **errors(BODY, AUTH, _CHECK_CODES, _FOUND, _CHANGE)},
 )
 def update_schedule(
-    schedule_id: int,
+    schedule_id: ScheduleId,
     body: ScheduleUpdate,
     request: Request,
     user: CurrentUser,
@@ -179,7 +184,9 @@ def update_schedule(
     response_model=SchedulePublic,
     responses=errors(AUTH, _FOUND, _CHANGE),
 )
-def pause_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> SchedulePublic:
+def pause_schedule(
+    schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep
+) -> SchedulePublic:
     """Stop firing until resumed."""
     return schedule_public(service.pause_schedule(runtime, user, schedule_id))
 
@@ -189,7 +196,9 @@ def pause_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> 
     response_model=SchedulePublic,
     responses=errors(AUTH, _FOUND, _CHANGE),
 )
-def resume_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> SchedulePublic:
+def resume_schedule(
+    schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep
+) -> SchedulePublic:
     """Fire again from the next fire time after now."""
     return schedule_public(service.resume_schedule(runtime, user, schedule_id))
 
@@ -197,7 +206,7 @@ def resume_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) ->
 @router.post(
     "/{schedule_id}/run", status_code=201, response_model=RunPublic, responses=errors(AUTH, _FOUND)
 )
-def run_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> RunPublic:
+def run_schedule(schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep) -> RunPublic:
     """Run it now, outside its cron (a ``manual`` run); answers the run (``failed`` with
     a code and a sentence when no task could be made)."""
     service.run_now(runtime, user, schedule_id)
@@ -207,14 +216,14 @@ def run_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> Ru
 
 
 @router.delete("/{schedule_id}", status_code=204, responses=errors(AUTH, _FOUND, _CHANGE))
-def delete_schedule(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> Response:
+def delete_schedule(schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep) -> Response:
     """Delete the schedule (its runs' tasks stay)."""
     service.delete_schedule(runtime, user, schedule_id)
     return Response(status_code=204)
 
 
 @router.get("/{schedule_id}/runs", response_model=RunsPublic, responses=errors(AUTH, _FOUND))
-def schedule_runs(schedule_id: int, user: CurrentUser, runtime: RuntimeDep) -> RunsPublic:
+def schedule_runs(schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep) -> RunsPublic:
     """The schedule's runs, newest first: fire time, task, the task's state and rows."""
     schedule, runs = service.runs_of(runtime, user, schedule_id)
     return RunsPublic(items=[_run_public(r, schedule) for r in runs])
