@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError as PydanticError
+
 from export_center import metrics
 from export_center.api.create_rules import new_task_of
 from export_center.api.file_spec import checked_format, checked_type, file_spec_of
@@ -59,6 +61,8 @@ __all__ = [
 
 
 _ONE_US = timedelta(microseconds=1)
+#: Fields a PATCH may change but not clear.
+_REQUIRED = frozenset({"name", "export", "cron", "timezone"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,10 +301,19 @@ def update_schedule(
         "endAt": old.end_at,
         "notify": json.loads(old.notify_json) if old.notify_json else None,
     }
-    for name in body.model_fields_set:
+    for name in sorted(body.model_fields_set):
         value = getattr(body, name)
+        if value is None and name in _REQUIRED:
+            raise ValidationFailed(
+                f"{name} cannot be null; leave it out to keep it", code="INVALID_VALUE", field=name
+            )
         merged[name] = value.model_dump(exclude_none=True) if name == "export" else value
-    full = ScheduleCreate.model_validate(merged)
+    try:
+        full = ScheduleCreate.model_validate(merged)
+    except PydanticError as exc:  # a stored value that no longer fits (cannot be the body's)
+        problem = exc.errors()[0]
+        field = ".".join(str(p) for p in problem.get("loc", ())) or None
+        raise ValidationFailed(f"{field}: {problem.get('msg')}", field=field) from None
     now = _now(runtime)
     checked = _checked(runtime, user, full, now, accept_language)
     first = _first_fire(checked, now, _aware(full.endAt))

@@ -64,6 +64,11 @@ def test_create_read_list_update_delete(sched_stack: Stack) -> None:
 
     bad = alice.patch(f"/api/v1/schedules/{sid}", json={"cron": "not a cron"})
     assert (bad.status_code, bad.json()["code"]) == (422, "INVALID_CRON")
+    cleared = alice.patch(f"/api/v1/schedules/{sid}", json={"name": None, "export": None})
+    assert (cleared.status_code, cleared.json()["code"]) == (422, "INVALID_VALUE")
+    assert cleared.json()["field"] == "export"
+    no_window = alice.patch(f"/api/v1/schedules/{sid}", json={"window": None})
+    assert no_window.status_code == 200 and no_window.json()["window"] is None
 
     assert alice.delete(f"/api/v1/schedules/{sid}").status_code == 204
     assert alice.get(f"/api/v1/schedules/{sid}").json()["code"] == "SCHEDULE_NOT_FOUND"
@@ -270,3 +275,30 @@ def test_end_at_ends_the_schedule(sched_stack: Stack) -> None:
     assert detail["state"] == "ended" and detail["nextFireTimes"] == []
     (run,) = alice.get(f"/api/v1/schedules/{sid}/runs").json()["items"]
     assert run["fires"] == 5  # the fires up to endAt, not those after it
+
+
+def test_principals_are_recorded_at_most_once_a_minute_unless_claims_change(
+    sched_stack: Stack,
+) -> None:
+    from export_center.repository.schedules import read_principal
+    from export_center.repository.tables import PRINCIPALS
+
+    def seen() -> tuple[Any, Any]:
+        with sched_stack.runtime.engine.connect() as conn:
+            row = (
+                conn.execute(PRINCIPALS.select().where(PRINCIPALS.c.user_id == "dora"))
+                .mappings()
+                .one()
+            )
+        return row["seen_at"], row["permissions_json"]
+
+    dora = sched_stack.client("dora")
+    assert dora.get("/api/v1/me").status_code == 200
+    first = seen()
+    assert dora.get("/api/v1/me").status_code == 200
+    assert seen() == first  # unchanged claims within a minute: no write
+    assert sched_stack.client("dora", perms=[CUSTOMERS]).get("/api/v1/me").status_code == 200
+    with sched_stack.runtime.engine.connect() as conn:
+        principal = read_principal(conn, "t1", "dora")
+    assert principal is not None and principal.permissions == frozenset({CUSTOMERS})
+    assert principal.app_code == "PLATFORM"

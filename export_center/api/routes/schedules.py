@@ -209,10 +209,10 @@ def resume_schedule(
 def run_schedule(schedule_id: ScheduleId, user: CurrentUser, runtime: RuntimeDep) -> RunPublic:
     """Run it now, outside its cron (a ``manual`` run); answers the run (``failed`` with
     a code and a sentence when no task could be made)."""
-    service.run_now(runtime, user, schedule_id)
+    result = service.run_now(runtime, user, schedule_id)
     schedule, runs = service.runs_of(runtime, user, schedule_id)
-    manual = [r for r in runs if r.manual]
-    return _run_public(manual[0], schedule)
+    (run,) = [r for r in runs if r.id == result.run_id]
+    return _run_public(run, schedule)
 
 
 @router.delete("/{schedule_id}", status_code=204, responses=errors(AUTH, _FOUND, _CHANGE))
