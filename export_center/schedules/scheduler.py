@@ -38,6 +38,7 @@ from sqlalchemy import Connection, Engine
 from export_center import metrics, repository
 from export_center.api.create_rules import create_in
 from export_center.auth import Identity
+from export_center.db import reading
 from export_center.errors import Forbidden, RequestError
 from export_center.registry import Registry
 from export_center.repository import CreateReason
@@ -191,7 +192,7 @@ class Scheduler:
     def run_once(self) -> int:
         """Claim and fire due schedules; return how many fired (runs written)."""
         cfg = self.settings.scheduler
-        with self.engine.begin() as conn:
+        with reading(self.engine) as conn:  # no write lock for the idle look (SQLite)
             ids = srepo.due_schedule_ids(conn, cfg.batch_size)
         fired = created = 0
         for schedule_id in ids:
