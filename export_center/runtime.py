@@ -27,6 +27,7 @@ from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError
 from export_center.registry_source import open_registry
+from export_center.schedules.scheduler import Scheduler
 from export_center.settings import Settings, private_dir
 from export_center.storage.base import Storage
 from export_center.storage.local import LocalStorage
@@ -173,6 +174,13 @@ class Runtime:
             max_lease_recoveries=settings.task.max_lease_recoveries,
             low_space_bytes=self.low_space_bytes,
         )
+        self.scheduler = Scheduler(
+            self.engine,
+            self.registry,
+            settings,
+            owner=settings.instance_id,
+            on_created=self.publish_soon,
+        )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []
@@ -307,6 +315,8 @@ class Runtime:
             self._runner.add("reconciler", self.reconciler, s.reconciler.loop_seconds)
         if s.loop_enabled(s.publisher):
             self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
+        if s.loop_enabled(s.scheduler):
+            self._runner.add("scheduler", self.scheduler, s.scheduler.loop_seconds)
         self._runner.start()
         if s.loop_enabled(s.consumer):
             self.consumer.start()

@@ -33,7 +33,17 @@ from export_center.api.compression import Compression
 from export_center.api.guards import CrossSiteGuard, HostGuard, SecurityHeaders, host_patterns
 from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
-from export_center.api.routes import admin, export_types, exports, legacy, me, preview, system, ui
+from export_center.api.routes import (
+    admin,
+    export_types,
+    exports,
+    legacy,
+    me,
+    preview,
+    schedules,
+    system,
+    ui,
+)
 from export_center.errors import RequestError, StorageError, TooManyActiveTasks
 from export_center.runtime import Runtime
 from export_center.settings import Settings
@@ -188,7 +198,7 @@ def create_app(
         )
 
     _database_errors(app)
-    for module in (preview, exports, export_types, me, admin, legacy, system, ui):
+    for module in (preview, exports, export_types, me, schedules, admin, legacy, system, ui):
         app.include_router(module.router)
     patterns = host_patterns(settings)
     # add_middleware wraps: the last one added is the outermost.

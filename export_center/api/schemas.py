@@ -305,6 +305,9 @@ class ExportPublic(BaseModel):
     format: Format
     taskName: str
     owner: str = Field(description="User who asked for the export")
+    scheduleId: int | None = Field(
+        default=None, description="The schedule whose run made this task (None: a person)"
+    )
     parameters: dict[str, Any] = Field(description="The export's parameters, as created")
     timeZone: str
     state: State
