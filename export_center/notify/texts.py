@@ -103,7 +103,7 @@ _TEMPLATES = {
     "en": {
         "export.succeeded": (
             "Export ready: {name}",
-            "Your export “{name}” has finished{rows_part}. Download it from the link below.",
+            "Your export “{name}” has finished{rows_part}.",
         ),
         "export.failed": ("Export failed: {name}", "Your export “{name}” could not be completed."),
         "export.cancelled": ("Export cancelled: {name}", "Your export “{name}” was cancelled."),
@@ -120,7 +120,7 @@ _TEMPLATES = {
     "zh": {
         "export.succeeded": (
             "导出任务已完成：{name}",
-            "您的导出任务「{name}」已完成{rows_part}，请通过下方链接下载文件。",
+            "您的导出任务「{name}」已完成{rows_part}。",
         ),
         "export.failed": ("导出任务失败：{name}", "很抱歉，您的导出任务「{name}」未能完成。"),
         "export.cancelled": ("导出任务已取消：{name}", "您的导出任务「{name}」已取消。"),
@@ -272,6 +272,13 @@ def compose(message: Message, language: str | None = None) -> Text:
     file_url = _safe_url(message.links.get("file"))
     if file_url and message.event_type in ("export.succeeded", "export.expiring"):
         links.append((labels["file"], file_url))
+    opening = opening.format(**values)
+    if links and message.event_type == "export.succeeded":
+        opening = (
+            opening[:-1] + "，请通过下方链接下载文件。"
+            if lang == "zh"
+            else opening + " Download it from the link below."
+        )
     task_url = _safe_url(message.links.get("task"))
     if task_url:
         links.append((labels["task"], task_url))
@@ -279,7 +286,7 @@ def compose(message: Message, language: str | None = None) -> Text:
         language=lang,
         event_type=message.event_type,
         title=subject.format(**values),
-        opening=opening.format(**values),
+        opening=opening,
         facts=tuple(facts),
         links=tuple(links),
         footer=labels["footer"].format(event_id=trim(message.event_id, MAX_VALUE)),

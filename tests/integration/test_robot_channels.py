@@ -224,3 +224,31 @@ def test_channels_from_settings(http: httpx.Client) -> None:
         assert channels["wecom"].send("ops", succeeded("zh")).delivered
     assert len(rx.received) == 1
     assert "email" not in channels_from_settings(stack_settings(), http)
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer", "retry"),
+    [
+        ("dingtalk", {"errcode": 130101, "errmsg": "send too fast"}, True),
+        ("dingtalk", {"errcode": 400102, "errmsg": "robot stopped"}, False),
+        ("feishu", {"code": 11232, "msg": "frequency limited psm"}, True),
+        ("feishu", {"code": 9499, "msg": "Bad Request"}, False),
+        ("wecom", {"errcode": 45009, "errmsg": "api freq out of limit"}, True),
+    ],
+)
+def test_platform_codes(kind: str, answer: dict[str, Any], retry: bool, http: httpx.Client) -> None:
+    with _receiver(kind, SECRET) as rx:
+        rx.canned.append(answer)
+        channel = _channel(kind, http, rx.url, secret=SECRET)
+        first = channel.send("ops", succeeded("zh"))
+        second = channel.send("ops", succeeded("zh"))
+    assert not first.delivered and first.retry is retry
+    assert first.error is not None and str(next(iter(answer.values()))) in first.error
+    assert second.delivered and len(rx.received) == 1
+
+
+def test_feishu_legacy_status_code_is_success(http: httpx.Client) -> None:
+    with FeishuReceiver("hook-1", None) as rx:
+        rx.canned.append({"StatusCode": 0, "StatusMessage": "success", "Extra": None})
+        outcome = _channel("feishu", http, rx.url).send("ops", succeeded("zh"))
+    assert outcome.delivered and outcome.status_code == 200 and outcome.error is None

@@ -40,6 +40,8 @@ class _Receiver:
         self.skew_seconds = skew_seconds
         self.received: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []
+        #: Answers given instead of checking (first in, first out): rate limits and the like.
+        self.canned: list[dict[str, Any]] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,6 +59,8 @@ class _Receiver:
                     self.headers.get("Content-Type") or ""
                 ):
                     answer = receiver.bad_request("not a JSON object")
+                elif receiver.canned:
+                    answer = receiver.canned.pop(0)
                 else:
                     answer = receiver.check(query, body)
                     if answer == receiver.ok():

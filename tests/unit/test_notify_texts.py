@@ -62,6 +62,14 @@ def test_chinese_wording() -> None:
     assert ("暂停原因", "所有者已无导出权限") in paused.facts
 
 
+def test_no_download_sentence_without_a_file_link() -> None:
+    message = replace(succeeded("zh"), links={"task": TASK_URL})
+    assert compose(message).opening == "您的导出任务「Weekly orders」已完成，共 1,234 行。"
+    assert compose(replace(message, language="en")).opening == (
+        "Your export “Weekly orders” has finished with 1,234 rows."
+    )
+
+
 def test_file_link_only_for_a_file() -> None:
     assert [label for label, _ in compose(failed()).links] == ["Open the task"]
     cancelled = replace(succeeded(), event_type="export.cancelled")
