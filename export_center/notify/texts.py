@@ -50,7 +50,9 @@ MAX_VALUE = 200
 
 _ELLIPSIS = "…"
 _SPACES = re.compile(r"\s+")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+# Characters that start inline markup anywhere in a line (a value never starts a line,
+# so the line-start ones, "#", "-", "+", "1.", need no escape).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>~])")
 
 _STATES = {
     "en": {
@@ -78,7 +80,7 @@ _LABELS = {
         "rows": "Rows",
         "fileName": "File",
         "failure": "Reason",
-        "expiresAt": "Link expires",
+        "expiresAt": "Available until",
         "reason": "Reason",
         "task": "Open the task",
         "file": "Download the file",
@@ -90,7 +92,7 @@ _LABELS = {
         "rows": "行数",
         "fileName": "文件名",
         "failure": "失败原因",
-        "expiresAt": "过期时间",
+        "expiresAt": "有效期至",
         "reason": "暂停原因",
         "task": "查看任务",
         "file": "下载文件",

@@ -101,7 +101,7 @@ def test_chinese_mail(plain_server: Controller, mailbox: smtp_server.Mailbox) ->
     plain, html = _bodies(mail)
     assert "您的导出任务「每周订单」已完成，共 1,234 行" in plain
     assert f"下载文件：{FILE_URL}" in plain
-    assert "过期时间：2026-12-09 08:00 UTC" in plain
+    assert "有效期至：2026-12-09 08:00 UTC" in plain
     assert "下载文件</a>" in html and 'lang="zh-CN"' in html
 
 

@@ -52,7 +52,7 @@ def test_chinese_wording() -> None:
     assert (
         zh.opening == "您的导出任务「Weekly orders」已完成，共 1,234 行，请通过下方链接下载文件。"
     )
-    assert ("状态", "已完成") in zh.facts and ("过期时间", "2026-12-09 08:00 UTC") in zh.facts
+    assert ("状态", "已完成") in zh.facts and ("有效期至", "2026-12-09 08:00 UTC") in zh.facts
     assert zh.links == (("下载文件", FILE_URL), ("查看任务", TASK_URL))
     expiring = compose(replace(succeeded("zh"), event_type="export.expiring"))
     assert "将于 2026-12-09 08:00 UTC 过期" in expiring.opening
@@ -111,3 +111,8 @@ def test_markdown_limit_keeps_the_links() -> None:
     assert len(md.encode("utf-8")) <= 1000
     assert md.endswith(f"[查看任务]({TASK_URL})") and "…" in md
     assert escape_markdown("a_b") == r"a\_b"
+
+
+def test_markdown_leaves_plain_punctuation_alone() -> None:
+    assert escape_markdown("orders-2026-11.xlsx #1 + more!") == "orders-2026-11.xlsx #1 + more!"
+    assert escape_markdown("a<b>`c`~d") == r"a\<b\>\`c\`\~d"
