@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
@@ -23,6 +24,7 @@ from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
 from export_center.loops import LoopRunner
 from export_center.notify.channels.base import Channel
+from export_center.notify.channels.factory import channels_from_settings
 from export_center.notify.notifier import Notifier
 from export_center.notify.webhooks import WebhookChannel
 from export_center.provider_client import ProviderClient
@@ -30,6 +32,7 @@ from export_center.publisher import Publisher
 from export_center.reconciler import Reconciler
 from export_center.registry import Registry, RegistryError
 from export_center.registry_source import open_registry
+from export_center.schedules.scheduler import Scheduler
 from export_center.settings import Settings, private_dir
 from export_center.storage.base import Storage
 from export_center.storage.local import LocalStorage
@@ -176,10 +179,24 @@ class Runtime:
             max_lease_recoveries=settings.task.max_lease_recoveries,
             low_space_bytes=self.low_space_bytes,
         )
+        self.scheduler = Scheduler(
+            self.engine,
+            self.registry,
+            settings,
+            owner=settings.instance_id,
+            on_created=self.publish_soon,
+        )
         self.dlq_handler = DlqHandler(self.engine, self._dead_letters())
-        #: The notification channels by name; other channels (e-mail, robots) add theirs.
+        #: The notification channels by name: webhooks, and e-mail and the chat robots
+        #: as the settings configure them (the robots post with ``notify_http``).
         self.webhooks = WebhookChannel(self.engine, settings.notify)
-        self.notify_channels: dict[str, Channel] = {"webhook": self.webhooks}
+        self.notify_http = httpx.Client(
+            timeout=settings.notify.send_timeout_seconds, follow_redirects=False
+        )
+        self.notify_channels: dict[str, Channel] = {
+            "webhook": self.webhooks,
+            **channels_from_settings(settings, self.notify_http),
+        }
         self.notifier = Notifier(
             self.engine,
             settings,
@@ -322,6 +339,8 @@ class Runtime:
             self._runner.add("publisher", self.publisher, s.publisher.loop_seconds)
         if s.loop_enabled(s.notify):
             self._runner.add("notifier", self.notifier, s.notify.loop_seconds)
+        if s.loop_enabled(s.scheduler):
+            self._runner.add("scheduler", self.scheduler, s.scheduler.loop_seconds)
         self._runner.start()
         if s.loop_enabled(s.consumer):
             self.consumer.start()
@@ -358,6 +377,7 @@ class Runtime:
         self.transport.close()
         self.provider_client.close()
         self.webhooks.close()
+        self.notify_http.close()
         self.engine.dispose()
         for callback in reversed(self._on_stop):
             try:

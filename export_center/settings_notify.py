@@ -116,6 +116,11 @@ class NotifySettings(LoopSettings):
     smtp_tls: Literal["none", "starttls", "tls"] = Field(
         "starttls", description="none, STARTTLS after connecting, or TLS from the start"
     )
+    smtp_ca_file: str | None = Field(
+        None,
+        description="PEM file of the CA that signed the SMTP server's certificate; "
+        "unset: the system's CAs",
+    )
     smtp_username: str | None = Field(None, description="SMTP login; unset: no login")
     smtp_password: SecretStr | None = Field(None, description="SMTP password")
     mail_from: str = Field("export-center@localhost", description="The From address")

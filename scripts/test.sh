@@ -120,9 +120,10 @@ EXPORT_CENTER_TEST_S3_SECRET_KEY="$(bash scripts/s3proxy.sh secret-key)"
 export EXPORT_CENTER_TEST_S3_ENDPOINT EXPORT_CENTER_TEST_S3_ACCESS_KEY EXPORT_CENTER_TEST_S3_SECRET_KEY
 echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 
-# The whole suite (no arguments) runs as two pytest processes at once, each with its own
+# The whole suite (no arguments) runs as three pytest processes at once, each with its own
 # log: the RocketMQ tests (-m rocketmq: they share one broker, some stop it, so they run
-# one at a time) with the long tests marked second_process, and everything else, which
+# one at a time) with the long tests marked second_process; the slow_idle tests, which
+# wait on the wall clock; and everything else, which
 # pytest-xdist spreads over EXPORT_CENTER_TEST_REST_WORKERS (2) worker processes, a test
 # file at a time (--dist loadfile: a file's fixtures and order stay together). Much of
 # the suite waits on servers, browsers and subprocesses, so they overlap well on 2 cores.
@@ -130,27 +131,44 @@ echo "EXPORT_CENTER_TEST_S3_ENDPOINT=$EXPORT_CENTER_TEST_S3_ENDPOINT"
 if [ "$#" -eq 0 ] && [ "${EXPORT_CENTER_TEST_SPLIT:-1}" = "1" ]; then
     logs="$(mktemp -d)"
     rest_workers="${EXPORT_CENTER_TEST_REST_WORKERS:-2}"
-    step "Running pytest -rs in two processes: -m 'rocketmq or second_process' (log $logs/broker.log) and the rest ($rest_workers workers)"
+    step "Running pytest -rs in three processes: -m 'rocketmq or second_process' (log $logs/broker.log), -m slow_idle (log $logs/idle.log) and the rest ($rest_workers workers)"
     started=$SECONDS
     (
         status=0
         EXPORT_CENTER_TEST_GROUP=broker python -m pytest -rs -p no:cacheprovider --durations=25 \
-            -m "rocketmq or second_process" \
+            -m "(rocketmq or second_process) and not slow_idle" \
             --basetemp "$logs/tmp-broker" >"$logs/broker.log" 2>&1 || status=$?
         echo "the RocketMQ and second_process group took $((SECONDS - started)) s" >>"$logs/broker.log"
         exit "$status"
     ) &
     broker_pid=$!
+    # The slow_idle tests wait on the wall clock (minutes of a schedule firing once a
+    # minute) and use little CPU, so they run beside the other two groups. pytest exit
+    # code 5 (none collected) is not a failure of this group.
+    (
+        status=0
+        EXPORT_CENTER_TEST_GROUP=idle python -m pytest -rs -p no:cacheprovider --durations=10 \
+            -m slow_idle --basetemp "$logs/tmp-idle" >"$logs/idle.log" 2>&1 || status=$?
+        echo "the slow_idle group took $((SECONDS - started)) s" >>"$logs/idle.log"
+        [ "$status" -eq 5 ] && status=0
+        exit "$status"
+    ) &
+    idle_pid=$!
     status=0
     EXPORT_CENTER_TEST_GROUP=rest python -m pytest -rs --durations=40 -n "$rest_workers" \
-        --dist loadfile -m "not rocketmq and not second_process" \
+        --dist loadfile -m "not rocketmq and not second_process and not slow_idle" \
         --basetemp "$logs/tmp-rest" || status=$?
     echo "the rest took $((SECONDS - started)) s"
     broker_status=0
     wait "$broker_pid" || broker_status=$?
     step "The RocketMQ and second_process tests: pytest exit code $broker_status"
     cat "$logs/broker.log"
+    idle_status=0
+    wait "$idle_pid" || idle_status=$?
+    step "The slow_idle tests: pytest exit code $idle_status"
+    cat "$logs/idle.log"
     [ "$status" -eq 0 ] && status=$broker_status
+    [ "$status" -eq 0 ] && status=$idle_status
 else
     step "Running pytest -rs $*"
     status=0

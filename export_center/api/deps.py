@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Annotated
 
 from fastapi import Depends, Header, Request, Security
@@ -11,6 +13,7 @@ from fastapi.security import HTTPBearer
 from export_center.auth import Identity, decode_token
 from export_center.errors import RequestError, Unauthorized
 from export_center.ids import trace_id_of
+from export_center.repository.schedules import PRINCIPAL_REFRESH_SECONDS, touch_principal
 from export_center.runtime import Runtime
 
 __all__ = [
@@ -20,6 +23,7 @@ __all__ = [
     "RuntimeDep",
     "get_runtime",
     "idempotency_key",
+    "record_principal",
     "strict_query",
 ]
 
@@ -51,12 +55,61 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
+class _SeenPrincipals:
+    """When this process last recorded each user's claims (``export_principal``), so
+    that an authenticated call writes the row at most once a minute per user and
+    unchanged claims (a token with other permissions is written at once)."""
+
+    _MAX = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], tuple[str, frozenset[str], float]] = {}
+
+    def due(self, user: Identity) -> bool:
+        key = (user.tenant, user.user)
+        with self._lock:
+            last = self._seen.get(key)
+        if last is None:
+            return True
+        app, perms, at = last
+        fresh = time.monotonic() - at < PRINCIPAL_REFRESH_SECONDS
+        return not (fresh and app == user.app_code and perms == user.permissions)
+
+    def mark(self, user: Identity) -> None:
+        with self._lock:
+            if len(self._seen) >= self._MAX:
+                self._seen.clear()
+            self._seen[user.tenant, user.user] = (
+                user.app_code,
+                user.permissions,
+                time.monotonic(),
+            )
+
+
+_SEEN = _SeenPrincipals()
+
+
+def record_principal(runtime: Runtime, user: Identity) -> None:
+    """Record what the token says of ``user`` (app, permissions) in ``export_principal``,
+    at most once a minute per user unless the claims changed: a schedule checks its
+    owner's latest permissions there when it fires (tokens are not kept)."""
+    if not _SEEN.due(user):
+        return
+    with runtime.engine.begin() as conn:
+        touch_principal(conn, user)
+    _SEEN.mark(user)
+
+
 def current_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> Identity:
-    """The caller from the bearer token; 401 when absent or invalid."""
+    """The caller from the bearer token (recorded with :func:`record_principal`); 401
+    when absent or invalid."""
     token = _bearer(request)
     if token is None:
         raise Unauthorized("a bearer token is required", code="UNAUTHORIZED")
-    return _decode(runtime, token)
+    user = _decode(runtime, token)
+    record_principal(runtime, user)
+    return user
 
 
 def _decode(runtime: Runtime, token: str) -> Identity:

@@ -31,7 +31,7 @@ class NotificationPublic(BaseModel):
     state: str | None = Field(description="The task's state when the event happened")
     exportType: str | None
     taskName: str | None
-    scheduleId: str | None
+    scheduleId: int | None
     message: str = Field(description="One sentence in English")
     messageZh: str = Field(description="The same sentence in Chinese")
 

@@ -162,6 +162,7 @@ def task_public(
         format=str(task.format).lower(),
         taskName=task.task_name,
         owner=task.requested_by,
+        scheduleId=task.schedule_id,
         notify=orjson.loads(task.notify_json) if task.notify_json else None,
         parameters=orjson.loads(task.parameters_json),
         timeZone=task.time_zone,

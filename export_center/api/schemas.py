@@ -312,6 +312,9 @@ class ExportPublic(BaseModel):
     format: Format
     taskName: str
     owner: str = Field(description="User who asked for the export")
+    scheduleId: int | None = Field(
+        default=None, description="The schedule whose run made this task (None: a person)"
+    )
     notify: list[dict[str, Any]] | None = Field(
         default=None, description="The notify targets the create named (None: the defaults)"
     )

@@ -24,17 +24,10 @@ from dataclasses import dataclass
 
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
-from export_center.api.file_spec import (
-    checked_format,
-    checked_task_name,
-    checked_type,
-    file_spec_of,
-    stored_spec,
-)
-from export_center.api.params import validate_parameters, validate_time_zone
+from export_center.api.create_rules import create_in, new_task_of
+from export_center.api.file_spec import checked_format, checked_type, file_spec_of
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
-from export_center.commands import COMMAND_TAG
 from export_center.db import reading
 from export_center.errors import (
     Conflict,
@@ -47,7 +40,6 @@ from export_center.errors import (
 from export_center.ids import TASK_NO_PATTERN
 from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.notify.targets import parse_targets, targets_json
-from export_center.registry import ExportType
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, state_phrase
@@ -61,6 +53,7 @@ __all__ = [
     "FileGrant",
     "file_for_link",
     "list_visible",
+    "new_task_for",
     "retry_task",
     "signed_link_for",
     "task_in_scope",
@@ -142,6 +135,37 @@ def _request_key(body: ExportCreate, header: str | None) -> tuple[str | None, st
     return key, "requestId" if body.requestId is not None else "Idempotency-Key"
 
 
+def new_task_for(
+    runtime: Runtime,
+    user: Identity,
+    body: ExportCreate,
+    idempotency_key: str | None,
+    trace_id: str | None = None,
+    accept_language: str | None = None,
+) -> repository.NewTask:
+    """The checked :class:`~export_center.repository.NewTask` of a create body, without
+    writing anything: type, permission, format, file spec, idempotency key, task name,
+    parameters and time zone, in that order (the create's codes).
+
+    Raises:
+        ValidationFailed, Forbidden, Conflict: as :func:`create_export`.
+    """
+    etype = checked_type(runtime, user, body.exportType)
+    file_format = checked_format(body.format)
+    spec = file_spec_of(runtime, etype, body, file_format, accept_language)
+    key, _ = _request_key(body, idempotency_key)
+    return new_task_of(
+        etype,
+        runtime.settings,
+        user,
+        body,
+        spec,
+        request_id=key,
+        trace_id=trace_id,
+        notify_json=targets_json(parse_targets(body.notify, runtime.settings.notify)),
+    )
+
+
 def create_export(
     runtime: Runtime,
     user: Identity,
@@ -164,53 +188,23 @@ def create_export(
         TooManyActiveTasks: a limit is reached; ``retry_after`` is when the first active
             export is expected to end.
     """
-    etype = checked_type(runtime, user, body.exportType)
-    file_format = checked_format(body.format)
-    spec = file_spec_of(runtime, etype, body, file_format, accept_language)
-    key, key_name = _request_key(body, idempotency_key)
-    checked_task_name(body.taskName)
-    parameters = validate_parameters(etype, body.parameters)
-    new = repository.NewTask(
-        export_type=etype.code,
-        format=file_format.task_value,
-        task_name=(body.taskName or "").strip() or f"{etype.title} export",
-        parameters=parameters,
-        tenant_id=user.tenant,
-        app_code=user.app_code,
-        requested_by=user.user,
-        max_attempts=etype.max_attempts,
-        request_id=key,
-        time_zone=validate_time_zone(body.timeZone, runtime.settings.task.time_zone),
-        trace_id=trace_id,
-        file_spec_json=stored_spec(spec),
-        notify_json=targets_json(parse_targets(body.notify, runtime.settings.notify)),
-    )
-    limits = runtime.settings.limits
+    new = new_task_for(runtime, user, body, idempotency_key, trace_id, accept_language)
+    key_name = "requestId" if body.requestId is not None else "Idempotency-Key"
     try:
         with runtime.engine.begin() as conn:
-            result = repository.create_task(
-                conn,
-                new,
-                topic=runtime.settings.command_topic,
-                tag=COMMAND_TAG,
-                limits=repository.CreateLimits(
-                    duplicate_window_seconds=limits.duplicate_window_seconds,
-                    max_active_per_user=limits.max_active_per_user,
-                    max_active_per_type=limits.max_active_per_type,
-                ),
-            )
+            result = create_in(conn, runtime.settings, new)
     except repository.LimitReached as exc:
-        raise _limit_error(runtime, user, etype, exc) from None
+        raise _limit_error(runtime, user, new.export_type, exc) from None
     if result.reason is CreateReason.KEY_REUSED:
         raise _key_reused(result.task, new, key_name)
     if result.created:
-        metrics.TASKS_CREATED.labels(etype.code).inc()
+        metrics.TASKS_CREATED.labels(new.export_type).inc()
         runtime.publish_soon()  # the outbox row is committed: dispatch it now
     return Created(result.task, result.reason)
 
 
 def _limit_error(
-    runtime: Runtime, user: Identity, etype: ExportType, exc: repository.LimitReached
+    runtime: Runtime, user: Identity, export_type: str, exc: repository.LimitReached
 ) -> TooManyActiveTasks:
     from export_center.api.present import first_end_seconds
 
@@ -220,13 +214,13 @@ def _limit_error(
             conn,
             tenant_id=user.tenant if by_user else None,
             requested_by=user.user if by_user else None,
-            export_type=None if by_user else etype.code,
+            export_type=None if by_user else export_type,
         )
     retry_after = first_end_seconds(active)
     message = (
         f"you already have {exc.limit} exports queued or running; wait for one to finish"
         if by_user
-        else f"too many {etype.code} exports are running right now; try again in about "
+        else f"too many {export_type} exports are running right now; try again in about "
         f"{retry_after} s"
     )
     return TooManyActiveTasks(

@@ -42,7 +42,7 @@ def schedule_paused(
 
     Args:
         conn: the scheduler's transaction (the one that sets the schedule PAUSED).
-        schedule_id: the schedule's internal id (``data.scheduleId`` is its text).
+        schedule_id: the schedule's internal id (``data.scheduleId``).
         tenant_id, owner: the schedule's tenant and owner (the page row's reader).
         name: the schedule's name (``data.scheduleName``).
         reason: the sentence saying why (``data.reason``), e.g. the permission lost.

@@ -151,7 +151,7 @@ def task_event_data(task: Task) -> dict[str, Any]:
         "taskName": task.task_name,
     }
     if task.schedule_id is not None:
-        data["scheduleId"] = str(task.schedule_id)
+        data["scheduleId"] = task.schedule_id
     if task.status == TaskStatus.SUCCEEDED:
         data.update(rows=task.row_count, fileName=task.file_name, expiresAt=_iso(task.expires_at))
     if task.status == TaskStatus.FAILED:
@@ -330,7 +330,7 @@ def enqueue_schedule_paused(
     Returns:
         The event id.
     """
-    data = {"scheduleId": str(schedule_id), "scheduleName": name, "reason": reason}
+    data = {"scheduleId": schedule_id, "scheduleName": name, "reason": reason}
     targets = _targets(notify_json, _principal(conn, tenant_id, owner))
     return _enqueue(
         conn,

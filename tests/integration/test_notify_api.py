@@ -136,7 +136,7 @@ def test_an_export_is_delivered_signed_and_listed_in_the_page(stack, receiver):
         False,
     )
     assert item["taskName"] == "orders" and "orders" in item["message"]
-    assert "“orders”已完成" in item["messageZh"]
+    assert "「orders」已完成" in item["messageZh"]
     assert stack.client("bob", "t1").get("/api/v1/notifications").json()["unreadCount"] == 0
     not_yours = stack.client("bob", "t1").post(f"/api/v1/notifications/{item['id']}/read")
     assert (not_yours.status_code, not_yours.json()["code"]) == (404, "NOTIFICATION_NOT_FOUND")

@@ -12,7 +12,8 @@ from export_center.api.notify_schemas import NotificationPublic, NotificationsPu
 from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.api.present import utc
 from export_center.errors import NotFound, ValidationFailed
-from export_center.notify.texts import sentence
+from export_center.notify.notifier import message_for
+from export_center.notify.texts import compose
 from export_center.repository import inbox
 from export_center.repository import notifications as notes
 
@@ -28,6 +29,7 @@ _MISSING = {404: ["NOTIFICATION_NOT_FOUND"]}
 def public(row: notes.Notification) -> NotificationPublic:
     """The API shape of an in-page notification row."""
     data = row.data
+    message = message_for(row, language="en", base_url=None)
     return NotificationPublic(
         id=str(row.id),
         type=row.event_type,
@@ -38,8 +40,8 @@ def public(row: notes.Notification) -> NotificationPublic:
         exportType=data.get("exportType"),
         taskName=data.get("taskName") or data.get("scheduleName"),
         scheduleId=data.get("scheduleId"),
-        message=sentence(row.event_type, data, "en"),
-        messageZh=sentence(row.event_type, data, "zh"),
+        message=compose(message, "en").opening,
+        messageZh=compose(message, "zh").opening,
     )
 
 

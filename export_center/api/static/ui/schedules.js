@@ -113,8 +113,8 @@ export class SchedulesView {
   rows(item) {
     const id = item.scheduleId;
     const zone = item.timezone || 'UTC';
-    const paused = item.status === 'paused';
-    const ended = item.status === 'ended';
+    const paused = item.state === 'paused';
+    const ended = item.state === 'ended';
     const next = (item.nextFireTimes || []).slice(0, 5);
     const action = (name, label, onClick, extra = {}) => h('button', { type: 'button', class: 'btn small', dataset: { action: name, id: String(id) }, onclick: onClick, ...extra }, label);
     const row = h(
@@ -123,7 +123,7 @@ export class SchedulesView {
       h('td', {}, h('span', { class: 'task-name' }, item.name || ''), h('span', { class: 'sub' }, `${this.ctx.typeTitle(item.export?.exportType)} · ${String(item.export?.format || '').toUpperCase()}`)),
       h('td', {}, h('code', {}, item.cron || ''), h('span', { class: 'sub' }, `${zone} · ${windowText(item.window)}`)),
       h('td', {}, next.length && !paused && !ended ? h('ol', { class: 'fire-times' }, ...next.map((x) => h('li', {}, fireText(x, zone)))) : h('span', { class: 'sub' }, '—')),
-      h('td', {}, h('span', { class: `badge state-${paused || ended ? 'cancelled' : 'running'}` }, t(`sched.${item.status || 'active'}`)), item.pauseReason ? h('span', { class: 'sub' }, item.pauseReason) : null),
+      h('td', {}, h('span', { class: `badge state-${paused || ended ? 'cancelled' : 'running'}` }, t(`sched.${item.state || 'active'}`)), item.pauseReason ? h('span', { class: 'sub' }, item.pauseReason) : null),
       h(
         'td',
         { class: 'actions' },
@@ -144,7 +144,7 @@ export class SchedulesView {
             {},
             h('span', {}, fireText(r.fireTime, zone)),
             ' · ',
-            h('span', {}, r.state ? t(`state.${r.state}`) : t(`run.${r.outcome || 'failed'}`)),
+            h('span', {}, r.outcome === 'failed' || !r.taskId ? t('run.failed') : t(`state.${r.state}`)),
             r.fires > 1 ? h('span', { class: 'sub' }, ` ${t('runCoalesced', { n: r.fires })}`) : null,
             r.message ? h('span', { class: 'sub' }, ` ${r.message}`) : null,
             r.taskId ? h('button', { type: 'button', class: 'btn small ghost', dataset: { task: r.taskId }, onclick: () => this.ctx.openTask(r.taskId) }, t('runOpen')) : null,
