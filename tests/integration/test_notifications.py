@@ -28,6 +28,7 @@ from export_center.repository import webhooks as hooks
 from export_center.repository.tables import AUDIT, NOTIFICATIONS, PRINCIPALS, TASKS
 from export_center.runtime import upgrade_database
 from export_center.states import TaskStatus
+from tests.support.channel_conformance import check_channel
 from tests.support.helpers import stack_settings
 from tests.support.webhook_receiver import Receiver
 
@@ -516,3 +517,19 @@ def test_the_receiver_of_the_docs_verifies_a_real_delivery_and_rejects_a_replay(
     assert verify(endpoint.secret, old, delivery.body) is False
     fresh = signature_header([endpoint.secret], delivery.body, timestamp=int(time.time()) - 60)
     assert verify(endpoint.secret, fresh, delivery.body) is True
+
+
+def test_the_webhook_channel_passes_the_channel_conformance_checks(engine, receiver):
+    endpoint = add_endpoint(engine, receiver.url)
+    receiver.secrets = [endpoint.secret]
+    channel = WebhookChannel(engine, settings_for().notify)
+    try:
+        check_channel(channel, endpoint.public_id, "we_missing", lambda: len(receiver.deliveries))
+    finally:
+        channel.close()
+    assert all(d.verified[endpoint.secret] for d in receiver.deliveries)
+    assert [d.event["data"]["state"] for d in receiver.deliveries] == [
+        "succeeded",
+        "succeeded",
+        "failed",
+    ]
