@@ -28,6 +28,7 @@ from typing import Any
 from export_center.notify.channels.base import Message
 
 __all__ = [
+    "summary",
     "MAX_MESSAGE",
     "MAX_NAME",
     "MAX_VALUE",
@@ -354,3 +355,13 @@ def render_markdown(text: Text, *, limit: int | None = None, heading: bool = Tru
         room = limit - len((head + tail).encode("utf-8"))
         body = trim_utf8(body, max(room, 0))
     return head + body + tail
+
+
+def summary(message: Message, language: str) -> str:
+    """One line for a list (the in-page notifications): the opening sentence, then the
+    failure or pause reason when the event has one ("... Reason: ...", "……暂停原因：……")."""
+    text = compose(message, language)
+    reasons = {_LABELS[text.language]["failure"], _LABELS[text.language]["reason"]}
+    sep = "：" if text.language == "zh" else ": "
+    extra = [f"{label}{sep}{value}" for label, value in text.facts if label in reasons]
+    return " ".join([text.opening, *extra])

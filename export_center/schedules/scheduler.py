@@ -18,8 +18,10 @@ One pass (:meth:`Scheduler.run_once`):
 A fire that cannot create its task writes a ``FAILED`` run with the code and the
 sentence (a limit, a disabled type, a definition that no longer passes the checks).
 When the owner lost the permission the schedule is also ``PAUSED`` with that sentence
-as ``pause_reason``. (The ``schedule.paused`` notification is wired by the notifier
-part: :data:`PAUSED_EVENT` marks the place.)
+as ``pause_reason``, and the same transaction writes the ``schedule.paused``
+notification (:func:`export_center.notify.outbox.schedule_paused`) to the schedule's
+notify targets (else the owner's defaults, else the page); a schedule whose stored cron
+no longer parses pauses the same way.
 
 Exactly once: the lease keeps two schedulers off one schedule; the version fence makes
 a scheduler whose lease expired roll back; the idempotency key and the unique
@@ -40,6 +42,7 @@ from export_center.api.create_rules import create_in
 from export_center.auth import Identity
 from export_center.db import reading
 from export_center.errors import Forbidden, RequestError
+from export_center.notify.outbox import schedule_paused
 from export_center.registry import Registry
 from export_center.repository import CreateReason
 from export_center.repository import schedules as srepo
@@ -52,11 +55,25 @@ __all__ = ["FireResult", "PAUSED_EVENT", "Scheduler", "fire_once"]
 
 log = logging.getLogger(__name__)
 
-#: The event a permission pause announces (the notifier part inserts it).
+#: The event a pause announces.
 PAUSED_EVENT = "schedule.paused"
 #: Missed fires counted one by one at most; beyond (over 69 days of a once-a-minute
 #: schedule), the run stands for the first this many and the count is a lower bound.
 MAX_COUNTED_FIRES = 100_000
+
+
+def _announce_pause(conn: Connection, schedule: Schedule, reason: str) -> None:
+    """Write the ``schedule.paused`` event in the transaction that paused the schedule."""
+    event_id = schedule_paused(
+        conn,
+        schedule_id=schedule.id,
+        tenant_id=schedule.tenant_id,
+        owner=schedule.owner,
+        name=schedule.name,
+        reason=reason,
+        notify_json=schedule.notify_json,
+    )
+    log.info("schedule %s paused: %s (event %s %s)", schedule.id, reason, PAUSED_EVENT, event_id)
 
 
 class _LostClaim(Exception):
@@ -221,7 +238,9 @@ class Scheduler:
         try:
             cron = parse_cron(schedule.cron, schedule.time_zone)
         except RequestError as exc:
-            self._finish(conn, schedule, first, "PAUSED", f"{exc.code}: {exc.message}")
+            broken = f"{exc.code}: {exc.message}"
+            self._finish(conn, schedule, first, "PAUSED", broken)
+            _announce_pause(conn, schedule, broken)
             return None
         horizon = min(now, end) if end else now
         latest, fires = None, 0
@@ -250,11 +269,12 @@ class Scheduler:
                 metrics.TASKS_CREATED.labels(schedule.export_type).inc()
             if result.permission_lost:
                 status, reason = "PAUSED", result.message
-                log.info("schedule %s paused: %s (event %s)", schedule.id, reason, PAUSED_EVENT)
         upcoming = cron.next_after(now if latest is None else max(now, latest))
         if upcoming is None or (end is not None and upcoming > end):
             upcoming, status = None, "ENDED" if status == "ACTIVE" else status
         self._finish(conn, schedule, upcoming, status, reason)
+        if status == "PAUSED" and reason is not None:
+            _announce_pause(conn, schedule, reason)
         return result
 
     def _finish(

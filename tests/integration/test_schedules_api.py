@@ -231,6 +231,13 @@ def test_lost_permission_fails_the_run_and_pauses(sched_stack: Stack) -> None:
     )
     assert "may no longer create ORDERS exports" in run["message"]
     assert sched_stack.runtime.scheduler.run_once() == 0
+    # The pause is announced in the owner's page list, once, with the reason.
+    inbox = alice.get("/api/v1/notifications").json()
+    paused = [n for n in inbox["items"] if n["type"] == "schedule.paused"]
+    assert len(paused) == 1 and inbox["unreadCount"] == 1
+    assert paused[0]["scheduleId"] == sid
+    assert "may no longer create ORDERS exports" in paused[0]["message"]
+    assert paused[0]["messageZh"] and paused[0]["messageZh"] != paused[0]["message"]
 
 
 def test_downtime_coalesces_into_one_run_with_the_latest_window(sched_stack: Stack) -> None:

@@ -13,7 +13,7 @@ from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.api.present import utc
 from export_center.errors import NotFound, ValidationFailed
 from export_center.notify.notifier import message_for
-from export_center.notify.texts import compose
+from export_center.notify.texts import summary
 from export_center.repository import inbox
 from export_center.repository import notifications as notes
 
@@ -40,8 +40,8 @@ def public(row: notes.Notification) -> NotificationPublic:
         exportType=data.get("exportType"),
         taskName=data.get("taskName") or data.get("scheduleName"),
         scheduleId=data.get("scheduleId"),
-        message=compose(message, "en").opening,
-        messageZh=compose(message, "zh").opening,
+        message=summary(message, "en"),
+        messageZh=summary(message, "zh"),
     )
 
 

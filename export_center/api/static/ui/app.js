@@ -8,6 +8,7 @@ import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js
 import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
 import { Inbox } from './inbox.js';
+import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -323,6 +324,12 @@ async function enter() {
   renderChrome();
   show('center');
   inbox.start();
+  // A notification's link (e-mail, chat robot) opens the page at #task=<taskId>.
+  const linked = /^#task=([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
+  if (linked) {
+    if (history.replaceState) history.replaceState(null, '', location.pathname + location.search);
+    inbox.showTask(linked[1]);
+  }
   if ((me.isAdmin && location.hash === '#ops') || location.hash === '#schedules') {
     listing.catch(() => {});
     return showView(location.hash.slice(1));
