@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from export_center.api.schemas import ExportCreate
+from export_center.writers.formats import DEFAULT_FORMAT
 
 __all__ = [
     "RunPublic",
@@ -21,7 +22,7 @@ __all__ = [
 
 _EXAMPLE: dict[str, Any] = {
     "name": "Last week's orders",
-    "export": {"exportType": "ORDERS", "format": "xlsx", "parameters": {}},
+    "export": {"exportType": "ORDERS", "format": DEFAULT_FORMAT.name, "parameters": {}},
     "cron": "0 8 * * MON",
     "timezone": "Asia/Shanghai",
     "window": "previous_week",

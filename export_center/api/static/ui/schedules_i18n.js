@@ -79,6 +79,17 @@ const EN = {
   'err.RECIPIENT_NOT_ALLOWED': 'E-mail may not go to this address’s domain. Ask your administrator which domains are allowed.',
   'err.EMAIL_NOT_CONFIGURED': 'This export center does not send e-mail. Leave the address empty and use the bell instead.',
   'err.INVALID_NOTIFY': 'Check the e-mail address.',
+  'err.SCHEDULE_NOT_FOUND': 'This schedule no longer exists, or you may not see it.',
+  'err.SCHEDULE_CHANGED': 'Someone changed this schedule at the same moment. Reload the page and try again.',
+  'err.SCHEDULE_ENDED': 'This schedule has ended: it will not run again.',
+  'err.NOTIFICATION_NOT_FOUND': 'This notification no longer exists.',
+  'err.WEBHOOK_NOT_FOUND': 'This webhook endpoint no longer exists, or belongs to another tenant.',
+  'err.DELIVERY_NOT_FOUND': 'This delivery no longer exists.',
+  'err.INVALID_WEBHOOK_URL': 'Enter a full web address for the webhook, such as https://hooks.example.com/export-center.',
+  'err.WEBHOOK_HTTPS_REQUIRED': 'A webhook address must start with https://.',
+  'err.WEBHOOK_URL_NOT_ALLOWED': 'Webhooks may not go to this host. Ask your administrator which hosts are allowed.',
+  'err.INVALID_EVENTS': 'Choose at least one event from the list.',
+  'err.UNKNOWN_ROBOT': 'This chat robot is not registered. Ask your administrator for the robots you can use.',
 };
 
 const ZH = {
@@ -157,6 +168,17 @@ const ZH = {
   'err.RECIPIENT_NOT_ALLOWED': '不允许向该邮箱所在的域名发送邮件，请向管理员确认允许的域名。',
   'err.EMAIL_NOT_CONFIGURED': '当前导出中心未开通邮件通知，请留空邮箱，改用页面顶部的铃铛通知。',
   'err.INVALID_NOTIFY': '请检查邮箱地址。',
+  'err.SCHEDULE_NOT_FOUND': '该定时导出已不存在，或你没有查看权限。',
+  'err.SCHEDULE_CHANGED': '有人同时修改了这个定时导出，请刷新页面后重试。',
+  'err.SCHEDULE_ENDED': '该定时导出已结束，不会再执行。',
+  'err.NOTIFICATION_NOT_FOUND': '该通知已不存在。',
+  'err.WEBHOOK_NOT_FOUND': '该 Webhook 地址已不存在，或属于其他租户。',
+  'err.DELIVERY_NOT_FOUND': '该投递记录已不存在。',
+  'err.INVALID_WEBHOOK_URL': '请填写完整的 Webhook 地址，例如 https://hooks.example.com/export-center。',
+  'err.WEBHOOK_HTTPS_REQUIRED': 'Webhook 地址必须以 https:// 开头。',
+  'err.WEBHOOK_URL_NOT_ALLOWED': '不允许向该主机发送 Webhook，请向管理员确认允许的主机。',
+  'err.INVALID_EVENTS': '请至少从列表中选择一个事件。',
+  'err.UNKNOWN_ROBOT': '该群机器人未登记，请向管理员确认可用的机器人。',
 };
 
 extend(EN, ZH);
