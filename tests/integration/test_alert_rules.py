@@ -101,6 +101,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case():
         "ExportStorageLowSpace",
         "ExportFailureRate",
         "ExportMetricsDown",
+        "ExportNotificationDead",
     }
     assert sorted(names - firing) == [], "alerts without a firing case"
     assert sorted(names - quiet) == [], "alerts without a quiet case"
