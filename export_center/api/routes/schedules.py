@@ -45,7 +45,7 @@ _EXAMPLES: dict[str, tuple[str, str | None]] = {
         "timezone",
     ),
     "INVALID_WINDOW": ('window must be one of previous_day, ... or {"lastNDays": N}', "window"),
-    "WINDOW_NOT_SUPPORTED": ("CUSTOMERS exports have no date range, so ...", "window"),
+    "WINDOW_NOT_SUPPORTED": ("this export type has no date range, so ...", "window"),
     "INVALID_NOTIFY": ("unknown channel 'sms'", "notify[0].channel"),
     "RECIPIENT_NOT_ALLOWED": ("the domain of x@elsewhere.org is not allowed", "notify[0].to"),
     "EMAIL_NOT_CONFIGURED": ("e-mail notifications are not configured here", "notify[0]"),
