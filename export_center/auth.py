@@ -2,8 +2,15 @@
 
 Claims: ``sub`` (user id), ``tenant`` (tenant id), ``app`` (app code: PLATFORM or
 MERCHANT), ``perms`` (list of permission strings), ``exp``, and ``aud`` when the server
-names its audiences. Who sees which task is :mod:`export_center.access` (tenant and app,
-and the owner or the download-all permission).
+names its audiences. Two optional OpenID Connect claims say how to reach the user:
+``email`` (where the user's e-mail notifications go when a target names no address)
+and ``locale`` (a BCP 47 tag such as ``zh-CN``: the language of the user's e-mails and
+chat messages). A value that is not an e-mail address, or a locale of another
+language than English or Chinese, is not an error: the token is accepted and the claim
+is not used (identity providers fill these claims from profiles the user edits).
+
+Who sees which task is :mod:`export_center.access` (tenant and app, and the owner or the
+download-all permission).
 
 Identity claims are stored as the task's owner, so their limits are the widths of the
 columns that keep them (:data:`USER_ID_MAX_LENGTH`, :data:`TENANT_ID_MAX_LENGTH`,
@@ -21,6 +28,7 @@ audience would accept tokens meant for another service).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,12 +43,15 @@ __all__ = [
     "APP_CODES",
     "APP_CODE_MAX_LENGTH",
     "DOWNLOAD_ALL",
+    "EMAIL_MAX_LENGTH",
     "OPERATOR",
     "TENANT_ID_MAX_LENGTH",
     "USER_ID_MAX_LENGTH",
     "Identity",
     "decode_token",
+    "email_of",
     "issue_token",
+    "language_of",
 ]
 
 #: Lets a user see every task of the tenant.
@@ -65,15 +76,46 @@ _CLAIM_LIMITS = {
 }
 
 
+#: Longest ``email`` claim kept (RFC 5321's path limit is 256 with the brackets).
+EMAIL_MAX_LENGTH = 254
+# A plausible address: one "@", no spaces, a dotted domain (delivery is the real check).
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(?:\.[^@\s.]+)+$")
+
+
+def language_of(tag: object) -> str | None:
+    """The notification language of a BCP 47 tag or ``Accept-Language`` value:
+    ``"zh"`` for Chinese (``zh``, ``zh-CN``, ``zh_Hans``), ``"en"`` for English, None for
+    anything else (the first listed language decides; quality values are ignored)."""
+    if not isinstance(tag, str):
+        return None
+    first = tag.split(",", 1)[0].split(";", 1)[0].strip().lower().replace("_", "-")
+    primary = first.split("-", 1)[0]
+    return primary if primary in ("en", "zh") else None
+
+
+def email_of(claim: object) -> str | None:
+    """The ``email`` claim when it looks like an address of at most
+    :data:`EMAIL_MAX_LENGTH` characters, else None."""
+    if isinstance(claim, str) and len(claim) <= EMAIL_MAX_LENGTH and _EMAIL.match(claim):
+        return claim
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """The caller, as the token says."""
+    """The caller, as the token says.
+
+    ``email`` and ``language`` (``"en"`` or ``"zh"``) come from the optional ``email``
+    and ``locale`` claims (module docstring); None when the token has none usable.
+    """
 
     user: str
     tenant: str
     app_code: str = "PLATFORM"
     permissions: frozenset[str] = field(default_factory=frozenset)
     expires_at: datetime | None = None
+    email: str | None = None
+    language: str | None = None
 
     def can(self, permission: str) -> bool:
         """True when the token grants ``permission``."""
@@ -89,8 +131,13 @@ def issue_token(
     permissions: Iterable[str] = (),
     ttl_seconds: int = 24 * 3600,
     audience: Sequence[str] = (),
+    email: str | None = None,
+    locale: str | None = None,
 ) -> str:
     """Return an HS256 JWT for the given identity, valid ``ttl_seconds`` from now.
+
+    ``email`` and ``locale`` become the optional claims of the same names (none when
+    None).
 
     ``audience`` becomes the ``aud`` claim (a string for one, a list for several; no
     claim when empty): a server with ``api.jwt_audience`` set accepts only tokens that
@@ -107,6 +154,10 @@ def issue_token(
     }
     if audience:
         claims["aud"] = audience[0] if len(audience) == 1 else list(audience)
+    if email is not None:
+        claims["email"] = email
+    if locale is not None:
+        claims["locale"] = locale
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
@@ -198,6 +249,8 @@ def decode_token(
         app_code=app,
         permissions=frozenset(perms),
         expires_at=expires_at,
+        email=email_of(claims.get("email")),
+        language=language_of(claims.get("locale")),
     )
 
 

@@ -32,7 +32,9 @@ from export_center.auth import (
     DOWNLOAD_ALL,
     TENANT_ID_MAX_LENGTH,
     USER_ID_MAX_LENGTH,
+    email_of,
     issue_token,
+    language_of,
 )
 from export_center.places import announce as _announce
 from export_center.settings import Settings, private_dir, settings_problems
@@ -166,8 +168,23 @@ def token(
             metavar="SECONDS",
         ),
     ] = 24 * 3600,
+    email: Annotated[
+        str | None,
+        typer.Option(help="E-mail address (claim email)", metavar="ADDRESS"),
+    ] = None,
+    locale: Annotated[
+        str | None,
+        typer.Option(help="Message language (claim locale): en, zh", metavar="TAG"),
+    ] = None,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""
+    if email is not None and email_of(email) is None:
+        raise typer.BadParameter(f"{email!r} is not an e-mail address", param_hint="'--email'")
+    if locale is not None and language_of(locale) is None:
+        raise typer.BadParameter(
+            "notifications are written in English (en) or Chinese (zh-CN)",
+            param_hint="'--locale'",
+        )
     for name, value, limit in (
         ("--user", user, USER_ID_MAX_LENGTH),
         ("--tenant", tenant, TENANT_ID_MAX_LENGTH),
@@ -221,6 +238,8 @@ def token(
             permissions=perms,
             ttl_seconds=ttl,
             audience=settings.api.jwt_audience,
+            email=email,
+            locale=locale,
         )
     )
 

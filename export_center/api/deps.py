@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Annotated
@@ -10,7 +11,7 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPBearer
 
-from export_center.auth import Identity, decode_token
+from export_center.auth import Identity, decode_token, language_of
 from export_center.errors import RequestError, Unauthorized
 from export_center.ids import trace_id_of
 from export_center.repository.schedules import PRINCIPAL_REFRESH_SECONDS, touch_principal
@@ -64,7 +65,11 @@ class _SeenPrincipals:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], tuple[str, frozenset[str], float]] = {}
+        self._seen: dict[tuple[str, str], tuple[tuple[object, ...], float]] = {}
+
+    @staticmethod
+    def _claims(user: Identity) -> tuple[object, ...]:
+        return (user.app_code, user.permissions, user.email, user.language)
 
     def due(self, user: Identity) -> bool:
         key = (user.tenant, user.user)
@@ -72,33 +77,40 @@ class _SeenPrincipals:
             last = self._seen.get(key)
         if last is None:
             return True
-        app, perms, at = last
+        claims, at = last
         fresh = time.monotonic() - at < PRINCIPAL_REFRESH_SECONDS
-        return not (fresh and app == user.app_code and perms == user.permissions)
+        return not (fresh and claims == self._claims(user))
 
     def mark(self, user: Identity) -> None:
         with self._lock:
             if len(self._seen) >= self._MAX:
                 self._seen.clear()
-            self._seen[user.tenant, user.user] = (
-                user.app_code,
-                user.permissions,
-                time.monotonic(),
-            )
+            self._seen[user.tenant, user.user] = (self._claims(user), time.monotonic())
 
 
 _SEEN = _SeenPrincipals()
 
 
 def record_principal(runtime: Runtime, user: Identity) -> None:
-    """Record what the token says of ``user`` (app, permissions) in ``export_principal``,
-    at most once a minute per user unless the claims changed: a schedule checks its
-    owner's latest permissions there when it fires (tokens are not kept)."""
+    """Record what the token says of ``user`` (app, permissions, e-mail, language) in
+    ``export_principal``, at most once a minute per user unless the claims changed: a
+    schedule checks its owner's latest permissions there when it fires (tokens are not
+    kept), and a notification finds the owner's address and language there. An absent
+    ``email`` or language keeps the stored one."""
     if not _SEEN.due(user):
         return
     with runtime.engine.begin() as conn:
-        touch_principal(conn, user)
+        touch_principal(conn, user, email=user.email, language=user.language)
     _SEEN.mark(user)
+
+
+def _with_page_language(request: Request, user: Identity) -> Identity:
+    """``user`` with the language of the request's ``Accept-Language`` when the token
+    names none (a person's browser says which language they read)."""
+    if user.language is not None:
+        return user
+    language = language_of(request.headers.get("accept-language"))
+    return user if language is None else dataclasses.replace(user, language=language)
 
 
 def current_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> Identity:
@@ -107,7 +119,7 @@ def current_user(request: Request, runtime: RuntimeDep, _: object = _Scheme) -> 
     token = _bearer(request)
     if token is None:
         raise Unauthorized("a bearer token is required", code="UNAUTHORIZED")
-    user = _decode(runtime, token)
+    user = _with_page_language(request, _decode(runtime, token))
     record_principal(runtime, user)
     return user
 

@@ -1,22 +1,36 @@
-"""Bodies and answers of the notification routes: the in-page list and webhook endpoints."""
+"""Bodies and answers of the notification routes: the in-page list, a user's defaults
+and webhook endpoints."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 __all__ = [
+    "NotifyTargets",
     "DeliveryAttemptPublic",
     "DeliveryPublic",
     "DeliveriesPublic",
     "NotificationPublic",
     "NotificationsPublic",
+    "NotifyDefaultsBody",
+    "NotifyDefaultsPublic",
+    "RobotChoice",
     "WebhookCreate",
     "WebhookCreated",
     "WebhookPublic",
     "WebhookUpdate",
     "WebhooksPublic",
+]
+
+#: A ``notify`` list in a body: declared an array (or null) in the OpenAPI document, but
+#: any JSON is let through to :func:`~export_center.notify.targets.parse_targets`, so a
+#: wrong shape is ``INVALID_NOTIFY`` on ``notify`` like every other notify mistake.
+NotifyTargets = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "object"}}, {"type": "null"}]}),
 ]
 
 
@@ -124,3 +138,41 @@ class DeliveriesPublic(BaseModel):
     """An endpoint's deliveries, newest first."""
 
     items: list[DeliveryPublic]
+
+
+class NotifyDefaultsBody(BaseModel):
+    """``PUT /api/v1/me/notification-defaults``: the targets an export or schedule of
+    the caller uses when it names no ``notify`` (``[]``: tell nobody; null: forget the
+    saved defaults and use the built-in one, the page)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    notify: NotifyTargets = Field(
+        description="Notify targets, as in a create's notify",
+        examples=[[{"channel": "page"}, {"channel": "email", "events": ["export.failed"]}]],
+    )
+
+
+class RobotChoice(BaseModel):
+    """A chat robot an operator registered, which a target may name."""
+
+    name: str
+    channel: str = Field(description="feishu, dingtalk or wecom")
+
+
+class NotifyDefaultsPublic(BaseModel):
+    """The caller's notification defaults and what they may choose from."""
+
+    notify: list[dict[str, Any]] | None = Field(
+        description="The saved defaults; null when none are saved"
+    )
+    effective: list[dict[str, Any]] = Field(
+        description="What an export that names no notify gets now"
+    )
+    email: str | None = Field(
+        description="Where an e-mail target without 'to' goes (the token's email claim)"
+    )
+    emailConfigured: bool = Field(description="This export center can send e-mail")
+    emailDomains: list[str] = Field(description="The domains e-mail may go to")
+    robots: list[RobotChoice]
+    events: list[str] = Field(description="Every event a target may ask for")

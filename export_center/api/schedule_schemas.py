@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from export_center.api.notify_schemas import NotifyTargets
 from export_center.api.schemas import ExportCreate
 from export_center.writers.formats import DEFAULT_FORMAT
 
@@ -48,7 +49,9 @@ class ScheduleCreate(BaseModel):
     )
     startAt: datetime | None = Field(default=None, description="No fire before (ISO 8601)")
     endAt: datetime | None = Field(default=None, description="No fire after (ISO 8601)")
-    notify: Any = Field(default=None, description="Notification targets of its runs (a list)")
+    notify: NotifyTargets = Field(
+        default=None, description="Notification targets of its runs (as a create's notify)"
+    )
 
 
 class ScheduleUpdate(BaseModel):
@@ -64,7 +67,7 @@ class ScheduleUpdate(BaseModel):
     window: str | dict[str, Any] | None = None
     startAt: datetime | None = None
     endAt: datetime | None = None
-    notify: Any = None
+    notify: NotifyTargets = None
 
 
 class SchedulePublic(BaseModel):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt
 
+from export_center.api.notify_schemas import NotifyTargets
 from export_center.filespec import COMPRESSIONS, DELIMITERS, ENCODINGS, LANGUAGES, LINE_ENDINGS
 from export_center.writers.formats import DEFAULT_FORMAT, format_choices, format_names
 
@@ -198,7 +199,7 @@ class ExportCreate(BaseModel):
         json_schema_extra=_in_branch("items", _COLUMN_ITEM, "array"),
     )
     options: ExportOptions | None = Field(default=None, description="How the file is written")
-    notify: list[Any] | None = Field(
+    notify: NotifyTargets = Field(
         default=None,
         description="Who is told when the export ends: targets such as {channel: page}, "
         "{channel: email, to?, events?}, {channel: dingtalk, robot} (default: the user's "

@@ -238,6 +238,7 @@ def _key_reused(task: Task, new: repository.NewTask, key_name: str) -> Conflict:
             ("format", task.format == new.format),
             ("time zone", task.time_zone == new.time_zone),
             ("columns and options", task.file_spec_json == new.file_spec_json),
+            ("notify", task.notify_json == new.notify_json),
             (
                 "parameters",
                 task.parameters_hash == repository.canonical_parameters(new.parameters)[1],

@@ -20,6 +20,9 @@ Rules:
 * ``events`` (optional) is a non-empty subset of :data:`EVENT_TYPES`; omitted:
   :data:`DEFAULT_EVENTS`.
 * At most :data:`MAX_TARGETS` targets; the same (channel, address) twice is refused.
+* An empty list means "tell nobody"; an absent list (None) means "the defaults": the
+  owner's saved defaults (``PUT /api/v1/me/notification-defaults``), else one ``page``
+  target.
 
 Errors are :class:`~export_center.errors.ValidationFailed` (422) with ``field`` naming
 the item (``notify[1].to``) and one of the codes ``INVALID_NOTIFY`` (shape, unknown
@@ -155,22 +158,22 @@ def _robot(channel: str, value: Any, settings: NotifySettings, field: str) -> st
 
 def parse_targets(
     value: Any, settings: NotifySettings, *, field: str = "notify"
-) -> tuple[Target, ...]:
+) -> tuple[Target, ...] | None:
     """Check a ``notify`` list (rules in the module docstring).
 
     Args:
-        value: the JSON value (None: no targets).
+        value: the JSON value (None: the defaults).
         settings: the ``notify`` settings (allowed domains, robots, SMTP).
         field: the field name errors start with.
 
     Returns:
-        The targets, in the given order.
+        The targets, in the given order; None for None (the defaults).
 
     Raises:
         ValidationFailed: the first item at fault (codes in the module docstring).
     """
     if value is None:
-        return ()
+        return None
     if not isinstance(value, list):
         raise _fail("notify must be a list of targets", "INVALID_NOTIFY", field)
     if len(value) > MAX_TARGETS:
@@ -208,18 +211,20 @@ def parse_targets(
     return tuple(out)
 
 
-def targets_json(targets: Sequence[Target]) -> str | None:
-    """The stored form of ``targets`` (canonical JSON), None for none."""
-    if not targets:
+def targets_json(targets: Sequence[Target] | None) -> str | None:
+    """The stored form of ``targets`` (canonical JSON; ``[]`` for nobody), None for the
+    defaults."""
+    if targets is None:
         return None
     return json.dumps([t.to_json() for t in targets], sort_keys=True, separators=(",", ":"))
 
 
-def targets_from_json(text: str | None) -> tuple[Target, ...]:
-    """The targets :func:`targets_json` stored (no check: they were checked when
-    stored; a robot removed from the settings since is the notifier's problem)."""
-    if not text:
-        return ()
+def targets_from_json(text: str | None) -> tuple[Target, ...] | None:
+    """The targets :func:`targets_json` stored, None for the defaults (no check: they
+    were checked when stored; a robot removed from the settings since is the
+    notifier's problem)."""
+    if text is None:
+        return None
     out = []
     for item in json.loads(text):
         channel = item["channel"]

@@ -90,9 +90,10 @@ def create_task(
     1. lock the guard row;
     2. a known idempotency key (tenant, requester, key) returns the task it answered
        before: ``idempotent`` when the export is the same (type, format, normalized
-       parameters, time zone, file spec), else ``key_reused``;
-    3. an active task of the same requester and export, younger than the duplicate
-       window, is returned as ``duplicate`` (and the key, if any, is bound to it);
+       parameters, time zone, file spec, notify targets), else ``key_reused``;
+    3. an active task of the same requester and export (the same six), younger than
+       the duplicate window, is returned as ``duplicate`` (and the key, if any, is
+       bound to it): a request that asks to tell other people is not a repeat;
     4. the per-requester and per-type active limits;
     5. insert the task, its key and its outbox row (``created``).
 
@@ -120,6 +121,7 @@ def create_task(
                 and existing.parameters_hash == params_hash
                 and existing.time_zone == new.time_zone
                 and existing.file_spec_json == new.file_spec_json
+                and existing.notify_json == new.notify_json
             )
             reason = CreateReason.IDEMPOTENT if same else CreateReason.KEY_REUSED
             return CreateResult(existing, False, reason)
@@ -137,6 +139,11 @@ def create_task(
                     T.c.file_spec_json.is_(None)
                     if new.file_spec_json is None
                     else T.c.file_spec_json == new.file_spec_json
+                ),
+                (
+                    T.c.notify_json.is_(None)
+                    if new.notify_json is None
+                    else T.c.notify_json == new.notify_json
                 ),
                 T.c.status.in_(_ACTIVE),
                 T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),

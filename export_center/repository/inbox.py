@@ -1,17 +1,68 @@
 """The in-page notification list: a user's ``page`` rows of the notification outbox
-(written SENT when the event happens), newest first, and their read marks."""
+(written SENT when the event happens), newest first, and their read marks; and the
+user's notification defaults (``export_principal.notify_defaults_json``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select, update
 
+from export_center.auth import Identity
 from export_center.db import db_now
 from export_center.repository.notifications import Notification
+from export_center.repository.schedules import touch_principal
 from export_center.repository.tables import NOTIFICATIONS as N
+from export_center.repository.tables import PRINCIPALS as P
 
-__all__ = ["mark_all_read", "mark_read", "page_notifications", "unread_count"]
+__all__ = [
+    "Reachable",
+    "mark_all_read",
+    "mark_read",
+    "page_notifications",
+    "reachable",
+    "save_notify_defaults",
+    "unread_count",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Reachable:
+    """What the service knows of how to reach a user.
+
+    Attributes:
+        notify_defaults_json: the saved defaults (canonical targets JSON, ``[]`` for
+            nobody); None when the user saved none.
+        email: the address of the token's ``email`` claim, None when unknown.
+        language: ``en`` or ``zh`` from the token or the page, None when unknown.
+    """
+
+    notify_defaults_json: str | None
+    email: str | None
+    language: str | None
+
+
+def reachable(conn: Connection, tenant_id: str, user_id: str) -> Reachable:
+    """The user's defaults, address and language (all None for an unknown user)."""
+    row = conn.execute(
+        select(P.c.notify_defaults_json, P.c.email, P.c.language).where(
+            P.c.tenant_id == tenant_id, P.c.user_id == user_id
+        )
+    ).first()
+    if row is None:
+        return Reachable(None, None, None)
+    return Reachable(row.notify_defaults_json, row.email, row.language)
+
+
+def save_notify_defaults(conn: Connection, user: Identity, notify_json: str | None) -> None:
+    """Store the user's defaults (None: none saved, the built-in ``page`` default),
+    creating the principal row when this user was never recorded."""
+    key = and_(P.c.tenant_id == user.tenant, P.c.user_id == user.user)
+    stmt = update(P).where(key).values(notify_defaults_json=notify_json, updated_at=db_now())
+    if conn.execute(stmt).rowcount == 0:
+        touch_principal(conn, user, email=user.email, language=user.language, force=True)
+        conn.execute(stmt)
 
 
 def _inbox(tenant_id: str, user_id: str) -> Any:

@@ -218,9 +218,9 @@ def _principal(conn: Connection, tenant_id: str, user_id: str) -> Any:
 
 def _targets(task_json: str | None, principal: Any) -> tuple[Target, ...]:
     targets = targets_from_json(task_json)
-    if not targets and principal is not None:
+    if targets is None and principal is not None:
         targets = targets_from_json(principal.notify_defaults_json)
-    return targets or (Target("page", None),)
+    return (Target("page", None),) if targets is None else targets
 
 
 def _webhooks(conn: Connection, tenant_id: str, event_type: str) -> list[str]:

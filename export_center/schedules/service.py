@@ -104,13 +104,22 @@ def _check_export(
 
     Raises:
         RequestError: the create's codes, ``field`` under ``export.``;
-            ``WINDOW_NOT_SUPPORTED`` on ``window``.
+            ``WINDOW_NOT_SUPPORTED`` on ``window``; ``UNKNOWN_FIELD`` for
+            ``export.requestId`` and ``INVALID_NOTIFY`` for ``export.notify`` (a
+            schedule's own fields).
     """
     if body.requestId is not None:
         raise ValidationFailed(
             "export.requestId is not allowed: each run has its own key",
             code="UNKNOWN_FIELD",
             field="export.requestId",
+        )
+    if body.notify is not None:
+        raise ValidationFailed(
+            "export.notify is not allowed: a schedule names who is told of its runs in "
+            "its own notify, beside export",
+            code="INVALID_NOTIFY",
+            field="export.notify",
         )
     try:
         etype = checked_type(runtime, user, body.exportType)

@@ -98,6 +98,12 @@ def test_create_read_list_update_delete(sched_stack: Stack) -> None:
             "export.requestId",
         ),
         (
+            {"export": {"exportType": "ORDERS", "format": "csv", "notify": []}},
+            422,
+            "INVALID_NOTIFY",
+            "export.notify",
+        ),
+        (
             {"export": {"exportType": "ORDERS", "format": "docx"}},
             422,
             "INVALID_FORMAT",

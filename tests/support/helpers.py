@@ -104,6 +104,8 @@ class Stack:
         perms: list[str] | None = None,
         app_code: str = "PLATFORM",
         ttl: int = 3600,
+        email: str | None = None,
+        locale: str | None = None,
     ) -> str:
         return issue_token(
             self.settings.jwt_secret,
@@ -112,6 +114,8 @@ class Stack:
             app_code=app_code,
             permissions=[ORDERS_PERMISSION] if perms is None else perms,
             ttl_seconds=ttl,
+            email=email,
+            locale=locale,
         )
 
     def client(self, user: str | None = "alice", tenant: str = "t1", **kw: Any) -> httpx.Client:

@@ -48,8 +48,10 @@ def test_each_channel_parses_with_its_address_and_default_events() -> None:
         Target("feishu", "team", ("export.succeeded", "export.failed")),
     )
     assert targets_from_json(targets_json(targets)) == targets
-    assert parse_targets(None, SETTINGS) == () and targets_json(()) is None
-    assert targets_from_json(None) == ()
+    # None is "the defaults"; [] is "tell nobody", stored as such.
+    assert parse_targets(None, SETTINGS) is None and targets_json(None) is None
+    assert parse_targets([], SETTINGS) == () and targets_json(()) == "[]"
+    assert targets_from_json("[]") == () and targets_from_json(None) is None
 
 
 def test_allowed_domains_compare_without_case_and_exactly() -> None:
