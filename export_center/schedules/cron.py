@@ -1,8 +1,19 @@
 """Fire times of a 5-field cron expression in an IANA time zone.
 
 Parsing and stepping are APScheduler 3's ``CronTrigger.from_crontab`` (no cron parser of
-our own); this module adds the zone check, the error codes and one rule for the days
-the clocks change.
+our own); this module adds the zone check, the error codes, one rule for the days the
+clocks change, and the two places where APScheduler reads a crontab differently from
+cron itself (POSIX ``crontab``, Vixie cron), so that an expression means here what it
+means in every crontab:
+
+* **Day-of-week numbers.** In cron, 0 and 7 are Sunday, 1 is Monday, 6 is Saturday;
+  APScheduler counts 0 as Monday. The day-of-week field is rewritten to weekday names
+  (``1-5`` becomes ``mon,tue,wed,thu,fri``; ``*/2`` becomes ``sun,tue,thu,sat``) before
+  APScheduler reads it; names (``MON-FRI``) mean what they say in both.
+* **Day of month and day of week together.** When both fields are restricted (neither
+  starts with ``*``), cron fires on a day that matches **either** ("0 8 1 * MON": the 1st
+  of each month and every Monday); APScheduler would want both. Such an expression is
+  read as two triggers, one per field, and fires at the earlier of the two.
 
 Daylight-saving rule (pinned by ``tests/unit/test_schedule_cron.py``):
 
@@ -30,10 +41,75 @@ from apscheduler.triggers.cron import CronTrigger
 from export_center.api.params import validate_time_zone
 from export_center.errors import ValidationFailed
 
-__all__ = ["CronSchedule", "fire_times", "next_fire_after", "parse_cron", "zone_of"]
+__all__ = [
+    "CronSchedule",
+    "cron_weekdays",
+    "fire_times",
+    "next_fire_after",
+    "parse_cron",
+    "zone_of",
+]
 
 #: The longest cron text a schedule keeps (the column's width).
 CRON_MAX_LENGTH = 120
+#: Weekday names by cron number (0 is Sunday; 7 is Sunday again).
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_WEEKDAY_HELP = (
+    "the day-of-week field takes 0-7 (0 and 7 are Sunday) or MON-SUN, as single days, "
+    "ranges (1-5), lists (1,3,5) and steps (*/2)"
+)
+
+
+def _weekday(token: str) -> int:
+    text = token.strip().lower()
+    if text.isdigit() and int(text) <= 7:
+        return int(text)
+    if text in _WEEKDAYS:
+        return _WEEKDAYS.index(text)
+    raise ValueError(f"{token!r}: {_WEEKDAY_HELP}")
+
+
+def cron_weekdays(field: str) -> str:
+    """The day-of-week field of a crontab (cron numbering: 0 and 7 are Sunday) as the
+    weekday names APScheduler reads the same way: ``"1-5"`` -> ``"mon,tue,wed,thu,fri"``;
+    ``"*"`` stays ``"*"``.
+
+    Raises:
+        ValueError: a value outside 0-7 and the names, a backwards range, a bad step.
+    """
+    if field == "*":
+        return field
+    days: set[int] = set()
+    for item in field.split(","):
+        span, slash, step_text = item.partition("/")
+        if slash and not (step_text.isdigit() and int(step_text) >= 1):
+            raise ValueError(f"{item!r}: a step is a whole number from 1")
+        step = int(step_text) if slash else 1
+        if span == "*":
+            low, high = 0, 6
+        elif "-" in span:
+            first, last = span.split("-", 1)
+            low, high = _weekday(first), _weekday(last)
+            if low > high:
+                raise ValueError(f"{item!r}: a range goes from the earlier day to the later")
+        else:
+            low = _weekday(span)
+            high = 7 if slash else low
+        days.update(day % 7 for day in range(low, high + 1, step))
+    return ",".join(_WEEKDAYS[day] for day in sorted(days))
+
+
+def _triggers(text: str, zone: ZoneInfo) -> list[CronTrigger]:
+    """APScheduler triggers of a 5-field crontab read as cron reads it (module
+    docstring): one trigger, or two when both day fields are restricted."""
+    minute, hour, dom, month, dow = text.split()
+    dow = cron_weekdays(dow)
+    if dom.startswith("*") or dow.startswith("*"):
+        return [CronTrigger.from_crontab(f"{minute} {hour} {dom} {month} {dow}", timezone=zone)]
+    return [
+        CronTrigger.from_crontab(f"{minute} {hour} {dom} {month} *", timezone=zone),
+        CronTrigger.from_crontab(f"{minute} {hour} * {month} {dow}", timezone=zone),
+    ]
 
 
 def zone_of(name: str, *, field: str = "timezone") -> ZoneInfo:
@@ -78,12 +154,12 @@ class CronSchedule:
                 field="cron",
             )
         try:
-            self.trigger = CronTrigger.from_crontab(text, timezone=self.zone)
+            self.triggers = _triggers(text, self.zone)
         except (ValueError, KeyError, TypeError) as exc:
             raise ValidationFailed(
                 f"cron {expr!r} is not valid: {exc}", code="INVALID_CRON", field="cron"
             ) from None
-        hour = next(f for f in self.trigger.fields if f.name == "hour")
+        hour = next(f for f in self.triggers[0].fields if f.name == "hour")
         self._hourly = str(hour) == "*"
         # An expression that can never fire (e.g. "0 0 31 2 *") is refused too.
         if self.next_after(datetime.now(UTC)) is None:
@@ -93,7 +169,9 @@ class CronSchedule:
         # Step in UTC: arithmetic on a zoned datetime is wall-clock arithmetic and
         # would lose the fold of a repeated hour.
         start = after.astimezone(UTC) + timedelta(microseconds=1)
-        got = self.trigger.get_next_fire_time(None, start)
+        found = [t.get_next_fire_time(None, start) for t in self.triggers]
+        times = [t.astimezone(UTC) for t in found if t is not None]
+        got = min(times) if times else None
         # Through UTC: a zoned datetime of a non-existent wall time (02:30+01:00 on the
         # spring switch) becomes the wall time the clocks show (03:30+02:00).
         return None if got is None else got.astimezone(UTC).astimezone(self.zone)

@@ -68,8 +68,69 @@ def test_weekly_in_shanghai() -> None:
     ]
 
 
+def weekdays(cron: str, count: int = 7) -> list[str]:
+    """The weekdays (Mon..Sun) of the next fires after Wednesday 2026-12-02 00:00 UTC."""
+    return [t.strftime("%a") for t in fire_times(cron, "UTC", utc(2026, 12, 2), count)]
+
+
 @pytest.mark.parametrize(
-    "cron", ["", "* * * *", "61 * * * *", "0 8 * * FUNDAY", "0 0 31 2 *", "x" * 130]
+    ("dow", "days"),
+    [
+        # Cron numbering: 0 and 7 are Sunday, 1 Monday ... 6 Saturday (APScheduler alone
+        # would read 0 as Monday).
+        ("0", ["Sun"]),
+        ("7", ["Sun"]),
+        ("1", ["Mon"]),
+        ("6", ["Sat"]),
+        ("1-5", ["Mon", "Tue", "Wed", "Thu", "Fri"]),
+        ("5-7", ["Fri", "Sat", "Sun"]),
+        ("0-6", ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]),
+        ("*/2", ["Sun", "Tue", "Thu", "Sat"]),
+        ("1-7/3", ["Mon", "Thu", "Sun"]),
+        ("1,3,5", ["Mon", "Wed", "Fri"]),
+        ("MON-FRI", ["Mon", "Tue", "Wed", "Thu", "Fri"]),
+        ("sat,SUN", ["Sat", "Sun"]),
+        ("SUN", ["Sun"]),
+        ("*", ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]),
+    ],
+)
+def test_day_of_week_means_what_it_means_in_crontab(dow: str, days: list[str]) -> None:
+    got = weekdays(f"0 8 * * {dow}", 14)
+    assert sorted(set(got)) == sorted(days)
+    # Each named day fires once a week: 14 fires cover 14 / len(days) weeks exactly.
+    assert len(got) == 14 and all(got.count(d) >= 14 // len(days) for d in days)
+
+
+def test_day_of_month_and_day_of_week_together_fire_on_either() -> None:
+    got = fire_times("0 8 1 * MON", "UTC", utc(2026, 11, 28), 5)
+    # Monday 30 Nov, Tuesday 1 Dec (the 1st), then the Mondays of December.
+    assert [t.date().isoformat() for t in got] == [
+        "2026-11-30",
+        "2026-12-01",
+        "2026-12-07",
+        "2026-12-14",
+        "2026-12-21",
+    ]
+    # One restricted field: that field alone (the 1st of each month).
+    assert [t.day for t in fire_times("0 8 1 * *", "UTC", utc(2026, 11, 28), 2)] == [1, 1]
+    assert weekdays("0 8 */1 * 1", 3) == ["Mon", "Mon", "Mon"]  # "*/1" counts as "*"
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "",
+        "* * * *",
+        "61 * * * *",
+        "0 8 * * FUNDAY",
+        "0 0 31 2 *",
+        "x" * 130,
+        "0 8 * * 8",
+        "0 8 * * 5-1",
+        "0 8 * * */0",
+        "0 8 * * L",
+        "0 8 * * MON#2",
+    ],
 )
 def test_invalid_cron(cron: str) -> None:
     with pytest.raises(ValidationFailed) as err:
