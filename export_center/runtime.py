@@ -112,7 +112,9 @@ class Runtime:
         settings: process settings.
         transport: command transport (default: a new in-process queue).
         storage: file storage (default: what ``storage.backend`` names).
-        self_url: this API's base URL, for providers registered as ``self``.
+        self_url: this API's base URL: the base of providers registered as ``self``
+            (until :meth:`set_self_url` moves them, as the embedded sample process
+            does) and of the links in notifications (``api.public_base_url`` first).
         migrate: run migrations at start (the embedded default does).
     """
 
@@ -137,6 +139,8 @@ class Runtime:
         self.storage = storage or open_storage(settings)
         self.transport = transport or self._make_transport()
         self.self_url = self_url
+        #: The API's own base URL; unlike ``self_url`` it never follows the providers.
+        self.api_url = self_url
         self.provider_client = ProviderClient(
             token=settings.internal_token,
             connect_timeout=settings.provider.connect_timeout_seconds,
@@ -202,7 +206,7 @@ class Runtime:
             settings,
             self.notify_channels,
             owner=settings.instance_id,
-            base_url=lambda: settings.api.public_base_url or self.self_url,
+            base_url=lambda: settings.api.public_base_url or self.api_url,
         )
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []
@@ -310,7 +314,9 @@ class Runtime:
             log.exception("could not write the registry reload to the audit trail")
 
     def set_self_url(self, url: str) -> None:
-        """Tell the runtime its own base URL once the server is bound."""
+        """Send the providers registered as ``self`` to ``url`` (the embedded sample
+        providers' child process, on its port); links in notifications keep pointing
+        at the API (:attr:`api_url`)."""
         self.self_url = url
         self.context.self_url = url
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import email
 import email.policy
+import re
 import time
 from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
 
+import httpx
 import pytest
 from aiosmtpd.controller import Controller
 
@@ -59,9 +61,13 @@ def _mails(box: smtp_server.Mailbox, count: int, timeout: float = 30.0) -> list[
 
 
 def test_defaults_from_the_page_reach_the_tokens_address_in_its_language(
-    mail_stack: Any, mailbox: tuple[smtp_server.Mailbox, Controller]
+    mail_stack: Any, make_stack: Any, mailbox: tuple[smtp_server.Mailbox, Controller]
 ) -> None:
     box, _ = mailbox
+    # As `serve` does with its sample providers' child process: the providers
+    # registered as "self" answer on another port than the API's.
+    providers = make_stack(provider={"internal_token": mail_stack.settings.internal_token})
+    mail_stack.runtime.set_self_url(providers.url)
     li = mail_stack.client("li", email="li.wei@example.cn", locale="zh-CN")
     first = li.get(DEFAULTS).json()
     assert first["notify"] is None
@@ -86,6 +92,16 @@ def test_defaults_from_the_page_reach_the_tokens_address_in_its_language(
     (mail,) = _mails(box, 1)
     assert box.mails[0].rcpt_tos == ["li.wei@example.cn"]
     assert mail["Subject"] == "导出任务已完成：每周订单"
+    # The links are the API's own (not the sample providers' process), and they work.
+    body = mail.get_body(("plain",))
+    assert body is not None
+    text = str(body.get_content())
+    task_no = made.json()["taskId"]
+    assert f"{mail_stack.url}/ui/#task={task_no}" in text
+    (file_url,) = re.findall(r"https?://[^\s]+/download\?[^\s]+", text)
+    assert file_url.startswith(f"{mail_stack.url}/api/v1/exports/{task_no}/download")
+    fetched = httpx.get(file_url, timeout=30)
+    assert fetched.status_code == 200 and len(fetched.content) > 1000
     page = li.get("/api/v1/notifications").json()
     assert [i["taskId"] for i in page["items"]] == [made.json()["taskId"]]
 
