@@ -382,6 +382,7 @@ class Runtime:
             self.dlq_handler.receiver.close()
         self.transport.close()
         self.provider_client.close()
+        self.notifier.close()
         self.webhooks.close()
         self.notify_http.close()
         self.engine.dispose()

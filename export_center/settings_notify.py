@@ -86,6 +86,18 @@ class NotifySettings(LoopSettings):
         60, gt=0, description="Lease of a claimed notification (far above one delivery)"
     )
     batch_size: int = Field(50, gt=0, description="Notifications claimed per pass")
+    concurrency: int = Field(
+        8,
+        gt=0,
+        le=64,
+        description="Deliveries under way at once",
+    )
+    concurrency_per_target: int = Field(
+        2,
+        gt=0,
+        le=64,
+        description="Deliveries under way at once to one endpoint, address or robot",
+    )
     backoff_seconds: list[float] = Field(
         default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0],
         description="Wait after failed delivery n (the last repeats)",

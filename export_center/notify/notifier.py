@@ -6,22 +6,35 @@ One pass (:meth:`Notifier.run_once`):
    the row is sent again with the same event id; receivers deduplicate by it);
 2. marks tasks whose file expires within ``notify.expiring_notice_hours`` and writes
    their ``export.expiring`` event (once per task: a conditional UPDATE);
-3. claims at most ``batch_size`` due rows, each with a lease (database clock), and for
-   each: a ``route`` row is expanded into one row per matching operator route
-   (``notify.routes``: event and export type -> robot) and marked SENT; any other row is
+3. claims due rows, each with a lease (database clock), at most as many as there are
+   free delivery slots (``notify.concurrency``) and at most
+   ``notify.concurrency_per_target`` under way for one target (an endpoint, an
+   address, a robot), and for each: a ``route`` row is expanded into one row per
+   matching operator route (``notify.routes``: event and export type -> robot) and
+   marked SENT; any other row is
    handed to the channel of its ``channel`` as a :class:`~.channels.base.Message`, the
    attempt is recorded (``export_delivery_attempt``) and the row is marked SENT, or
    PENDING after the back-off of its attempt (``notify.backoff_seconds``, the last one
    repeating), or DEAD when it is older than ``notify.max_age_hours`` or the channel
    says retrying cannot help. A dead row counts in ``export_notification_dead_total``
    {channel} and writes the audit (``notification_dead``).
+
+Deliveries run on a pool of ``notify.concurrency`` threads and a pass does not wait for
+them: a receiver that answers slowly (up to ``notify.send_timeout_seconds``) holds at
+most ``concurrency_per_target`` slots, however many rows wait for it, and the next pass
+(``notify.loop_seconds`` later) claims and starts the rows that came in meanwhile on
+the others. A row being delivered is claimed, so no pass takes it
+twice. :meth:`Notifier.drain` waits for the deliveries under way (shutdown, and
+callers that need the outcome of a pass).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC
 from typing import Any
 
@@ -105,16 +118,23 @@ class Notifier:
         self.channels = dict(channels)
         self.owner = owner
         self.base_url = base_url
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.notify.concurrency, thread_name_prefix="notify"
+        )
+        self._lock = threading.Lock()
+        self._running: set[Future[bool]] = set()
+        self._per_target: dict[tuple[str, str], int] = {}
+        self._ended = 0
 
     def run_once(self) -> int:
-        """Release lost claims, mark expiring files, deliver due rows; return how many
-        rows ended (sent or dead) or were expanded this pass."""
+        """Release lost claims, mark expiring files, expand route rows and start the
+        deliveries of due rows in the free slots (module docstring); return how many
+        rows ended (sent or dead) or were expanded since the previous pass."""
         with self.engine.begin() as conn:
             notes.release_expired_notification_claims(conn)
             notes.mark_expiring(conn, self.notify.expiring_notice_hours, self.notify.batch_size)
-            ids = notes.due_notification_ids(conn, self.notify.batch_size)
         done = 0
-        for row_id in ids:
+        for row_id in self._pick():
             with self.engine.begin() as conn:
                 row = notes.claim_notification(conn, row_id, self.owner, self.notify.lease_seconds)
             if row is None:
@@ -122,9 +142,80 @@ class Notifier:
             if row.channel == notes.ROUTE_CHANNEL:
                 self._expand_routes(row)
                 done += 1
-            elif self._deliver(row):
-                done += 1
+            else:
+                self._start(row)
+        with self._lock:
+            done, self._ended = done + self._ended, 0
         return done
+
+    def _pick(self) -> list[int]:
+        """Due rows for the free slots, oldest first, skipping the targets that already
+        have ``concurrency_per_target`` deliveries under way (route rows need no slot)."""
+        with self._lock:
+            free = self.notify.concurrency - len(self._running)
+            busy = dict(self._per_target)
+        if free <= 0:
+            return []
+        with self.engine.begin() as conn:
+            due = notes.due_notifications(conn, self.notify.batch_size)
+        picked: list[int] = []
+        for row_id, channel, target in due:
+            if channel == notes.ROUTE_CHANNEL:
+                picked.append(row_id)
+                continue
+            key = (channel, target)
+            if free <= 0 or busy.get(key, 0) >= self.notify.concurrency_per_target:
+                continue
+            busy[key] = busy.get(key, 0) + 1
+            free -= 1
+            picked.append(row_id)
+        return picked
+
+    def in_flight(self) -> int:
+        """How many deliveries are under way."""
+        with self._lock:
+            return len(self._running)
+
+    def drain(self, timeout: float | None = None) -> int:
+        """Wait up to ``timeout`` seconds (None: for as long as it takes) for the
+        deliveries under way; return how many rows ended since the previous pass."""
+        with self._lock:
+            running = set(self._running)
+        wait(running, timeout=timeout)
+        with self._lock:
+            done, self._ended = self._ended, 0
+        return done
+
+    def close(self) -> None:
+        """Let the deliveries under way finish (each is bounded by
+        ``notify.send_timeout_seconds``), then stop the pool."""
+        self._pool.shutdown(wait=True)
+
+    def _start(self, row: notes.Notification) -> None:
+        key = (row.channel, row.target)
+        with self._lock:
+            self._per_target[key] = self._per_target.get(key, 0) + 1
+            future = self._pool.submit(self._deliver_logged, row)
+            self._running.add(future)
+        future.add_done_callback(lambda f: self._finished(f, key))
+
+    def _finished(self, future: Future[bool], key: tuple[str, str]) -> None:
+        with self._lock:
+            self._running.discard(future)
+            left = self._per_target.get(key, 1) - 1
+            if left > 0:
+                self._per_target[key] = left
+            else:
+                self._per_target.pop(key, None)
+            if not future.cancelled() and future.exception() is None and future.result():
+                self._ended += 1
+
+    def _deliver_logged(self, row: notes.Notification) -> bool:
+        try:
+            return self._deliver(row)
+        except Exception:  # the database went away mid-delivery: the lease brings it back
+            log.exception("notification delivery could not be recorded", extra={"id": row.id})
+            return False
 
     def _expand_routes(self, row: notes.Notification) -> None:
         """One robot row per operator route matching the event and export type."""

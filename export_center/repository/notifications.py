@@ -55,7 +55,7 @@ __all__ = [
     "Notification",
     "NotificationStatus",
     "claim_notification",
-    "due_notification_ids",
+    "due_notifications",
     "enqueue_schedule_paused",
     "enqueue_task_event",
     "insert_notification",
@@ -382,12 +382,13 @@ def mark_expiring(conn: Connection, notice_hours: float, limit: int) -> int:
 # ------------------------------------------------------------------ delivery
 
 
-def due_notification_ids(conn: Connection, limit: int) -> list[int]:
-    """Ids of PENDING rows whose ``next_retry_at`` has come, oldest first."""
+def due_notifications(conn: Connection, limit: int) -> list[tuple[int, str, str]]:
+    """``(id, channel, target)`` of PENDING rows whose ``next_retry_at`` has come,
+    oldest first."""
     return [
-        r[0]
+        (int(r[0]), str(r[1]), str(r[2]))
         for r in conn.execute(
-            select(N.c.id)
+            select(N.c.id, N.c.channel, N.c.target)
             .where(N.c.status == NotificationStatus.PENDING.value, N.c.next_retry_at <= db_now())
             .order_by(N.c.next_retry_at, N.c.id)
             .limit(limit)

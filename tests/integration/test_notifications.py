@@ -68,6 +68,11 @@ def notifier_for(engine, **notify: Any) -> Notifier:
     )
 
 
+def one_pass(notifier: Notifier) -> int:
+    """One notifier pass and the deliveries it started."""
+    return notifier.run_once() + notifier.drain(timeout=60)
+
+
 def new_task(engine, *, user: str = "u1", max_attempts: int = 1, notify: str | None = None):
     new = repository.NewTask(
         export_type="ORDERS",
@@ -339,7 +344,7 @@ def test_500_three_times_then_200_is_delivered_on_the_fourth_try(engine, receive
     t = succeeded_task(engine)
     notifier = notifier_for(engine)
     for _ in range(4):
-        notifier.run_once()
+        one_pass(notifier)
     row = webhook_row(engine, t.id)
     assert (row.status, row.attempt_count, row.last_status_code) == ("SENT", 4, 200)
     assert len(receiver.deliveries) == 4
@@ -365,7 +370,7 @@ def test_receiver_down_past_max_age_is_dead_counted_and_audited(engine, receiver
     receiver.stop()  # nobody listens on the port any more
     t = succeeded_task(engine)
     notifier = notifier_for(engine, max_age_hours=1.0)
-    notifier.run_once()
+    one_pass(notifier)
     row = webhook_row(engine, t.id)
     assert row.status == "PENDING" and row.attempt_count == 1 and row.last_status_code is None
     with engine.begin() as conn:  # 25 hours later, by the database clock
@@ -378,7 +383,7 @@ def test_receiver_down_past_max_age_is_dead_counted_and_audited(engine, receiver
         pending, age = reads.notification_backlog(conn)
     assert pending == 1 and age >= 25 * 3600  # the route row was expanded (no routes)
     before = metrics.NOTIFICATION_DEAD.labels("webhook")._value.get()
-    notifier.run_once()
+    one_pass(notifier)
     row = webhook_row(engine, t.id)
     assert (row.status, row.attempt_count) == ("DEAD", 2)
     assert metrics.NOTIFICATION_DEAD.labels("webhook")._value.get() == before + 1
@@ -399,7 +404,7 @@ def test_rotation_sends_two_signatures_new_first(engine, receiver):
     assert rotated is not None and rotated.secret != endpoint.secret
     receiver.secrets = [rotated.secret, endpoint.secret]
     t = succeeded_task(engine)
-    notifier_for(engine).run_once()
+    one_pass(notifier_for(engine))
     (delivery,) = receiver.deliveries
     assert delivery.v1_count == 2
     assert delivery.verified == {rotated.secret: True, endpoint.secret: True}
@@ -416,7 +421,7 @@ def test_rotation_sends_two_signatures_new_first(engine, receiver):
             .values(previous_secret_until=db_now_plus(-1))
         )
     succeeded_task(engine)
-    notifier_for(engine).run_once()
+    one_pass(notifier_for(engine))
     assert receiver.deliveries[-1].v1_count == 1
     assert receiver.deliveries[-1].verified == {rotated.secret: True, endpoint.secret: False}
 
@@ -438,7 +443,7 @@ def test_operator_route_goes_to_the_robot_row(engine):
         ],
     )
     notifier.channels = {}  # the robot channel is another part's: the row waits for it
-    notifier.run_once()
+    one_pass(notifier)
     rows = rows_of(engine, t.id)
     assert [(r.channel, r.target, r.status) for r in rows] == [
         ("page", "u1", "SENT"),
@@ -471,7 +476,7 @@ def test_kill_9_between_send_and_mark_sends_again_with_the_same_id(engine, recei
             .where(NOTIFICATIONS.c.id == row.id)
             .values(lease_until=db_now_plus(-1))
         )
-    notifier_for(engine).run_once()
+    one_pass(notifier_for(engine))
     ids = [d.headers["export-center-event-id"] for d in receiver.deliveries]
     assert ids == [row.event_id, row.event_id]
     assert [d.event["id"] for d in receiver.deliveries] == ids
@@ -484,7 +489,7 @@ def test_deleted_endpoint_is_not_called(engine, receiver):
     t = succeeded_task(engine)
     with engine.begin() as conn:
         assert hooks.delete_endpoint(conn, "t1", endpoint.public_id)
-    notifier_for(engine).run_once()
+    one_pass(notifier_for(engine))
     assert receiver.deliveries == []
     row = webhook_row(engine, t.id)
     assert row.status == "DEAD" and row.last_error == "the endpoint was deleted or disabled"
@@ -504,7 +509,7 @@ def test_the_receiver_of_the_docs_verifies_a_real_delivery_and_rejects_a_replay(
     verify = docs_receiver()
     endpoint = add_endpoint(engine, receiver.url)
     succeeded_task(engine)
-    notifier_for(engine).run_once()
+    one_pass(notifier_for(engine))
     (delivery,) = receiver.deliveries
     header = delivery.headers["export-center-signature"]
     assert verify(endpoint.secret, header, delivery.body) is True
@@ -533,3 +538,47 @@ def test_the_webhook_channel_passes_the_channel_conformance_checks(engine, recei
         "succeeded",
         "failed",
     ]
+
+
+def test_a_slow_receiver_holds_its_own_slots_and_others_are_delivered_meanwhile(engine, receiver):
+    slow = Receiver(on_delivery=lambda _: time.sleep(3.0)).start()
+    try:
+        add_endpoint(engine, slow.url)
+        add_endpoint(engine, receiver.url)
+        for _ in range(3):
+            succeeded_task(engine)
+        notifier = notifier_for(engine, concurrency=8, concurrency_per_target=2)
+        started = time.monotonic()
+        notifier.run_once()  # returns without waiting for the deliveries it started
+        assert time.monotonic() - started < 2.0
+        while (len(receiver.deliveries), len(slow.deliveries)) < (2, 2) and (
+            time.monotonic() - started < 2.5
+        ):
+            time.sleep(0.02)
+        # Two rows per endpoint are under way at most: the fast one got two, the slow
+        # one holds its two slots; each has a third row waiting.
+        assert len(receiver.deliveries) == 2 and len(slow.deliveries) == 2
+        while notifier.in_flight() > 2 and time.monotonic() - started < 2.5:
+            time.sleep(0.02)  # the fast endpoint's answers are being recorded
+        assert notifier.in_flight() == 2
+        # The next pass gives the fast endpoint its third row while the slow one waits.
+        notifier.run_once()
+        while len(receiver.deliveries) < 3 and time.monotonic() - started < 2.9:
+            time.sleep(0.02)
+        assert len(receiver.deliveries) == 3 and time.monotonic() - started < 3.0
+        assert len(slow.deliveries) == 2
+        notifier.drain(timeout=30)
+        one_pass(notifier)  # the slow endpoint's last row, now its slots are free
+        assert len(slow.deliveries) == 3
+        with engine.connect() as conn:
+            statuses = (
+                conn.execute(
+                    select(NOTIFICATIONS.c.status).where(NOTIFICATIONS.c.channel == "webhook")
+                )
+                .scalars()
+                .all()
+            )
+        assert statuses == ["SENT"] * 6
+        notifier.close()
+    finally:
+        slow.stop()

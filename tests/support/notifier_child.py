@@ -25,6 +25,7 @@ def main() -> None:
     )
     print("READY", flush=True)
     notifier.run_once()
+    notifier.drain()
     print("DONE", flush=True)
 
 
