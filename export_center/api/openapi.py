@@ -210,6 +210,11 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
         "no dingtalk robot named 'ops'; the dingtalk robots are (none)",
         "notify[0].robot",
     ),
+    "RECIPIENT_UNKNOWN": (
+        "an e-mail target without 'to' goes to your own address, which this export "
+        "center does not know ...",
+        "notify[0].to",
+    ),
     "MANIFEST_NOT_FOUND": (
         "this export has no manifest: it has not succeeded (or succeeded before manifests "
         "were recorded)",

@@ -110,7 +110,10 @@ class RunPublic(BaseModel):
     rows: int | None
     fires: int
     manual: bool
-    outcome: str = Field(description="created or failed")
+    outcome: str = Field(
+        description="created; duplicate (an identical export was still running: the run "
+        "is that task); failed"
+    )
     windowFrom: str | None
     windowTo: str | None
     code: str | None

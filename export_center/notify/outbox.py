@@ -37,6 +37,8 @@ def schedule_paused(
     name: str,
     reason: str,
     notify_json: str | None = None,
+    reason_code: str | None = None,
+    permission: str | None = None,
 ) -> str:
     """Write the ``schedule.paused`` event of a schedule that paused itself.
 
@@ -48,6 +50,9 @@ def schedule_paused(
         reason: the sentence saying why (``data.reason``), e.g. the permission lost.
         notify_json: the schedule's stored notify list; None: the owner's defaults,
             else the page.
+        reason_code: ``data.reasonCode`` (``PERMISSION_DENIED``, or the code the
+            stored definition now fails with), which each language words.
+        permission: ``data.permission``, the permission the owner lacks.
 
     Returns:
         The event id (one per event, the same on every target).
@@ -60,4 +65,6 @@ def schedule_paused(
         name=name,
         reason=reason,
         notify_json=notify_json,
+        reason_code=reason_code,
+        permission=permission,
     )

@@ -27,14 +27,14 @@ Rules:
 Errors are :class:`~export_center.errors.ValidationFailed` (422) with ``field`` naming
 the item (``notify[1].to``) and one of the codes ``INVALID_NOTIFY`` (shape, unknown
 channel or event, duplicate), ``RECIPIENT_NOT_ALLOWED``, ``EMAIL_NOT_CONFIGURED`` and
-``UNKNOWN_ROBOT``.
+``UNKNOWN_ROBOT``; :func:`check_owner_address` adds ``RECIPIENT_UNKNOWN``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "MAX_TARGETS",
     "ROBOT_CHANNELS",
     "Target",
+    "check_owner_address",
     "parse_targets",
     "targets_from_json",
     "targets_json",
@@ -209,6 +210,29 @@ def parse_targets(
         seen.add(key)
         out.append(Target(channel, to, _events(item.get("events"), f"{at}.events")))
     return tuple(out)
+
+
+def check_owner_address(
+    targets: Sequence[Target] | None,
+    address: Callable[[], str | None],
+    *,
+    field: str = "notify",
+) -> None:
+    """Refuse an ``email`` target without ``to`` when the owner's address is unknown
+    (``address()`` is asked only then): it would reach nobody.
+
+    Raises:
+        ValidationFailed: ``RECIPIENT_UNKNOWN`` on ``notify[i].to``.
+    """
+    for i, target in enumerate(targets or ()):
+        if target.channel == "email" and target.to is None and not address():
+            raise _fail(
+                "an e-mail target without 'to' goes to your own address, which this "
+                "export center does not know (your token carries no email claim); name "
+                "the address in 'to'",
+                "RECIPIENT_UNKNOWN",
+                f"{field}[{i}].to",
+            )
 
 
 def targets_json(targets: Sequence[Target] | None) -> str | None:

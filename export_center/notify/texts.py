@@ -268,7 +268,7 @@ def compose(message: Message, language: str | None = None) -> Text:
         sep = "：" if lang == "zh" else ": "
         facts.append((labels["failure"], sep.join(p for p in (code, text) if p)))
     if message.event_type == "schedule.paused" and data.get("reason"):
-        facts.append((labels["reason"], trim(data["reason"], MAX_MESSAGE)))
+        facts.append((labels["reason"], _pause_reason(data, lang)))
     if expires and message.event_type in ("export.succeeded", "export.expiring"):
         facts.append((labels["expiresAt"], expires))
     links: list[tuple[str, str]] = []
@@ -294,6 +294,21 @@ def compose(message: Message, language: str | None = None) -> Text:
         links=tuple(links),
         footer=labels["footer"].format(event_id=trim(message.event_id, MAX_VALUE)),
     )
+
+
+def _pause_reason(data: Mapping[str, Any], lang: str) -> str:
+    """Why a schedule paused, in ``lang``: English is the scheduler's sentence; Chinese
+    is worded from ``reasonCode`` (and ``permission``), never the English sentence."""
+    if lang != "zh":
+        return trim(data["reason"], MAX_MESSAGE)
+    code = trim(data.get("reasonCode"), MAX_VALUE)
+    if code == "PERMISSION_DENIED":
+        permission = trim(data.get("permission"), MAX_VALUE)
+        need = f"（需要 {permission}）" if permission else ""
+        return f"创建者已没有此类导出的权限{need}，请先获得权限再恢复"
+    if code:
+        return f"导出设置已不再有效（错误代码 {code}），请修改定时导出后再恢复"
+    return "导出设置已不再有效，请修改定时导出后再恢复"
 
 
 def _colon(text: Text) -> str:
@@ -364,4 +379,6 @@ def summary(message: Message, language: str) -> str:
     reasons = {_LABELS[text.language]["failure"], _LABELS[text.language]["reason"]}
     sep = "：" if text.language == "zh" else ": "
     extra = [f"{label}{sep}{value}" for label, value in text.facts if label in reasons]
+    if text.language == "zh":  # Chinese runs sentences on without a space
+        return text.opening + "".join(f"{e}。" for e in extra)
     return " ".join([text.opening, *extra])

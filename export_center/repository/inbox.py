@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, Engine, and_, func, select, update
 
 from export_center.auth import Identity
 from export_center.db import db_now
@@ -18,6 +18,7 @@ from export_center.repository.tables import PRINCIPALS as P
 
 __all__ = [
     "Reachable",
+    "known_address",
     "mark_all_read",
     "mark_read",
     "page_notifications",
@@ -53,6 +54,15 @@ def reachable(conn: Connection, tenant_id: str, user_id: str) -> Reachable:
     if row is None:
         return Reachable(None, None, None)
     return Reachable(row.notify_defaults_json, row.email, row.language)
+
+
+def known_address(engine: Engine, user: Identity) -> str | None:
+    """The user's e-mail address: the token's ``email`` claim, else the one recorded
+    from an earlier token; None when neither exists."""
+    if user.email:
+        return user.email
+    with engine.connect() as conn:
+        return reachable(conn, user.tenant, user.user).email
 
 
 def save_notify_defaults(conn: Connection, user: Identity, notify_json: str | None) -> None:

@@ -320,17 +320,27 @@ def enqueue_schedule_paused(
     name: str,
     reason: str,
     notify_json: str | None,
+    reason_code: str | None = None,
+    permission: str | None = None,
 ) -> str:
     """Write the ``schedule.paused`` rows of a schedule that paused itself (the
     scheduler calls this in the transaction that pauses it).
 
     Args:
         notify_json: the schedule's notify list (None: the owner's defaults, else page).
+        reason_code: the code of the reason (``data.reasonCode``: ``PERMISSION_DENIED``
+            or the create's code that the definition fails), so that each language
+            words it.
+        permission: the permission the owner lacks (``data.permission``).
 
     Returns:
         The event id.
     """
-    data = {"scheduleId": schedule_id, "scheduleName": name, "reason": reason}
+    data: dict[str, Any] = {"scheduleId": schedule_id, "scheduleName": name, "reason": reason}
+    if reason_code is not None:
+        data["reasonCode"] = reason_code
+    if permission is not None:
+        data["permission"] = permission
     targets = _targets(notify_json, _principal(conn, tenant_id, owner))
     return _enqueue(
         conn,

@@ -62,7 +62,9 @@ def fire_task(
     key: str,
 ) -> tuple[repository.NewTask, Window | None, dict[str, Any]]:
     """The task of one fire of ``schedule`` at ``fire_time`` (aware), for ``owner``
-    with the permissions last seen, and the window's resolved parameters.
+    with the permissions last seen, and the window's resolved parameters. A body
+    without ``taskName`` names its task after the schedule (its first 100
+    characters).
 
     Raises:
         Forbidden: ``PERMISSION_DENIED``: the owner's permissions lack the type's.
@@ -71,6 +73,8 @@ def fire_task(
             (``UNKNOWN_EXPORT_TYPE``, parameters, ``WINDOW_NOT_SUPPORTED``, ...).
     """
     body = export_body(schedule.export_json)
+    if not (body.taskName or "").strip():  # its tasks are called after the schedule
+        body = body.model_copy(update={"taskName": schedule.name[:100].strip()})
     etype = checked_type_in(registry, owner, body.exportType)
     spec = spec_of(
         etype,

@@ -62,7 +62,13 @@ PAUSED_EVENT = "schedule.paused"
 MAX_COUNTED_FIRES = 100_000
 
 
-def _announce_pause(conn: Connection, schedule: Schedule, reason: str) -> None:
+def _announce_pause(
+    conn: Connection,
+    schedule: Schedule,
+    reason: str,
+    code: str | None,
+    permission: str | None = None,
+) -> None:
     """Write the ``schedule.paused`` event in the transaction that paused the schedule."""
     event_id = schedule_paused(
         conn,
@@ -72,6 +78,8 @@ def _announce_pause(conn: Connection, schedule: Schedule, reason: str) -> None:
         name=schedule.name,
         reason=reason,
         notify_json=schedule.notify_json,
+        reason_code=code,
+        permission=permission,
     )
     log.info("schedule %s paused: %s (event %s %s)", schedule.id, reason, PAUSED_EVENT, event_id)
 
@@ -83,8 +91,9 @@ class _LostClaim(Exception):
 @dataclass(frozen=True, slots=True)
 class FireResult:
     """What one fire did: the run, its task (None when it failed), the outcome
-    (``CREATED`` / ``FAILED``), the failure code and sentence, and whether the owner
-    lost the permission (the caller pauses the schedule)."""
+    (``CREATED``; ``DUPLICATE`` when an identical export of the owner was still queued
+    or running and the run is that task; ``FAILED``), the failure code and sentence,
+    and whether the owner lost the permission (the caller pauses the schedule)."""
 
     run_id: int
     task: repository.Task | None
@@ -124,7 +133,7 @@ def fire_once(
     key = fire_key(schedule.id, fire_time, manual=manual)
     task = None
     code = message = None
-    created = lost = False
+    created = lost = duplicate = False
     window_from = window_to = None
     try:
         if owner is None:
@@ -142,6 +151,7 @@ def fire_once(
         else:
             task, created = result.task, result.created
             if result.reason is CreateReason.DUPLICATE:
+                duplicate = True
                 message = "an identical export was still queued or running; this run is it"
     except Forbidden as exc:
         lost = True
@@ -159,6 +169,7 @@ def fire_once(
         message = f"{who} {exc.limit} exports queued or running already; this fire made none"
     except RequestError as exc:
         code, message = exc.code, exc.message
+    outcome = ("DUPLICATE" if duplicate else "CREATED") if task else "FAILED"
     run_id = srepo.insert_run(
         conn,
         {
@@ -167,7 +178,7 @@ def fire_once(
             "fires": fires,
             "manual": manual,
             "task_id": task.id if task else None,
-            "outcome": "CREATED" if task else "FAILED",
+            "outcome": outcome,
             "window_from": window_from,
             "window_to": window_to,
             "failure_code": None if task else code,
@@ -176,7 +187,7 @@ def fire_once(
     )
     if run_id is None:
         raise _LostClaim(f"schedule {schedule.id} already has a run at {fire_time.isoformat()}")
-    return FireResult(run_id, task, "CREATED" if task else "FAILED", code, message, lost, created)
+    return FireResult(run_id, task, outcome, code, message, lost, created)
 
 
 class Scheduler:
@@ -240,7 +251,7 @@ class Scheduler:
         except RequestError as exc:
             broken = f"{exc.code}: {exc.message}"
             self._finish(conn, schedule, first, "PAUSED", broken)
-            _announce_pause(conn, schedule, broken)
+            _announce_pause(conn, schedule, broken, exc.code)
             return None
         horizon = min(now, end) if end else now
         latest, fires = None, 0
@@ -274,7 +285,10 @@ class Scheduler:
             upcoming, status = None, "ENDED" if status == "ACTIVE" else status
         self._finish(conn, schedule, upcoming, status, reason)
         if status == "PAUSED" and reason is not None:
-            _announce_pause(conn, schedule, reason)
+            etype = self.registry.get(schedule.export_type)
+            permission = etype.required_permission if etype else None
+            code = result.code if result is not None else None
+            _announce_pause(conn, schedule, reason, code, permission)
         return result
 
     def _finish(

@@ -28,12 +28,13 @@ from export_center import metrics
 from export_center.api.create_rules import new_task_of
 from export_center.api.file_spec import checked_format, checked_type, file_spec_of
 from export_center.api.schedule_schemas import ScheduleCreate, ScheduleUpdate
-from export_center.api.schemas import ExportCreate
+from export_center.api.schemas import ExportCreate, ExportOptions
 from export_center.auth import DOWNLOAD_ALL, Identity
 from export_center.db import reading
 from export_center.errors import Conflict, Forbidden, NotFound, RequestError, ValidationFailed
-from export_center.notify.targets import parse_targets, targets_json
+from export_center.notify.targets import check_owner_address, parse_targets, targets_json
 from export_center.repository import schedules as srepo
+from export_center.repository.inbox import known_address
 from export_center.repository.schedules import RunRow, Schedule
 from export_center.runtime import Runtime
 from export_center.schedules.cron import CronSchedule, parse_cron
@@ -99,12 +100,15 @@ def _check_export(
     cron: CronSchedule,
     now: datetime,
     accept_language: str | None,
-) -> str:
-    """Run the create's checks on the export body; returns its type code.
+) -> tuple[str, str]:
+    """Run the create's checks on the export body; returns its type code and the
+    header language its files get (``options.language``, else the request's
+    ``Accept-Language``).
 
     Raises:
         RequestError: the create's codes, ``field`` under ``export.``;
-            ``WINDOW_NOT_SUPPORTED`` on ``window``; ``UNKNOWN_FIELD`` for
+            ``WINDOW_NOT_SUPPORTED`` on ``window``; ``WINDOW_CONFLICT`` when the
+            parameters name what the window sets; ``UNKNOWN_FIELD`` for
             ``export.requestId`` and ``INVALID_NOTIFY`` for ``export.notify`` (a
             schedule's own fields).
     """
@@ -129,6 +133,16 @@ def _check_export(
         raise _prefixed(exc, "export.") from None
     check_window_type(window, etype)
     parameters = dict(body.parameters)
+    if window is not None and etype.date_range is not None:
+        for name in etype.date_range:
+            if name in parameters:
+                raise ValidationFailed(
+                    f"export.parameters.{name} is set by the window at each fire; leave "
+                    f"it out of the parameters, or remove the window to export a fixed "
+                    "range every time",
+                    code="WINDOW_CONFLICT",
+                    field=f"export.parameters.{name}",
+                )
     if window is not None:
         parameters.update(window_parameters(window, etype, now, cron.zone))
     try:
@@ -143,7 +157,16 @@ def _check_export(
         )
     except RequestError as exc:
         raise _prefixed(exc, "export.") from None
-    return etype.code
+    return etype.code, spec.language
+
+
+def _with_language(body: ExportCreate, language: str) -> ExportCreate:
+    """``body`` with ``options.language`` set when it names none: a fire has no
+    request, so the language of the request that saved the schedule is kept."""
+    if body.options is not None and body.options.language:
+        return body
+    options = (body.options or ExportOptions()).model_copy(update={"language": language})
+    return body.model_copy(update={"options": options})
 
 
 def _checked(
@@ -166,20 +189,23 @@ def _checked(
         )
     cron = parse_cron(body.cron, body.timezone)
     window = parse_window(body.window)
-    export_type = _check_export(runtime, user, body.export, window, cron, now, accept_language)
+    export_type, language = _check_export(
+        runtime, user, body.export, window, cron, now, accept_language
+    )
     start, end = _aware(body.startAt), _aware(body.endAt)
     if start is not None and end is not None and end <= start:
         raise ValidationFailed("endAt must be after startAt", code="INVALID_VALUE", field="endAt")
     if end is not None and end <= now:
         raise ValidationFailed("endAt is in the past", code="INVALID_VALUE", field="endAt")
     targets = parse_targets(body.notify, runtime.settings.notify)
+    check_owner_address(targets, lambda: known_address(runtime.engine, user))
     values = {
         "tenant_id": user.tenant,
         "app_code": user.app_code,
         "owner": user.user,
         "name": body.name.strip() or body.name,
         "export_type": export_type,
-        "export_json": export_json(body.export),
+        "export_json": export_json(_with_language(body.export, language)),
         "cron": body.cron.strip(),
         "time_zone": body.timezone,
         "window_json": window.to_json() if window else None,
@@ -348,16 +374,36 @@ def pause_schedule(runtime: Runtime, user: Identity, schedule_id: int) -> Schedu
     return _changed(runtime, old, {"status": "PAUSED", "pause_reason": f"paused by {user.user}"})
 
 
-def resume_schedule(runtime: Runtime, user: Identity, schedule_id: int) -> Schedule:
-    """Resume: the next fire is the first after now (fires missed while paused are not
-    made up).
+def _may_run(runtime: Runtime, user: Identity, schedule: Schedule, doing: str) -> None:
+    """Refuse (403) an owner whose token lacks the export type's permission: a fire
+    would fail on it, and a timed one would pause the schedule again.
 
     Raises:
-        NotFound, Forbidden; Conflict ``SCHEDULE_ENDED``.
+        Forbidden: ``PERMISSION_DENIED`` naming the permission.
+    """
+    etype = runtime.registry.get(schedule.export_type)
+    if etype is None:
+        return  # the type left the registry: the fire fails with its own code
+    if not user.can(etype.required_permission) or user.app_code != etype.app_scope:
+        raise Forbidden(
+            f"cannot {doing} the schedule: your token lacks {etype.required_permission} "
+            f"for app {etype.app_scope}, which its {etype.code} exports need",
+            code="PERMISSION_DENIED",
+        )
+
+
+def resume_schedule(runtime: Runtime, user: Identity, schedule_id: int) -> Schedule:
+    """Resume: the next fire is the first after now (fires missed while paused are not
+    made up). The owner must hold the type's permission now.
+
+    Raises:
+        NotFound, Forbidden (also ``PERMISSION_DENIED`` for a token without the type's
+        permission); Conflict ``SCHEDULE_ENDED``.
     """
     old = _owned(runtime, user, schedule_id)
     if old.status == "ENDED":
         raise Conflict("the schedule has ended", code="SCHEDULE_ENDED")
+    _may_run(runtime, user, old, "resume")
     now = _now(runtime)
     cron = parse_cron(old.cron, old.time_zone)
     start = old.start_at.replace(tzinfo=UTC) if old.start_at else None
@@ -394,9 +440,12 @@ def run_now(runtime: Runtime, user: Identity, schedule_id: int) -> FireResult:
         The fire's result (a FAILED run when it could not create its task).
 
     Raises:
-        NotFound, Forbidden.
+        NotFound, Forbidden (also ``PERMISSION_DENIED`` before any run when the
+        caller's token lacks the type's permission: the caller is asking, not the
+        schedule, so it is a refusal, not a failed run and a pause).
     """
     schedule = _owned(runtime, user, schedule_id)
+    _may_run(runtime, user, schedule, "run")
     with runtime.engine.begin() as conn:
         srepo.touch_principal(conn, user)
         now = srepo.database_now(conn)

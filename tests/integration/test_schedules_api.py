@@ -244,6 +244,56 @@ def test_lost_permission_fails_the_run_and_pauses(sched_stack: Stack) -> None:
     assert paused[0]["scheduleId"] == sid
     assert "may no longer create ORDERS exports" in paused[0]["message"]
     assert paused[0]["messageZh"] and paused[0]["messageZh"] != paused[0]["message"]
+    assert "创建者已没有此类导出的权限（需要 export:orders:create）" in paused[0]["messageZh"]
+    assert "owner" not in paused[0]["messageZh"]
+    # The owner cannot resume, nor run it now, with the token that lacks the permission.
+    weak = sched_stack.client("alice", perms=["export:customers:create"])
+    for action in ("resume", "run"):
+        refused = weak.post(f"/api/v1/schedules/{sid}/{action}")
+        assert (refused.status_code, refused.json()["code"]) == (403, "PERMISSION_DENIED")
+        assert "export:orders:create" in refused.json()["message"]
+    assert len(alice.get(f"/api/v1/schedules/{sid}/runs").json()["items"]) == 1
+    assert weak.get(f"/api/v1/schedules/{sid}").json()["state"] == "paused"
+    # With the permission back, it resumes.
+    assert alice.post(f"/api/v1/schedules/{sid}/resume").json()["state"] == "active"
+
+
+def test_tasks_are_named_after_the_schedule_in_the_saved_language(sched_stack: Stack) -> None:
+    li = sched_stack.client("li")
+    li.headers["accept-language"] = "zh-CN,zh;q=0.9"
+    created = li.post("/api/v1/schedules", json=body(name="每周订单", window="previous_day"))
+    sid = created.json()["scheduleId"]
+    assert created.json()["export"]["options"]["language"] == "zh-CN"
+    first = li.post(f"/api/v1/schedules/{sid}/run").json()
+    detail = wait_state(li, first["taskId"])
+    assert detail["taskName"] == "每周订单" and detail["options"]["language"] == "zh-CN"
+    assert detail["fileName"].startswith("每周订单")
+
+
+def test_a_run_while_the_same_export_is_queued_is_a_duplicate(make_stack: Any) -> None:
+    idle = make_stack(scheduler={"enabled": False}, consumer={"enabled": False})
+    alice = idle.client("alice")
+    sid = alice.post("/api/v1/schedules", json=body(window="previous_day")).json()["scheduleId"]
+    one = alice.post(f"/api/v1/schedules/{sid}/run").json()
+    two = alice.post(f"/api/v1/schedules/{sid}/run").json()
+    assert two["taskId"] == one["taskId"]
+    assert (one["outcome"], two["outcome"]) == ("created", "duplicate")
+    assert "still queued or running" in two["message"]
+
+
+def test_a_window_and_date_parameters_together_are_422(sched_stack: Stack) -> None:
+    alice = sched_stack.client("alice")
+    export = {"exportType": "ORDERS", "format": "csv", "parameters": {"from": "1995-01-01"}}
+    answer = alice.post("/api/v1/schedules", json=body(export=export))
+    got = answer.json()
+    assert (answer.status_code, got["code"], got["field"]) == (
+        422,
+        "WINDOW_CONFLICT",
+        "export.parameters.from",
+    )
+    # Without a window, fixed dates are fine.
+    fixed = alice.post("/api/v1/schedules", json=body(export=export, window=None))
+    assert fixed.status_code == 201, fixed.text
 
 
 def test_downtime_coalesces_into_one_run_with_the_latest_window(sched_stack: Stack) -> None:

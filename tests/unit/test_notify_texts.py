@@ -14,6 +14,7 @@ from export_center.notify.texts import (
     render_html,
     render_markdown,
     render_plain,
+    summary,
     trim,
     trim_utf8,
 )
@@ -56,10 +57,33 @@ def test_chinese_wording() -> None:
     assert zh.links == (("下载文件", FILE_URL), ("查看任务", TASK_URL))
     expiring = compose(replace(succeeded("zh"), event_type="export.expiring"))
     assert "将于 2026-12-09 08:00 UTC 过期" in expiring.opening
-    paused = compose(
-        replace(succeeded("zh", reason="所有者已无导出权限"), event_type="schedule.paused")
+
+
+def test_a_pause_reason_is_worded_in_each_language_from_its_code() -> None:
+    english = "the owner carl may no longer create ORDERS exports: the latest token ..."
+    lost = {
+        "reason": english,
+        "reasonCode": "PERMISSION_DENIED",
+        "permission": "export:orders:create",
+    }
+    paused = replace(succeeded("zh", **lost), event_type="schedule.paused")
+    reason = "创建者已没有此类导出的权限（需要 export:orders:create），请先获得权限再恢复"
+    assert ("暂停原因", reason) in compose(paused).facts
+    assert ("Reason", english) in compose(paused, "en").facts
+    # No English in the Chinese line, and no space between its sentences.
+    line = summary(paused, "zh")
+    assert line == (
+        "定时导出「Weekly orders」已暂停，恢复之前不会再运行。暂停原因：" + reason + "。"
     )
-    assert ("暂停原因", "所有者已无导出权限") in paused.facts
+    assert "the owner" not in line
+    broken = replace(
+        succeeded("zh", reason="UNKNOWN_COLUMN: ...", reasonCode="UNKNOWN_COLUMN"),
+        event_type="schedule.paused",
+    )
+    assert (
+        "暂停原因",
+        "导出设置已不再有效（错误代码 UNKNOWN_COLUMN），请修改定时导出后再恢复",
+    ) in (compose(broken).facts)
 
 
 def test_no_download_sentence_without_a_file_link() -> None:

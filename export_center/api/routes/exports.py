@@ -81,6 +81,7 @@ CREATE_ERRORS = errors(
             "RECIPIENT_NOT_ALLOWED",
             "EMAIL_NOT_CONFIGURED",
             "UNKNOWN_ROBOT",
+            "RECIPIENT_UNKNOWN",
         ],
         429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"],
     },

@@ -17,7 +17,13 @@ from export_center.api.notify_schemas import (
 from export_center.api.openapi import AUTH, GUARD, errors
 from export_center.api.schemas import MePublic
 from export_center.auth import ADMIN, DOWNLOAD_ALL, Identity
-from export_center.notify.targets import EVENT_TYPES, Target, parse_targets, targets_json
+from export_center.notify.targets import (
+    EVENT_TYPES,
+    Target,
+    check_owner_address,
+    parse_targets,
+    targets_json,
+)
 from export_center.repository import inbox
 from export_center.runtime import Runtime
 
@@ -74,7 +80,15 @@ def get_notification_defaults(user: CurrentUser, runtime: RuntimeDep) -> NotifyD
     responses=errors(
         GUARD,
         AUTH,
-        {422: ["INVALID_NOTIFY", "RECIPIENT_NOT_ALLOWED", "EMAIL_NOT_CONFIGURED", "UNKNOWN_ROBOT"]},
+        {
+            422: [
+                "INVALID_NOTIFY",
+                "RECIPIENT_NOT_ALLOWED",
+                "EMAIL_NOT_CONFIGURED",
+                "UNKNOWN_ROBOT",
+                "RECIPIENT_UNKNOWN",
+            ]
+        },
     ),
     tags=["notifications"],
 )
@@ -86,6 +100,7 @@ def put_notification_defaults(
     nobody; null forgets them). An export that names no ``notify`` reads the defaults
     when it ends, so one running now follows the new ones."""
     targets = parse_targets(body.notify, runtime.settings.notify)
+    check_owner_address(targets, lambda: inbox.known_address(runtime.engine, user))
     with runtime.engine.begin() as conn:
         inbox.save_notify_defaults(conn, user, targets_json(targets))
     return _defaults(runtime, user)

@@ -46,6 +46,10 @@ _EXAMPLES: dict[str, tuple[str, str | None]] = {
     ),
     "INVALID_WINDOW": ('window must be one of previous_day, ... or {"lastNDays": N}', "window"),
     "WINDOW_NOT_SUPPORTED": ("this export type has no date range, so ...", "window"),
+    "WINDOW_CONFLICT": (
+        "export.parameters.from is set by the window at each fire; leave it out ...",
+        "export.parameters.from",
+    ),
     "INVALID_NOTIFY": ("unknown channel 'sms'", "notify[0].channel"),
     "RECIPIENT_NOT_ALLOWED": ("the domain of x@elsewhere.org is not allowed", "notify[0].to"),
     "EMAIL_NOT_CONFIGURED": ("e-mail notifications are not configured here", "notify[0]"),
@@ -63,10 +67,12 @@ _CHECK_CODES = {
         "UNKNOWN_TIME_ZONE",
         "INVALID_WINDOW",
         "WINDOW_NOT_SUPPORTED",
+        "WINDOW_CONFLICT",
         "INVALID_NOTIFY",
         "RECIPIENT_NOT_ALLOWED",
         "EMAIL_NOT_CONFIGURED",
         "UNKNOWN_ROBOT",
+        "RECIPIENT_UNKNOWN",
     ]
 }
 #: A schedule id in a path: a positive 63-bit integer (a larger number is a 422, never a
