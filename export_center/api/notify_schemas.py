@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 __all__ = [
     "NotifyTargets",
@@ -78,7 +78,7 @@ class WebhookUpdate(BaseModel):
     url: str | None = Field(default=None, max_length=2048)
     events: list[str] | None = None
     description: str | None = Field(default=None, max_length=500)
-    enabled: bool | None = None
+    enabled: StrictBool | None = Field(default=None, description="true or false")
 
 
 class WebhookPublic(BaseModel):

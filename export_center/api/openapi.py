@@ -179,6 +179,8 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "TASK_NOT_FOUND": ("no such export task", None),
     "NOTIFICATION_NOT_FOUND": ("no such notification of yours", None),
     "WEBHOOK_NOT_FOUND": ("no webhook endpoint 'we_0' in your tenant", None),
+    "WEBHOOK_ALREADY_REGISTERED": ("we_1 already sends to https://hooks.example.com/x; ...", "url"),
+    "WEBHOOK_DISABLED": ("we_1 is disabled, so nothing is sent to it; enable it first", None),
     "DELIVERY_NOT_FOUND": ("no delivery '7' of this endpoint", None),
     "INVALID_WEBHOOK_URL": ("url must be an absolute https:// URL", "url"),
     "WEBHOOK_HTTPS_REQUIRED": (

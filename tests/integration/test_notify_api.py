@@ -99,6 +99,29 @@ def test_endpoint_crud_permission_and_tenant(stack, receiver):
         f"/api/v1/webhook-endpoints/{hook_id}", json={"description": "ops", "enabled": False}
     )
     assert (patched.json()["description"], patched.json()["enabled"]) == ("ops", False)
+    # A disabled endpoint gets no test event; "yes" is not a boolean; null is no value.
+    test = client.post(f"/api/v1/webhook-endpoints/{hook_id}/test")
+    assert (test.status_code, test.json()["code"]) == (409, "WEBHOOK_DISABLED")
+    for change, field in (({"enabled": "yes"}, "enabled"), ({"url": None}, "url")):
+        refused = client.patch(f"/api/v1/webhook-endpoints/{hook_id}", json=change)
+        assert refused.status_code == 422 and refused.json()["field"] == field, refused.text
+    # The same URL twice in a tenant is refused (each would get every event); another
+    # tenant may register it.
+    twice = client.post("/api/v1/webhook-endpoints", json={"url": receiver.url, "events": EVENTS})
+    assert (twice.status_code, twice.json()["code"]) == (409, "WEBHOOK_ALREADY_REGISTERED")
+    assert hook_id in twice.json()["message"]
+    assert (
+        other.post(
+            "/api/v1/webhook-endpoints", json={"url": receiver.url, "events": EVENTS}
+        ).status_code
+        == 201
+    )
+    second = client.post(
+        "/api/v1/webhook-endpoints", json={"url": receiver.url + "/b", "events": EVENTS}
+    ).json()["id"]
+    moved = client.patch(f"/api/v1/webhook-endpoints/{second}", json={"url": receiver.url})
+    assert (moved.status_code, moved.json()["code"]) == (409, "WEBHOOK_ALREADY_REGISTERED")
+    assert client.delete(f"/api/v1/webhook-endpoints/{second}").status_code == 204
     rotated = client.post(f"/api/v1/webhook-endpoints/{hook_id}/rotate-secret").json()
     assert rotated["secret"] != body["secret"] and rotated["previousSecretValidUntil"]
     assert client.delete(f"/api/v1/webhook-endpoints/{hook_id}").status_code == 204

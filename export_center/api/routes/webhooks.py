@@ -26,7 +26,7 @@ from export_center.api.notify_schemas import (
 from export_center.api.openapi import AUTH, BODY, GUARD, errors
 from export_center.api.present import utc
 from export_center.auth import Identity
-from export_center.errors import Forbidden, NotFound, ValidationFailed
+from export_center.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from export_center.ids import new_event_id
 from export_center.notify.targets import EVENT_TYPES
 from export_center.notify.webhooks import check_webhook_url
@@ -47,6 +47,7 @@ router = APIRouter(
 
 _DENIED = {403: ["PERMISSION_DENIED"]}
 _MISSING = {404: ["WEBHOOK_NOT_FOUND"]}
+_TWICE = {409: ["WEBHOOK_ALREADY_REGISTERED"]}
 _INVALID = {
     422: [
         "INVALID_WEBHOOK_URL",
@@ -57,8 +58,27 @@ _INVALID = {
         "UNKNOWN_FIELD",
         "INVALID_TYPE",
         "TOO_LONG",
+        "INVALID_VALUE",
     ]
 }
+
+
+def _not_registered(conn: Any, tenant: str, url: str, but: str | None = None) -> None:
+    """Refuse a URL another live endpoint of the tenant has: each would get every event.
+
+    Raises:
+        Conflict: ``WEBHOOK_ALREADY_REGISTERED`` naming that endpoint.
+    """
+    for other in hooks.list_endpoints(conn, tenant):
+        if other.url == url and other.public_id != but:
+            raise Conflict(
+                f"{other.public_id} already sends to {url}; change its events instead of "
+                "registering the URL twice (each endpoint would get every event)",
+                code="WEBHOOK_ALREADY_REGISTERED",
+                field="url",
+            )
+
+
 _STATUS = {"PENDING": "pending", "CLAIMED": "sending", "SENT": "delivered", "DEAD": "dead"}
 
 
@@ -113,7 +133,7 @@ def _endpoint(runtime: RuntimeDep, tenant: str, public_id: str) -> hooks.Webhook
     "",
     status_code=201,
     response_model=WebhookCreated,
-    responses=errors(BODY, AUTH, _DENIED, _INVALID),
+    responses=errors(BODY, AUTH, _DENIED, _INVALID, _TWICE),
 )
 def create_endpoint(body: WebhookCreate, user: CurrentUser, runtime: RuntimeDep) -> WebhookCreated:
     """Register an endpoint; the answer holds its secret, shown only this once."""
@@ -121,6 +141,7 @@ def create_endpoint(body: WebhookCreate, user: CurrentUser, runtime: RuntimeDep)
     url = check_webhook_url(body.url, runtime.settings.notify)
     events = _events(body.events)
     with runtime.engine.begin() as conn:
+        _not_registered(conn, tenant, url)
         made = hooks.create_endpoint(
             conn,
             tenant_id=tenant,
@@ -152,13 +173,21 @@ def get_endpoint(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> We
 @router.patch(
     "/{endpoint_id}",
     response_model=WebhookPublic,
-    responses=errors(BODY, AUTH, _DENIED, _MISSING, _INVALID),
+    responses=errors(BODY, AUTH, _DENIED, _MISSING, _INVALID, _TWICE),
 )
 def update_endpoint(
     endpoint_id: str, body: WebhookUpdate, user: CurrentUser, runtime: RuntimeDep
 ) -> WebhookPublic:
-    """Change the URL, events, description or enabled switch."""
+    """Change the URL, events, description or enabled switch (``url``, ``events`` and
+    ``enabled`` cannot be null: leave them out to keep them)."""
     tenant = _tenant(user)
+    for name in ("url", "events", "enabled"):
+        if name in body.model_fields_set and getattr(body, name) is None:
+            raise ValidationFailed(
+                f"{name} cannot be null; leave it out to keep it",
+                code="INVALID_VALUE",
+                field=name,
+            )
     changes: dict[str, Any] = {}
     if body.url is not None:
         changes["url"] = check_webhook_url(body.url, runtime.settings.notify)
@@ -169,6 +198,8 @@ def update_endpoint(
     if body.enabled is not None:
         changes["enabled"] = body.enabled
     with runtime.engine.begin() as conn:
+        if "url" in changes:
+            _not_registered(conn, tenant, changes["url"], but=endpoint_id)
         changed = hooks.update_endpoint(conn, tenant, endpoint_id, **changes)
     if changed is None:
         raise _missing(endpoint_id)
@@ -242,11 +273,20 @@ def deliveries(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> Deli
 
 
 @router.post(
-    "/{endpoint_id}/test", status_code=202, responses=errors(GUARD, AUTH, _DENIED, _MISSING)
+    "/{endpoint_id}/test",
+    status_code=202,
+    responses=errors(GUARD, AUTH, _DENIED, _MISSING, {409: ["WEBHOOK_DISABLED"]}),
 )
 def send_test(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> dict[str, str]:
-    """Send a ``webhook.test`` event to this endpoint through the notification outbox."""
+    """Send a ``webhook.test`` event to this endpoint through the notification outbox
+    (409 ``WEBHOOK_DISABLED`` for a disabled endpoint: nothing is sent to it)."""
     endpoint = _endpoint(runtime, _tenant(user), endpoint_id)
+    if not endpoint.enabled:
+        raise Conflict(
+            f"{endpoint_id} is disabled, so nothing is sent to it; enable it first "
+            '(PATCH {"enabled": true})',
+            code="WEBHOOK_DISABLED",
+        )
     event_id = new_event_id()
     with runtime.engine.begin() as conn:
         notes.insert_notification(
