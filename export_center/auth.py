@@ -47,6 +47,7 @@ __all__ = [
     "OPERATOR",
     "TENANT_ID_MAX_LENGTH",
     "USER_ID_MAX_LENGTH",
+    "WEBHOOKS_MANAGE",
     "Identity",
     "decode_token",
     "email_of",
@@ -58,6 +59,8 @@ __all__ = [
 DOWNLOAD_ALL = "platform:download:all"
 #: Lets a user reload the registry.
 ADMIN = "platform:export:admin"
+#: Lets a tenant admin manage the tenant's webhook endpoints.
+WEBHOOKS_MANAGE = "platform:webhooks:manage"
 #: Lets an admin act across tenants (the admin API; operators of the whole platform).
 OPERATOR = "platform:operator"
 #: The app codes a token may name (the registry's ``app_scope`` values).

@@ -45,6 +45,7 @@ from export_center.auth import (
     DOWNLOAD_ALL,
     TENANT_ID_MAX_LENGTH,
     USER_ID_MAX_LENGTH,
+    WEBHOOKS_MANAGE,
     issue_token,
 )
 from export_center.errors import Forbidden, NotFound
@@ -154,8 +155,8 @@ class DevSignIn(BaseModel):
     app: Literal["PLATFORM", "MERCHANT"] = "PLATFORM"
     role: Literal["user", "admin"] = Field(
         default="user",
-        description="admin adds platform:download:all (every task of the tenant and app) "
-        "and platform:export:admin",
+        description="admin adds platform:download:all (every task of the tenant and app), "
+        "platform:export:admin and platform:webhooks:manage (the tenant's webhook endpoints)",
     )
 
 
@@ -227,7 +228,7 @@ def dev_sign_in(body: DevSignIn, runtime: RuntimeDep, request: Request) -> DevTo
         )
     permissions = {t.required_permission for t in runtime.registry}
     if body.role == "admin":
-        permissions |= {DOWNLOAD_ALL, ADMIN}
+        permissions |= {DOWNLOAD_ALL, ADMIN, WEBHOOKS_MANAGE}
     token = issue_token(
         runtime.settings.jwt_secret,
         user=body.user,

@@ -25,7 +25,7 @@ from export_center.api.notify_schemas import (
 )
 from export_center.api.openapi import AUTH, BODY, GUARD, errors
 from export_center.api.present import utc
-from export_center.auth import Identity
+from export_center.auth import WEBHOOKS_MANAGE, Identity
 from export_center.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from export_center.ids import new_event_id
 from export_center.notify.targets import EVENT_TYPES
@@ -36,8 +36,6 @@ from export_center.repository import webhooks as hooks
 
 __all__ = ["TEST_EVENT", "WEBHOOKS_MANAGE", "router"]
 
-#: The permission every route here needs.
-WEBHOOKS_MANAGE = "platform:webhooks:manage"
 #: The event type of ``POST .../test`` (never one of the real events).
 TEST_EVENT = "webhook.test"
 

@@ -9,6 +9,7 @@ import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
 import { Inbox } from './inbox.js';
 import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
+import './notify_settings_i18n.js'; // so is the Notifications tab
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -330,7 +331,7 @@ async function enter() {
     if (history.replaceState) history.replaceState(null, '', location.pathname + location.search);
     inbox.showTask(linked[1]);
   }
-  if ((me.isAdmin && location.hash === '#ops') || location.hash === '#schedules') {
+  if ((me.isAdmin && location.hash === '#ops') || location.hash === '#schedules' || location.hash === '#notify') {
     listing.catch(() => {});
     return showView(location.hash.slice(1));
   }
@@ -341,8 +342,9 @@ async function enter() {
 
 let ops = null; // the operations view (ops.js), loaded the first time an admin opens it
 let schedules = null; // the schedules view (schedules.js), loaded the first time it opens
+let notifySettings = null; // the notifications view (notify_settings.js), likewise
 
-const VIEWS = ['exports', 'schedules', 'ops'];
+const VIEWS = ['exports', 'schedules', 'notify', 'ops'];
 
 /** Show the exports list, the schedules or (admins) the operations view; the others stop
  * asking. */
@@ -354,6 +356,7 @@ async function showView(name, { focus = true, listing } = {}) {
   }
   $('exports-view').hidden = view !== 'exports';
   $('schedules').hidden = view !== 'schedules';
+  $('notify-settings').hidden = view !== 'notify';
   $('ops').hidden = view !== 'ops';
   if (history.replaceState) history.replaceState(null, '', view === 'exports' ? location.pathname + location.search : `#${view}`);
   if (view === 'exports') {
@@ -384,6 +387,18 @@ async function showView(name, { focus = true, listing } = {}) {
       $('schedules-title').focus();
     }
     return schedules.start();
+  }
+  if (view === 'notify') {
+    ops?.stop();
+    if (!notifySettings) {
+      const module = await import('./notify_settings.js');
+      notifySettings ||= new module.NotifySettingsView({
+        me: () => app.me, notify, notifyError, confirm: confirmDialog, onUnauthorized: unauthorized,
+      });
+    }
+    await notifySettings.start();
+    if (focus) $('notify-title')?.focus();
+    return undefined;
   }
   if (!ops) {
     const module = await import('./ops.js');
@@ -439,6 +454,7 @@ function renderChrome() {
   for (const tab of document.querySelectorAll('#views [data-view="ops"]')) tab.hidden = !me.isAdmin;
   ops?.relabel();
   schedules?.relabel();
+  notifySettings?.relabel();
 }
 
 function filtered() {
