@@ -64,7 +64,19 @@ class RobotSettings(BaseModel):
     secret: SecretStr | None = Field(
         None, description="Signing secret (Feishu/Lark and DingTalk 'sign' security setting)"
     )
-    language: Literal["en", "zh"] = Field("zh", description="Language of its messages")
+    language: Literal["en", "zh"] = Field(
+        "zh", description="Language of its messages: zh (also zh-CN, zh-Hans) or en (en-US)"
+    )
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _language_tag(cls, value: Any) -> Any:
+        """A BCP 47 tag of Chinese or English (``zh-CN``, ``en-US``) is its language."""
+        if isinstance(value, str):
+            primary = value.strip().lower().replace("_", "-").split("-", 1)[0]
+            if primary in ("zh", "en"):
+                return primary
+        return value
 
 
 class RouteSettings(BaseModel):

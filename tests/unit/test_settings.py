@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -138,3 +140,23 @@ def test_host_and_audience_lists_come_from_json(tmp_path, monkeypatch):
     with pytest.raises(ValidationError) as error:
         Settings(data_dir=tmp_path)
     assert "EXPORT_CENTER_API__ALLOWED_HOSTS" in settings_problems(error.value)
+
+
+@pytest.mark.parametrize(("tag", "language"), [("zh-CN", "zh"), ("zh_Hans", "zh"), ("en-US", "en")])
+def test_a_robot_language_may_be_a_bcp47_tag(
+    monkeypatch: pytest.MonkeyPatch, tag: str, language: str
+) -> None:
+    robots = {
+        "ops": {"kind": "dingtalk", "url": "https://oapi.dingtalk.com/robot/send", "language": tag}
+    }
+    monkeypatch.setenv("EXPORT_CENTER_NOTIFY__ROBOTS", json.dumps(robots))
+    assert Settings().notify.robots["ops"].language == language
+
+
+def test_a_robot_language_of_another_tongue_stops_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    robots = {"ops": {"kind": "wecom", "url": "https://qyapi.weixin.qq.com/x", "language": "fr"}}
+    monkeypatch.setenv("EXPORT_CENTER_NOTIFY__ROBOTS", json.dumps(robots))
+    with pytest.raises(ValueError, match="'en' or 'zh'"):
+        Settings()
