@@ -4,9 +4,9 @@ names are fixed)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from export_center.api.notify_schemas import NotifyTargets
 from export_center.api.schemas import ExportCreate
@@ -31,6 +31,23 @@ _EXAMPLE: dict[str, Any] = {
 }
 
 
+#: A ``window`` in a body: declared a name or ``{"lastNDays": N}`` in the OpenAPI
+#: document; any JSON is let through to the schedule's check, so a wrong shape is
+#: ``INVALID_WINDOW`` on ``window`` like every other window mistake.
+WindowChoice = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "properties": {"lastNDays": {"type": "integer"}}},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
 class ScheduleCreate(BaseModel):
     """Body of ``POST /api/v1/schedules``."""
 
@@ -42,7 +59,7 @@ class ScheduleCreate(BaseModel):
         min_length=1, max_length=120, description="5-field cron: minute hour day month weekday"
     )
     timezone: str = Field(min_length=1, max_length=64, description="IANA time zone of the cron")
-    window: str | dict[str, Any] | None = Field(
+    window: WindowChoice = Field(
         default=None,
         description="previous_day, previous_week, previous_month, month_to_date or "
         '{"lastNDays": N}',
@@ -64,7 +81,7 @@ class ScheduleUpdate(BaseModel):
     export: ExportCreate | None = None
     cron: str | None = Field(default=None, min_length=1, max_length=120)
     timezone: str | None = Field(default=None, min_length=1, max_length=64)
-    window: str | dict[str, Any] | None = None
+    window: WindowChoice = None
     startAt: datetime | None = None
     endAt: datetime | None = None
     notify: NotifyTargets = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from pydantic import ValidationError as PydanticError
@@ -75,11 +75,12 @@ class Checked:
     start_at: datetime | None
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    """An API instant as aware UTC (a naive one is read as UTC)."""
+def _aware(value: datetime | None, zone: tzinfo = UTC) -> datetime | None:
+    """An API instant as aware UTC; one without an offset is a wall time in ``zone``
+    (the schedule's time zone: "startAt 2026-12-07T08:00" is 08:00 there)."""
     if value is None:
         return None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    return (value if value.tzinfo else value.replace(tzinfo=zone)).astimezone(UTC)
 
 
 def _naive(value: datetime | None) -> datetime | None:
@@ -192,7 +193,7 @@ def _checked(
     export_type, language = _check_export(
         runtime, user, body.export, window, cron, now, accept_language
     )
-    start, end = _aware(body.startAt), _aware(body.endAt)
+    start, end = _aware(body.startAt, cron.zone), _aware(body.endAt, cron.zone)
     if start is not None and end is not None and end <= start:
         raise ValidationFailed("endAt must be after startAt", code="INVALID_VALUE", field="endAt")
     if end is not None and end <= now:
@@ -242,7 +243,7 @@ def create_schedule(
     """
     now = _now(runtime)
     checked = _checked(runtime, user, body, now, accept_language)
-    end = _aware(body.endAt)
+    end = _aware(body.endAt, checked.cron.zone)
     first = _first_fire(checked, now, end)
     with runtime.engine.begin() as conn:
         srepo.touch_principal(conn, user, force=True)
@@ -332,8 +333,8 @@ def update_schedule(
         "cron": old.cron,
         "timezone": old.time_zone,
         "window": json.loads(old.window_json) if old.window_json else None,
-        "startAt": old.start_at,
-        "endAt": old.end_at,
+        "startAt": old.start_at.replace(tzinfo=UTC) if old.start_at else None,
+        "endAt": old.end_at.replace(tzinfo=UTC) if old.end_at else None,
         "notify": json.loads(old.notify_json) if old.notify_json else None,
     }
     for name in sorted(body.model_fields_set):
@@ -351,7 +352,7 @@ def update_schedule(
         raise ValidationFailed(f"{field}: {problem.get('msg')}", field=field) from None
     now = _now(runtime)
     checked = _checked(runtime, user, full, now, accept_language)
-    first = _first_fire(checked, now, _aware(full.endAt))
+    first = _first_fire(checked, now, _aware(full.endAt, checked.cron.zone))
     status = old.status if old.status == "PAUSED" else ("ACTIVE" if first else "ENDED")
     with runtime.engine.begin() as conn:
         srepo.touch_principal(conn, user, force=True)

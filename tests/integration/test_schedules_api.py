@@ -83,6 +83,8 @@ def test_create_read_list_update_delete(sched_stack: Stack) -> None:
         ({"timezone": "Mars/Olympus_Mons"}, 422, "UNKNOWN_TIME_ZONE", "timezone"),
         ({"window": "last_week"}, 422, "INVALID_WINDOW", "window"),
         ({"window": {"lastNDays": 0}}, 422, "INVALID_WINDOW", "window"),
+        ({"window": []}, 422, "INVALID_WINDOW", "window"),
+        ({"window": 7}, 422, "INVALID_WINDOW", "window"),
         (
             {"export": {"exportType": "CUSTOMERS", "format": "csv"}},
             422,
@@ -279,6 +281,19 @@ def test_a_run_while_the_same_export_is_queued_is_a_duplicate(make_stack: Any) -
     assert two["taskId"] == one["taskId"]
     assert (one["outcome"], two["outcome"]) == ("created", "duplicate")
     assert "still queued or running" in two["message"]
+
+
+def test_a_start_without_an_offset_is_a_wall_time_of_the_schedules_zone(
+    sched_stack: Stack,
+) -> None:
+    alice = sched_stack.client("alice")
+    # Monday 2030-01-07 08:00 in Shanghai (00:00 UTC): that fire is the first.
+    made = alice.post("/api/v1/schedules", json=body(startAt="2030-01-07T08:00:00"))
+    assert made.status_code == 201, made.text
+    assert made.json()["nextFireTimes"][0] == "2030-01-07T08:00:00+08:00"
+    # With an offset, the instant is the one given: 08:00 UTC is 16:00 in Shanghai.
+    later = alice.post("/api/v1/schedules", json=body(startAt="2030-01-07T08:00:00Z"))
+    assert later.json()["nextFireTimes"][0] == "2030-01-14T08:00:00+08:00"
 
 
 def test_a_window_and_date_parameters_together_are_422(sched_stack: Stack) -> None:

@@ -56,7 +56,9 @@ def list_notifications(
 ) -> NotificationsPublic:
     """The caller's notifications, newest first, and how many are unread."""
     if before is not None and not before.isdigit():
-        raise ValidationFailed("before must be a notification id", code="INVALID_VALUE")
+        raise ValidationFailed(
+            "before must be a notification id", code="INVALID_VALUE", field="before"
+        )
     with runtime.engine.connect() as conn:
         rows = inbox.page_notifications(
             conn,

@@ -741,7 +741,8 @@ export function bytes(count) {
   let value = count;
   let i = 0;
   while (value >= 1000 && i < units.length - 1) { value /= 1000; i += 1; }
-  return number(value, { style: 'unit', unit: units[i], unitDisplay: 'short', maximumFractionDigits: i ? 1 : 0 });
+  // Bytes in full ("135 bytes", "135字节"): the short form of the unit is "byte" in English.
+  return number(value, { style: 'unit', unit: units[i], unitDisplay: i ? 'short' : 'long', maximumFractionDigits: i ? 1 : 0 });
 }
 
 /** A duration in seconds as "1 min 5 sec" / "1分钟5秒". */

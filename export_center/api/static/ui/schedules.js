@@ -49,9 +49,14 @@ function fireText(iso, zone) {
   const at = Date.parse(iso);
   if (!Number.isFinite(at)) return String(iso || '');
   try {
-    return new Intl.DateTimeFormat(i18n.locale, {
-      timeZone: zone, weekday: 'short', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit',
-    }).format(at);
+    // Date, weekday and time as three words ("2026/12/07 周一 08:00", "12/07/2026 Mon 08:00"):
+    // one format of all three runs the date and the Chinese weekday together.
+    const part = (options) => new Intl.DateTimeFormat(i18n.locale, { timeZone: zone, ...options }).format(at);
+    return [
+      part({ year: 'numeric', month: '2-digit', day: '2-digit' }),
+      part({ weekday: 'short' }),
+      part({ hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }),
+    ].join(' ');
   } catch {
     return i18n.dateTimeShort(iso);
   }
