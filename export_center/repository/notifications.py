@@ -33,12 +33,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, literal, select, update
+from sqlalchemy import Connection, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id
 from export_center.notify.targets import Target, targets_from_json
+from export_center.repository import leases
 from export_center.repository.audit import AuditAction, record_audit
 from export_center.repository.reads import read_task
 from export_center.repository.rows import Task, _Row
@@ -415,31 +416,15 @@ def read_notification(conn: Connection, row_id: int) -> Notification | None:
 def claim_notification(
     conn: Connection, row_id: int, owner: str, lease_seconds: float
 ) -> Notification | None:
-    """PENDING (due) -> CLAIMED with a lease, ``attempt_count + 1``; None when taken."""
-    claimed = conn.execute(
-        update(N)
-        .where(
-            N.c.id == row_id,
-            N.c.status == NotificationStatus.PENDING.value,
-            N.c.next_retry_at <= db_now(),
-        )
-        .values(
-            status=NotificationStatus.CLAIMED.value,
-            lease_owner=owner,
-            lease_until=db_now_plus(lease_seconds),
-            attempt_count=N.c.attempt_count + 1,
-            updated_at=db_now(),
-        )
-    ).rowcount
-    return read_notification(conn, row_id) if claimed == 1 else None
+    """PENDING (due) -> CLAIMED with a lease, ``attempt_count + 1``
+    (:func:`~export_center.repository.leases.claim_due`); None when taken."""
+    if not leases.claim_due(conn, N, row_id, owner, lease_seconds):
+        return None
+    return read_notification(conn, row_id)
 
 
 def _held(row_id: int, owner: str) -> Any:
-    return and_(
-        N.c.id == row_id,
-        N.c.status == NotificationStatus.CLAIMED.value,
-        N.c.lease_owner == owner,
-    )
+    return leases.held(N, row_id, owner)
 
 
 def record_delivery_attempt(
@@ -551,19 +536,7 @@ def mark_notification_dead(conn: Connection, row_id: int, owner: str, error: str
 def release_expired_notification_claims(conn: Connection) -> int:
     """CLAIMED rows whose notifier lease ran out go back to PENDING, due now (a crash
     between send and mark sends again with the same event id)."""
-    return int(
-        conn.execute(
-            update(N)
-            .where(N.c.status == NotificationStatus.CLAIMED.value, N.c.lease_until <= db_now())
-            .values(
-                status=NotificationStatus.PENDING.value,
-                lease_owner=None,
-                lease_until=None,
-                next_retry_at=db_now(),
-                updated_at=db_now(),
-            )
-        ).rowcount
-    )
+    return leases.release_expired(conn, N)
 
 
 def redeliver_notification(conn: Connection, row_id: int) -> bool:

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from export_center import commands
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id
+from export_center.repository import leases
 from export_center.repository._common import all_tasks
 from export_center.repository.rows import OutboxRow, Task
 from export_center.repository.tables import OUTBOX as O
@@ -128,41 +129,19 @@ def claim_outbox_row(
     Returns:
         The claimed row, or None when another publisher got it first.
     """
-    claimed = conn.execute(
-        update(O)
-        .where(
-            O.c.id == row_id,
-            O.c.status == OutboxStatus.PENDING.value,
-            O.c.next_retry_at <= db_now(),
-        )
-        .values(
-            status=OutboxStatus.CLAIMED.value,
-            lease_owner=owner,
-            lease_until=db_now_plus(lease_seconds),
-            attempt_count=O.c.attempt_count + 1,
-            updated_at=db_now(),
-        )
-    ).rowcount
-    if claimed != 1:
+    if not leases.claim_due(conn, O, row_id, owner, lease_seconds):
         return None
     return _first_row(conn.execute(select(O).where(O.c.id == row_id)))
 
 
 def _held(row_id: int, owner: str) -> ColumnElement[bool]:
     """The outbox row this publisher claimed and still holds."""
-    return and_(
-        O.c.id == row_id, O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_owner == owner
-    )
+    return leases.held(O, row_id, owner)
 
 
 def _unclaimed(status: OutboxStatus) -> dict[str, Any]:
     """Column values of a row going back to ``status`` without a publisher lease."""
-    return {
-        "status": status.value,
-        "lease_owner": None,
-        "lease_until": None,
-        "updated_at": db_now(),
-    }
+    return leases.unclaimed(status.value)
 
 
 def mark_outbox_sent(conn: Connection, row_id: int, owner: str) -> bool:
@@ -233,14 +212,7 @@ def release_expired_outbox_claims(conn: Connection) -> int:
     Returns:
         How many rows were released.
     """
-    values = {**_unclaimed(OutboxStatus.PENDING), "next_retry_at": db_now()}
-    return int(
-        conn.execute(
-            update(O)
-            .where(O.c.status == OutboxStatus.CLAIMED.value, O.c.lease_until <= db_now())
-            .values(**values)
-        ).rowcount
-    )
+    return leases.release_expired(conn, O)
 
 
 def tasks_missing_outbox(conn: Connection, grace_seconds: float, limit: int) -> list[Task]:
