@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from export_center.notify.channels.base import Message
 
@@ -192,8 +193,10 @@ def _language(language: str) -> str:
     return language if language in _TEMPLATES else "en"
 
 
-def _when(value: Any, language: str) -> str:
-    """An ISO 8601 instant as ``2026-12-03 08:00 UTC`` (anything else trimmed as is)."""
+def _when(value: Any, language: str, zone_name: Any = None) -> str:
+    """An ISO 8601 instant as ``2026-12-03 08:00 UTC``, or in the export's zone
+    ``zone_name`` with its name: ``2026-12-03 16:00 (Asia/Shanghai)`` (anything else
+    trimmed as is)."""
     if isinstance(value, datetime):
         moment = value
     else:
@@ -203,6 +206,13 @@ def _when(value: Any, language: str) -> str:
             return trim(value, MAX_VALUE)
     if moment.utcoffset() is None:
         return moment.strftime("%Y-%m-%d %H:%M")
+    if isinstance(zone_name, str) and zone_name not in ("UTC", "Etc/UTC"):
+        try:
+            local = moment.astimezone(ZoneInfo(zone_name))
+        except (ZoneInfoNotFoundError, ValueError):
+            local = None
+        if local is not None:
+            return f"{local.strftime('%Y-%m-%d %H:%M')} ({trim(zone_name, MAX_VALUE)})"
     offset = moment.strftime("%z")
     zone = "UTC" if offset == "+0000" else f"UTC{offset[:3]}:{offset[3:]}"
     return f"{moment.strftime('%Y-%m-%d %H:%M')} {zone}"
@@ -245,7 +255,9 @@ def compose(message: Message, language: str | None = None) -> Text:
     rows_part = ""
     if rows is not None:
         rows_part = f"，共 {rows} 行" if lang == "zh" else f" with {rows} rows"
-    expires = _when(data.get("expiresAt"), lang) if data.get("expiresAt") else ""
+    expires = (
+        _when(data.get("expiresAt"), lang, data.get("timeZone")) if data.get("expiresAt") else ""
+    )
     subject, opening = _TEMPLATES[lang].get(
         message.event_type, (f"{message.event_type}: {{name}}", "{name}")
     )

@@ -144,12 +144,14 @@ def _iso(value: datetime | None) -> str | None:
 def task_event_data(task: Task) -> dict[str, Any]:
     """The event data of a task event: ``taskId`` (public id), ``state`` (API
     lowercase), ``exportType``, ``scheduleId`` (when a schedule made it), ``taskName``,
-    ``rows``, ``fileName``, ``failureCode``, ``failureMessage``, ``expiresAt`` (ISO UTC)."""
+    ``rows``, ``fileName``, ``failureCode``, ``failureMessage``, ``expiresAt`` (ISO UTC),
+    ``timeZone`` (the export's IANA zone: messages give times in it)."""
     data: dict[str, Any] = {
         "taskId": task.task_no,
         "state": api_state(task.status),
         "exportType": task.export_type,
         "taskName": task.task_name,
+        "timeZone": task.time_zone,
     }
     if task.schedule_id is not None:
         data["scheduleId"] = task.schedule_id

@@ -171,6 +171,7 @@ def test_success_writes_page_webhook_and_route_rows_once(engine, receiver):
         "state": "succeeded",
         "exportType": "ORDERS",
         "taskName": "Weekly orders",
+        "timeZone": "UTC",
         "rows": 42,
         "fileName": "orders.csv",
         "expiresAt": data["expiresAt"],

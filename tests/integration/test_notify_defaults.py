@@ -66,7 +66,17 @@ def test_defaults_from_the_page_reach_the_tokens_address_in_its_language(
     box, _ = mailbox
     # As `serve` does with its sample providers' child process: the providers
     # registered as "self" answer on another port than the API's.
-    providers = make_stack(provider={"internal_token": mail_stack.settings.internal_token})
+    # That stack shares the database: it serves providers only, and runs no loop and no
+    # consumer that could take this stack's exports.
+    off = {"enabled": False}
+    providers = make_stack(
+        provider={"internal_token": mail_stack.settings.internal_token},
+        consumer=off,
+        publisher=off,
+        reconciler=off,
+        notify=off,
+        scheduler=off,
+    )
     mail_stack.runtime.set_self_url(providers.url)
     li = mail_stack.client("li", email="li.wei@example.cn", locale="zh-CN")
     first = li.get(DEFAULTS).json()

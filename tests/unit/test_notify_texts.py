@@ -140,3 +140,13 @@ def test_markdown_limit_keeps_the_links() -> None:
 def test_markdown_leaves_plain_punctuation_alone() -> None:
     assert escape_markdown("orders-2026-11.xlsx #1 + more!") == "orders-2026-11.xlsx #1 + more!"
     assert escape_markdown("a<b>`c`~d") == r"a\<b\>\`c\`\~d"
+
+
+def test_the_expiry_is_given_in_the_exports_time_zone() -> None:
+    zh = compose(succeeded("zh", timeZone="Asia/Shanghai"))
+    assert ("有效期至", "2026-12-09 16:00 (Asia/Shanghai)") in zh.facts
+    en = compose(succeeded("en", timeZone="America/New_York"))
+    assert ("Available until", "2026-12-09 03:00 (America/New_York)") in en.facts
+    # UTC, or a zone this machine does not know, stays UTC.
+    for zone in ("UTC", "Mars/Olympus"):
+        assert ("有效期至", "2026-12-09 08:00 UTC") in compose(succeeded("zh", timeZone=zone)).facts
