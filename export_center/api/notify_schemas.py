@@ -125,7 +125,9 @@ class DeliveryPublic(BaseModel):
     id: str
     eventId: str
     type: str
-    status: str = Field(description="pending, sending, delivered or dead")
+    status: str = Field(
+        description="pending, sending, delivered, dead or dropped (the endpoint was switched off)"
+    )
     createdAt: datetime
     deliveredAt: datetime | None
     lastStatusCode: int | None

@@ -16,8 +16,10 @@ One pass (:meth:`Notifier.run_once`):
    attempt is recorded (``export_delivery_attempt``) and the row is marked SENT, or
    PENDING after the back-off of its attempt (``notify.backoff_seconds``, the last one
    repeating), or DEAD when it is older than ``notify.max_age_hours`` or the channel
-   says retrying cannot help. A dead row counts in ``export_notification_dead_total``
-   {channel} and writes the audit (``notification_dead``).
+   says retrying cannot help, or DROPPED when its target was switched off or deleted
+   on purpose (not a failure: no metric, no alert). A dead row counts in
+   ``export_notification_dead_total`` {channel} and writes the audit
+   (``notification_dead``).
 
 Deliveries run on a pool of ``notify.concurrency`` threads and a pass does not wait for
 them: a receiver that answers slowly (up to ``notify.send_timeout_seconds``) holds at
@@ -284,6 +286,9 @@ class Notifier:
             )
             if outcome.delivered:
                 notes.mark_notification_sent(conn, row.id, self.owner, outcome.status_code)
+                return True
+            if outcome.dropped:
+                notes.mark_notification_dropped(conn, row.id, self.owner, outcome.error or "")
                 return True
             end = notes.notification_failed(
                 conn,

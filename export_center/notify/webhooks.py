@@ -126,7 +126,9 @@ class WebhookChannel:
         with self.engine.connect() as conn:
             found = endpoint_secrets(conn, target)
         if found is None:
-            return Outcome(False, error="the endpoint was deleted or disabled", retry=False)
+            return Outcome(
+                False, error="the endpoint was deleted or disabled", retry=False, dropped=True
+            )
         endpoint, keys = found
         try:
             check_webhook_url(endpoint.url, self.settings)

@@ -57,6 +57,7 @@ __all__ = [
     "NotificationStatus",
     "claim_notification",
     "due_notifications",
+    "mark_notification_dropped",
     "enqueue_schedule_paused",
     "enqueue_task_event",
     "insert_notification",
@@ -88,6 +89,7 @@ class NotificationStatus(StrEnum):
     CLAIMED = "CLAIMED"
     SENT = "SENT"
     DEAD = "DEAD"
+    DROPPED = "DROPPED"  # its target was switched off or deleted on purpose
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -518,6 +520,13 @@ def notification_failed(
     return NotificationStatus.DEAD if dead == 1 else None
 
 
+def mark_notification_dropped(conn: Connection, row_id: int, owner: str, error: str) -> bool:
+    """CLAIMED -> DROPPED: the target was switched off or deleted on purpose; False when
+    this notifier no longer held the row."""
+    values = {**leases.unclaimed(NotificationStatus.DROPPED.value), "last_error": error[:1000]}
+    return conn.execute(update(N).where(_held(row_id, owner)).values(**values)).rowcount == 1
+
+
 def mark_notification_dead(conn: Connection, row_id: int, owner: str, error: str) -> bool:
     """CLAIMED -> DEAD at once (a target that can never be reached)."""
     return (
@@ -542,7 +551,7 @@ def release_expired_notification_claims(conn: Connection) -> int:
 
 
 def redeliver_notification(conn: Connection, row_id: int) -> bool:
-    """SENT or DEAD -> PENDING, due now (redelivery by hand). The row keeps its
+    """SENT, DEAD or DROPPED -> PENDING, due now (redelivery by hand). The row keeps its
     ``created_at`` (the event's time): one past ``max_age_hours`` gets one try, and is
     dead again if that fails."""
     return (
@@ -550,7 +559,13 @@ def redeliver_notification(conn: Connection, row_id: int) -> bool:
             update(N)
             .where(
                 N.c.id == row_id,
-                N.c.status.in_([NotificationStatus.SENT.value, NotificationStatus.DEAD.value]),
+                N.c.status.in_(
+                    [
+                        NotificationStatus.SENT.value,
+                        NotificationStatus.DEAD.value,
+                        NotificationStatus.DROPPED.value,
+                    ]
+                ),
             )
             .values(
                 status=NotificationStatus.PENDING.value,

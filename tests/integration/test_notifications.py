@@ -485,15 +485,31 @@ def test_kill_9_between_send_and_mark_sends_again_with_the_same_id(engine, recei
     assert webhook_row(engine, t.id).status == "SENT"
 
 
-def test_deleted_endpoint_is_not_called(engine, receiver):
+@pytest.mark.parametrize("how", ["deleted", "switched off"])
+def test_a_deleted_or_switched_off_endpoint_is_not_called_and_nothing_alerts(
+    engine, receiver, how
+):
     endpoint = add_endpoint(engine, receiver.url)
     t = succeeded_task(engine)
     with engine.begin() as conn:
-        assert hooks.delete_endpoint(conn, "t1", endpoint.public_id)
+        if how == "deleted":
+            assert hooks.delete_endpoint(conn, "t1", endpoint.public_id)
+        else:
+            assert hooks.update_endpoint(conn, "t1", endpoint.public_id, enabled=False)
+    dead_before = metrics.NOTIFICATION_DEAD.labels("webhook")._value.get()
     one_pass(notifier_for(engine))
     assert receiver.deliveries == []
     row = webhook_row(engine, t.id)
-    assert row.status == "DEAD" and row.last_error == "the endpoint was deleted or disabled"
+    assert row.status == "DROPPED" and row.last_error == "the endpoint was deleted or disabled"
+    # An admin's choice is nobody's failure: no dead count (the alert's series).
+    assert metrics.NOTIFICATION_DEAD.labels("webhook")._value.get() == dead_before
+    if how == "switched off":  # switched on again, the dropped event can be sent by hand
+        with engine.begin() as conn:
+            assert hooks.update_endpoint(conn, "t1", endpoint.public_id, enabled=True)
+            assert notes.redeliver_notification(conn, row.id)
+        one_pass(notifier_for(engine))
+        assert len(receiver.deliveries) == 1
+        assert webhook_row(engine, t.id).status == "SENT"
 
 
 def docs_receiver() -> Any:

@@ -102,6 +102,8 @@ def test_endpoint_crud_permission_and_tenant(stack, receiver):
     # A disabled endpoint gets no test event; "yes" is not a boolean; null is no value.
     test = client.post(f"/api/v1/webhook-endpoints/{hook_id}/test")
     assert (test.status_code, test.json()["code"]) == (409, "WEBHOOK_DISABLED")
+    again = client.post(f"/api/v1/webhook-endpoints/{hook_id}/deliveries/1/redeliver")
+    assert (again.status_code, again.json()["code"]) == (409, "WEBHOOK_DISABLED")
     for change, field in (({"enabled": "yes"}, "enabled"), ({"url": None}, "url")):
         refused = client.patch(f"/api/v1/webhook-endpoints/{hook_id}", json=change)
         assert refused.status_code == 422 and refused.json()["field"] == field, refused.text

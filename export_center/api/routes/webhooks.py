@@ -61,6 +61,20 @@ _INVALID = {
 }
 
 
+def _enabled(endpoint: hooks.WebhookEndpoint) -> None:
+    """Refuse to send to a switched-off endpoint.
+
+    Raises:
+        Conflict: ``WEBHOOK_DISABLED``.
+    """
+    if not endpoint.enabled:
+        raise Conflict(
+            f"{endpoint.public_id} is switched off, so nothing is sent to it; switch it on "
+            'first (PATCH {"enabled": true}, or "Switch on" in the page)',
+            code="WEBHOOK_DISABLED",
+        )
+
+
 def _not_registered(conn: Any, tenant: str, url: str, but: str | None = None) -> None:
     """Refuse a URL another live endpoint of the tenant has: each would get every event.
 
@@ -77,7 +91,13 @@ def _not_registered(conn: Any, tenant: str, url: str, but: str | None = None) ->
             )
 
 
-_STATUS = {"PENDING": "pending", "CLAIMED": "sending", "SENT": "delivered", "DEAD": "dead"}
+_STATUS = {
+    "PENDING": "pending",
+    "CLAIMED": "sending",
+    "SENT": "delivered",
+    "DEAD": "dead",
+    "DROPPED": "dropped",
+}
 
 
 def _tenant(user: Identity) -> str:
@@ -279,12 +299,7 @@ def send_test(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> dict[
     """Send a ``webhook.test`` event to this endpoint through the notification outbox
     (409 ``WEBHOOK_DISABLED`` for a disabled endpoint: nothing is sent to it)."""
     endpoint = _endpoint(runtime, _tenant(user), endpoint_id)
-    if not endpoint.enabled:
-        raise Conflict(
-            f"{endpoint_id} is disabled, so nothing is sent to it; enable it first "
-            '(PATCH {"enabled": true})',
-            code="WEBHOOK_DISABLED",
-        )
+    _enabled(endpoint)
     event_id = new_event_id()
     with runtime.engine.begin() as conn:
         notes.insert_notification(
@@ -304,13 +319,17 @@ def send_test(endpoint_id: str, user: CurrentUser, runtime: RuntimeDep) -> dict[
 @router.post(
     "/{endpoint_id}/deliveries/{delivery_id}/redeliver",
     status_code=202,
-    responses=errors(GUARD, AUTH, _DENIED, _MISSING, {404: ["DELIVERY_NOT_FOUND"]}),
+    responses=errors(
+        GUARD, AUTH, _DENIED, _MISSING, {404: ["DELIVERY_NOT_FOUND"], 409: ["WEBHOOK_DISABLED"]}
+    ),
 )
 def redeliver(
     endpoint_id: str, delivery_id: str, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, str]:
-    """Send a delivered or dead event again (same event id), now."""
+    """Send a delivered, dead or dropped event again (same event id), now (409
+    ``WEBHOOK_DISABLED`` while the endpoint is switched off)."""
     endpoint = _endpoint(runtime, _tenant(user), endpoint_id)
+    _enabled(endpoint)
     missing = NotFound(f"no delivery {delivery_id!r} of this endpoint", code="DELIVERY_NOT_FOUND")
     if not delivery_id.isdigit() or len(delivery_id) > 18:
         raise missing

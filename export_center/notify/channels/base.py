@@ -61,12 +61,16 @@ class Outcome:
         error: why it was not delivered (one line, no secret), None when delivered.
         retry: False when trying again cannot help (an address refused for good, a
             robot removed from the settings): the notification is marked dead at once.
+        dropped: the target was switched off or deleted on purpose (a webhook endpoint
+            an admin disabled): the notification ends DROPPED, which is nobody's
+            failure, so it neither counts as dead nor alerts.
     """
 
     delivered: bool
     status_code: int | None = None
     error: str | None = None
     retry: bool = True
+    dropped: bool = False
 
 
 class Channel(Protocol):
