@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from export_center.repository import inbox
 from tests.support.webhook_receiver import Receiver
 
 try:
@@ -18,6 +19,11 @@ except ImportError:  # the browser fixture then skips (locally) or fails (CI)
     expect = None
 
 pytestmark = pytest.mark.browser
+
+
+def language_of_user(stack: Any, user: str) -> str | None:
+    with stack.runtime.engine.connect() as conn:
+        return inbox.reachable(conn, "t1", user).language
 
 
 @pytest.fixture
@@ -50,31 +56,48 @@ def test_my_defaults_in_chinese_are_saved_and_answered_by_the_api(stack: Any, ui
     # The built-in default: the page, for ready, failed and paused.
     expect(page.locator("#nd-page")).to_be_checked()
     expect(page.locator("#nd-email")).not_to_be_checked()
-    expect(page.locator("#nd-ev-export-succeeded")).to_be_checked()
-    expect(page.locator("#nd-ev-export-expiring")).not_to_be_checked()
+    expect(page.locator("#nd-page-export-succeeded")).to_be_checked()
+    expect(page.locator("#nd-page-export-expiring")).not_to_be_checked()
     # The token has no e-mail: the page says an address is needed.
-    expect(page.locator("#nd-form")).to_contain_text("系统中没有您本人的邮箱地址")
+    expect(page.locator("#nd-form")).to_contain_text("系统中没有你本人的邮箱地址")
     page.check("#nd-email")
     page.fill("#nd-to", "li.lei@example.com")
     page.click("#nd-save")
     expect(page.locator("#nd-error")).to_contain_text("不允许向该邮箱所在的域名发送邮件")
     page.fill("#nd-to", "li.lei@example.cn")
-    page.uncheck("#nd-ev-export-succeeded")
-    page.uncheck("#nd-ev-schedule-paused")
+    # The page only for failures; e-mail for ready files and cancellations.
+    page.uncheck("#nd-page-export-succeeded")
+    page.uncheck("#nd-page-schedule-paused")
+    page.uncheck("#nd-mail-export-failed")
+    page.uncheck("#nd-mail-schedule-paused")
+    page.check("#nd-mail-export-cancelled")
     page.click("#nd-save")
     expect(page.locator(".toast").last).to_contain_text("已保存")
     saved = stack.client("li.lei").get("/api/v1/me/notification-defaults").json()
+    mail = ["export.succeeded", "export.cancelled"]
     assert saved["notify"] == [
         {"channel": "page", "events": ["export.failed"]},
-        {"channel": "email", "to": "li.lei@example.cn", "events": ["export.failed"]},
+        {"channel": "email", "to": "li.lei@example.cn", "events": mail},
     ]
-    # A reload shows what was saved.
+    # A reload shows what was saved, and saving it untouched changes nothing.
     page.reload()
     page.locator('#views [data-view="notify"]').click()
     expect(page.locator("#nd-email")).to_be_checked()
     expect(page.locator("#nd-to")).to_have_value("li.lei@example.cn")
-    expect(page.locator("#nd-ev-export-succeeded")).not_to_be_checked()
-    expect(page.locator("#nd-ev-export-failed")).to_be_checked()
+    expect(page.locator("#nd-page-export-succeeded")).not_to_be_checked()
+    expect(page.locator("#nd-page-export-failed")).to_be_checked()
+    expect(page.locator("#nd-mail-export-cancelled")).to_be_checked()
+    page.click("#nd-save")
+    expect(page.locator(".toast").last).to_contain_text("已保存")
+    again = stack.client("li.lei").get("/api/v1/me/notification-defaults").json()
+    assert again["notify"] == saved["notify"]
+    # The page's language, not the browser's, is the language of the person's e-mails.
+    assert language_of_user(stack, "li.lei") == "zh"
+    page.click("#lang-switch")
+    expect(page.locator("#notify-title")).to_have_text("Notifications")
+    page.click("#nd-save")
+    expect(page.locator(".toast").last).to_contain_text("Saved")
+    assert language_of_user(stack, "li.lei") == "en"
     # A person without the webhook permission sees no endpoints section (and no stray
     # text after the form).
     expect(page.locator("#wh-title")).to_have_count(0)
@@ -120,6 +143,7 @@ def test_an_admin_adds_an_endpoint_tests_it_and_delivers_again(
     item = page.locator("ul.deliveries li").first
     expect(item).to_contain_text("Delivered", timeout=10_000)
     expect(item).to_contain_text("HTTP 200")
+    expect(item).to_contain_text("Test event")
     item.locator('[data-action="redeliver"]').click()
     expect(page.locator(".toast").last).to_contain_text("same event id")
     for _ in range(100):
@@ -128,6 +152,13 @@ def test_an_admin_adds_an_endpoint_tests_it_and_delivers_again(
         page.wait_for_timeout(100)
     ids = [d.headers["export-center-event-id"] for d in receiver.deliveries]
     assert len(ids) == 2 and ids[0] == ids[1]
+    # Switched off, it offers no test and says why; switched on again, it does.
+    row.locator('[data-action="toggle"]').click()
+    expect(page.locator(".toast").last).to_contain_text("Switched off")
+    expect(row.locator(".badge")).to_have_text("Off")
+    expect(row.locator('[data-action="test"]')).to_have_count(0)
+    row.locator('[data-action="toggle"]').click()
+    expect(row.locator(".badge")).to_have_text("On")
     # The secret is shown once: a reload lists the endpoint without it.
     page.reload()
     page.locator('#views [data-view="notify"]').click()

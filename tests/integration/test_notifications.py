@@ -486,9 +486,7 @@ def test_kill_9_between_send_and_mark_sends_again_with_the_same_id(engine, recei
 
 
 @pytest.mark.parametrize("how", ["deleted", "switched off"])
-def test_a_deleted_or_switched_off_endpoint_is_not_called_and_nothing_alerts(
-    engine, receiver, how
-):
+def test_a_deleted_or_switched_off_endpoint_is_not_called_and_nothing_alerts(engine, receiver, how):
     endpoint = add_endpoint(engine, receiver.url)
     t = succeeded_task(engine)
     with engine.begin() as conn:

@@ -61,7 +61,9 @@ let memory = token();
  * Unreachable. `auth: false` sends no token (host sign-in probe, token check).
  */
 export async function call(path, { method = 'GET', body, bearer } = {}) {
-  const headers = { Accept: 'application/json' };
+  // The page's own language, which the person may have switched away from the
+  // browser's: the server words their e-mails and files in it.
+  const headers = { Accept: 'application/json', 'Accept-Language': document.documentElement.lang || 'en' };
   const credential = bearer === undefined ? memory : bearer;
   if (credential) headers.Authorization = `Bearer ${credential}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';

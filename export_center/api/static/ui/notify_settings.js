@@ -18,17 +18,18 @@ const { t } = i18n;
 /** The permission that shows the webhook endpoints section. */
 export const WEBHOOKS_MANAGE = 'platform:webhooks:manage';
 /** The events a person chooses from, in this order. */
-const EVENTS = ['export.succeeded', 'export.failed', 'export.expiring', 'schedule.paused'];
-const HOOK_EVENTS = ['export.succeeded', 'export.failed', 'export.cancelled', 'export.expiring', 'schedule.paused'];
+const EVENTS = ['export.succeeded', 'export.failed', 'export.cancelled', 'export.expiring', 'schedule.paused'];
+/** What a new target gets (the server's default events). */
+const DEFAULT_EVENTS = ['export.succeeded', 'export.failed', 'schedule.paused'];
 
-/** The `notify` list of the form's choices: one target per chosen channel, each with the
- * chosen events; `[]` (tell nobody) when no channel or no event is chosen. */
-export function targetsOf({ page, email, to, events }) {
-  if (!events.length) return [];
+/** The `notify` list of the form's choices: a `page` and an `email` target with their
+ * own events (a channel without events is left out), then the saved targets the form
+ * does not show (chat robots), kept as they were. */
+export function targetsOf({ page, email, to, pageEvents, emailEvents, others = [] }) {
   const out = [];
-  if (page) out.push({ channel: 'page', events });
-  if (email) out.push(to ? { channel: 'email', to, events } : { channel: 'email', events });
-  return out;
+  if (page && pageEvents.length) out.push({ channel: 'page', events: pageEvents });
+  if (email && emailEvents.length) out.push(to ? { channel: 'email', to, events: emailEvents } : { channel: 'email', events: emailEvents });
+  return [...out, ...others];
 }
 
 function checkbox(id, label, checked, extra = {}) {
@@ -98,22 +99,25 @@ export class NotifySettingsView {
     const effective = d.effective || [];
     const page = effective.find((x) => x.channel === 'page');
     const mail = effective.find((x) => x.channel === 'email');
-    const chosen = new Set((page || mail || { events: [] }).events);
+    this.others = effective.filter((x) => x.channel !== 'page' && x.channel !== 'email');
+    const events = (prefix, target) => {
+      const chosen = new Set(target ? target.events : DEFAULT_EVENTS);
+      return h('div', { class: 'events', role: 'group', 'aria-label': t('nd.events') },
+        ...EVENTS.map((e) => checkbox(`nd-${prefix}-${e.replace('.', '-')}`, t(`nd.ev.${e}`), chosen.has(e), { dataset: { [prefix]: e } })));
+    };
     const form = h(
       'form',
       { id: 'nd-form', class: 'settings-form', novalidate: true },
       h('h2', {}, t('nd.title')),
       h('p', { class: 'hint' }, t('nd.hint')),
-      h('fieldset', {}, h('legend', {}, t('nd.channels')),
-        checkbox('nd-page', t('nd.page'), Boolean(page)),
-        checkbox('nd-email', t('nd.email'), Boolean(mail), { disabled: !d.emailConfigured }),
+      h('fieldset', {}, h('legend', {}, checkbox('nd-page', t('nd.page'), Boolean(page))), events('page', page)),
+      h('fieldset', {}, h('legend', {}, checkbox('nd-email', t('nd.email'), Boolean(mail), { disabled: !d.emailConfigured })),
         h('div', { class: 'field' },
           h('label', { for: 'nd-to' }, t('nd.to')),
           h('input', { id: 'nd-to', type: 'email', maxlength: '254', autocomplete: 'email', value: mail?.to || '', placeholder: d.email || '', disabled: !d.emailConfigured }),
           h('p', { class: 'hint' }, d.emailConfigured ? (d.email ? t('nd.toOwn', { email: d.email }) : t('nd.toNeeded')) : t('nd.noEmail'))),
-      ),
-      h('fieldset', {}, h('legend', {}, t('nd.events')),
-        ...EVENTS.map((e) => checkbox(`nd-ev-${e.replace('.', '-')}`, t(`nd.ev.${e}`), chosen.has(e), { dataset: { event: e } }))),
+        events('mail', mail)),
+      this.others.length ? h('p', { class: 'hint', id: 'nd-others' }, t('nd.others', { n: this.others.length })) : null,
       h('p', { class: 'error', id: 'nd-error', role: 'alert', hidden: true }),
       h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn primary', id: 'nd-save' }, t('nd.save'))),
     );
@@ -127,8 +131,15 @@ export class NotifySettingsView {
   async saveDefaults() {
     const box = $('nd-error');
     box.hidden = true;
-    const events = [...document.querySelectorAll('#nd-form [data-event]')].filter((x) => x.checked).map((x) => x.dataset.event);
-    const notify = targetsOf({ page: $('nd-page').checked, email: $('nd-email').checked, to: $('nd-to').value.trim(), events });
+    const picked = (key) => [...document.querySelectorAll(`#nd-form [data-${key}]`)].filter((x) => x.checked).map((x) => x.dataset[key]);
+    const notify = targetsOf({
+      page: $('nd-page').checked,
+      email: $('nd-email').checked,
+      to: $('nd-to').value.trim(),
+      pageEvents: picked('page'),
+      emailEvents: picked('mail'),
+      others: this.others || [],
+    });
     $('nd-save').disabled = true;
     try {
       this.defaults = (await api.call('/api/v1/me/notification-defaults', { method: 'PUT', body: { notify } })).data;
@@ -153,7 +164,7 @@ export class NotifySettingsView {
       h('h3', {}, t('wh.add')),
       h('div', { class: 'field' }, h('label', { for: 'wh-url' }, t('wh.url')), h('input', { id: 'wh-url', type: 'url', maxlength: '2048', placeholder: 'https://', required: true })),
       h('fieldset', {}, h('legend', {}, t('nd.events')),
-        ...HOOK_EVENTS.map((e) => checkbox(`wh-ev-${e.replace('.', '-')}`, t(`nd.ev.${e}`), e !== 'export.expiring', { dataset: { hookEvent: e } }))),
+        ...EVENTS.map((e) => checkbox(`wh-ev-${e.replace('.', '-')}`, t(`nd.ev.${e}`), e !== 'export.expiring', { dataset: { hookEvent: e } }))),
       h('p', { class: 'error', id: 'wh-error', role: 'alert', hidden: true }),
       h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn', id: 'wh-submit' }, t('wh.submit'))),
     );
@@ -190,7 +201,8 @@ export class NotifySettingsView {
       h('td', {}, hook.events.map((e) => t(`nd.ev.${e}`)).join(i18n.locale === 'zh-CN' ? '、' : ', ')),
       h('td', {}, h('span', { class: 'badge' }, hook.enabled ? t('wh.on') : t('wh.off'))),
       h('td', { class: 'actions' },
-        action('test', t('wh.test'), () => this.sendTest(hook)),
+        hook.enabled ? action('test', t('wh.test'), () => this.sendTest(hook)) : null,
+        action('toggle', hook.enabled ? t('wh.switchOff') : t('wh.switchOn'), () => this.toggle(hook)),
         action('deliveries', t('wh.deliveries'), () => this.toggleDeliveries(hook)),
         action('delete', t('schedDelete'), () => this.deleteHook(hook))),
     );
@@ -201,10 +213,11 @@ export class NotifySettingsView {
         'li',
         { dataset: { delivery: d.id, status: d.status } },
         h('span', { class: 'badge' }, t(`wh.status.${d.status}`)),
-        ` ${d.type} · ${i18n.dateTimeShort(d.deliveredAt || d.createdAt)}`,
+        ` ${i18n.has(`nd.ev.${d.type}`) ? t(`nd.ev.${d.type}`) : d.type} · ${i18n.dateTimeShort(d.deliveredAt || d.createdAt)}`,
+        d.status === 'dropped' ? ` · ${t('wh.droppedWhy')}` : '',
         d.lastStatusCode ? ` · HTTP ${d.lastStatusCode}` : '',
         d.nextTryAt ? ` · ${t('wh.nextTry', { time: i18n.dateTimeShort(d.nextTryAt) })}` : '',
-        d.status === 'delivered' || d.status === 'dead'
+        ['delivered', 'dead', 'dropped'].includes(d.status) && hook.enabled
           ? h('button', { type: 'button', class: 'btn small', dataset: { action: 'redeliver' }, onclick: () => this.redeliver(hook, d) }, t('wh.redeliver'))
           : null,
       )))
@@ -235,6 +248,31 @@ export class NotifySettingsView {
       await api.call(`/api/v1/webhook-endpoints/${encodeURIComponent(hook.id)}/test`, { method: 'POST' });
       this.ctx.notify('ok', t('wh.testSent'));
       await this.loadDeliveries(hook);
+      this.follow(hook);
+    });
+  }
+
+  /** Reload the history a few times while a delivery of it is still under way. */
+  follow(hook, tries = 6) {
+    const waiting = (this.deliveries.get(hook.id) || []).some((d) => d.status === 'pending' || d.status === 'sending');
+    if (!waiting || tries <= 0) return;
+    setTimeout(async () => {
+      if (!this.deliveries.has(hook.id)) return; // closed meanwhile
+      try {
+        await this.loadDeliveries(hook);
+      } catch {
+        return;
+      }
+      this.follow(hook, tries - 1);
+    }, 1500);
+  }
+
+  async toggle(hook) {
+    await this.guarded(async () => {
+      const { data } = await api.call(`/api/v1/webhook-endpoints/${encodeURIComponent(hook.id)}`, { method: 'PATCH', body: { enabled: !hook.enabled } });
+      this.hooks = this.hooks.map((x) => (x.id === hook.id ? data : x));
+      this.ctx.notify('ok', data.enabled ? t('wh.switchedOn') : t('wh.switchedOff'));
+      this.render();
     });
   }
 
@@ -258,6 +296,7 @@ export class NotifySettingsView {
       await api.call(`/api/v1/webhook-endpoints/${encodeURIComponent(hook.id)}/deliveries/${encodeURIComponent(delivery.id)}/redeliver`, { method: 'POST' });
       this.ctx.notify('ok', t('wh.redelivering'));
       await this.loadDeliveries(hook);
+      this.follow(hook);
     });
   }
 

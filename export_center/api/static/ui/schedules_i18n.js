@@ -169,7 +169,7 @@ const ZH = {
   'err.WINDOW_NOT_SUPPORTED': '该导出类型没有日期范围，定时导出不能设置日期范围。',
   'err.WINDOW_CONFLICT': '每次运行时，日期范围由定时导出的时间窗口决定：请不要再填写日期；如需每次导出相同日期，请不要设置时间窗口。',
   'err.RECIPIENT_NOT_ALLOWED': '不允许向该邮箱所在的域名发送邮件，请向管理员确认允许的域名。',
-  'err.RECIPIENT_UNKNOWN': '系统中没有您本人的邮箱地址，请填写要发送到的邮箱。',
+  'err.RECIPIENT_UNKNOWN': '系统中没有你本人的邮箱地址，请填写要发送到的邮箱。',
   'err.EMAIL_NOT_CONFIGURED': '当前导出中心未开通邮件通知，请留空邮箱，改用页面顶部的铃铛通知。',
   'err.INVALID_NOTIFY': '请检查邮箱地址。',
   'err.SCHEDULE_NOT_FOUND': '该定时导出已不存在，或你没有查看权限。',
