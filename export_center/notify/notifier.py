@@ -37,8 +37,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from sqlalchemy import Engine
 
@@ -74,9 +75,21 @@ def message_for(
     base_url: str | None,
     file_link: str | None = None,
 ) -> Message:
-    """The :class:`Message` of a notification row (links absolute when ``base_url``)."""
-    data = row.data
+    """The :class:`Message` of a notification row (links absolute when ``base_url``).
+
+    With a ``file_link``, ``data.linkExpiresAt`` (ISO UTC) says until when that signed
+    link works (its ``expires``), which can be before the file's own ``expiresAt``: a
+    message then says both, so the reader knows to open the task page (whose button
+    renews the link) after the link's time.
+    """
+    data = dict(row.data)
     links: dict[str, str] = {}
+    if file_link:
+        expires = parse_qs(urlsplit(file_link).query).get("expires", [""])[0]
+        if expires.isdigit():
+            data["linkExpiresAt"] = (
+                datetime.fromtimestamp(int(expires), UTC).isoformat().replace("+00:00", "Z")
+            )
     if base_url and data.get("taskId"):
         links["task"] = task_page_url(base_url, str(data["taskId"]))
     if base_url and file_link:

@@ -83,6 +83,7 @@ _LABELS = {
         "fileName": "File",
         "failure": "Reason",
         "expiresAt": "Available until",
+        "linkExpiresAt": "Download link works until",
         "reason": "Reason",
         "task": "Open the task",
         "file": "Download the file",
@@ -95,6 +96,7 @@ _LABELS = {
         "fileName": "文件名",
         "failure": "失败原因",
         "expiresAt": "有效期至",
+        "linkExpiresAt": "下载链接有效期至",
         "reason": "暂停原因",
         "task": "查看任务",
         "file": "下载文件",
@@ -283,6 +285,19 @@ def compose(message: Message, language: str | None = None) -> Text:
         facts.append((labels["reason"], _pause_reason(data, lang)))
     if expires and message.event_type in ("export.succeeded", "export.expiring"):
         facts.append((labels["expiresAt"], expires))
+    link_until = data.get("linkExpiresAt")
+    if (
+        link_until
+        and message.links.get("file")
+        and message.event_type
+        in (
+            "export.succeeded",
+            "export.expiring",
+        )
+    ):
+        link_text = _when(link_until, lang, data.get("timeZone"))
+        if link_text != expires:
+            facts.append((labels["linkExpiresAt"], link_text))
     links: list[tuple[str, str]] = []
     file_url = _safe_url(message.links.get("file"))
     if file_url and message.event_type in ("export.succeeded", "export.expiring"):

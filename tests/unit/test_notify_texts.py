@@ -150,3 +150,17 @@ def test_the_expiry_is_given_in_the_exports_time_zone() -> None:
     # UTC, or a zone this machine does not know, stays UTC.
     for zone in ("UTC", "Mars/Olympus"):
         assert ("有效期至", "2026-12-09 08:00 UTC") in compose(succeeded("zh", timeZone=zone)).facts
+
+
+def test_a_link_that_ends_before_the_file_says_so() -> None:
+    message = succeeded("zh", timeZone="Asia/Shanghai", linkExpiresAt="2026-12-03T08:00:00Z")
+    facts = compose(message).facts
+    assert ("有效期至", "2026-12-09 16:00 (Asia/Shanghai)") in facts
+    assert ("下载链接有效期至", "2026-12-03 16:00 (Asia/Shanghai)") in facts
+    en = compose(replace(message, language="en")).facts
+    assert ("Download link works until", "2026-12-03 16:00 (Asia/Shanghai)") in en
+    # The same instant as the file's end, or no file link: one line only.
+    same = succeeded("en", linkExpiresAt="2026-12-09T08:00:00+00:00")
+    assert [label for label, _ in compose(same).facts].count("Download link works until") == 0
+    no_file = replace(message, links={"task": TASK_URL})
+    assert all(label != "下载链接有效期至" for label, _ in compose(no_file).facts)
