@@ -85,6 +85,23 @@ def check_webhook_url(url: object, settings: NotifySettings) -> str:
     return url
 
 
+def webhook_url_key(url: str) -> tuple[str, str, int, str, str]:
+    """What makes two endpoint URLs the same receiver: scheme and host without case, the
+    port with the scheme's default filled in (``:08742`` is ``:8742``), the path (``/``
+    when empty) and the query; the fragment is never sent, so it does not count. A URL
+    that does not parse is its own key."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return (url, "", 0, "", "")
+    authority = parse_authority(parts.netloc)
+    host = authority.host.lower() if authority is not None else parts.netloc.lower()
+    scheme = parts.scheme.lower()
+    default = 443 if scheme == "https" else 80
+    return (scheme, host, port or default, parts.path or "/", parts.query)
+
+
 def event_body(message: Message) -> bytes:
     """The raw JSON body of a delivery: ``{id, type, createdAt, data}``."""
     created = message.created_at.astimezone(UTC).isoformat(timespec="milliseconds")

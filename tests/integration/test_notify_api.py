@@ -112,6 +112,12 @@ def test_endpoint_crud_permission_and_tenant(stack, receiver):
     twice = client.post("/api/v1/webhook-endpoints", json={"url": receiver.url, "events": EVENTS})
     assert (twice.status_code, twice.json()["code"]) == (409, "WEBHOOK_ALREADY_REGISTERED")
     assert hook_id in twice.json()["message"]
+    # The same receiver written another way (case, a fragment) too.
+    for same in (receiver.url + "#frag", receiver.url.replace("http://", "HTTP://")):
+        again = client.post("/api/v1/webhook-endpoints", json={"url": same, "events": EVENTS})
+        assert (again.status_code, again.json()["code"]) == (409, "WEBHOOK_ALREADY_REGISTERED"), (
+            same
+        )
     assert (
         other.post(
             "/api/v1/webhook-endpoints", json={"url": receiver.url, "events": EVENTS}

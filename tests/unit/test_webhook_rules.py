@@ -65,3 +65,13 @@ def test_the_signature_is_hmac_sha256_of_timestamp_dot_body_one_v1_per_secret():
     assert not verify("old", header, body, now=1_700_000_301)  # a replay after 5 min
     assert not verify("other", header, body, now=1_700_000_000)
     assert not verify("new", header, body + b" ", now=1_700_000_000)
+
+
+def test_two_spellings_of_one_receiver_have_one_key() -> None:
+    from export_center.notify.webhooks import webhook_url_key as key
+
+    assert key("http://127.0.0.1:08742/q") == key("http://127.0.0.1:8742/q")
+    assert key("https://H.example.com/x#part") == key("https://h.example.com:443/x")
+    assert key("https://h.example.com") == key("https://h.example.com/")
+    assert key("https://h.example.com/x?a=1") != key("https://h.example.com/x?a=2")
+    assert key("https://h.example.com/x") != key("http://h.example.com/x")

@@ -29,7 +29,7 @@ from export_center.auth import WEBHOOKS_MANAGE, Identity
 from export_center.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from export_center.ids import new_event_id
 from export_center.notify.targets import EVENT_TYPES
-from export_center.notify.webhooks import check_webhook_url
+from export_center.notify.webhooks import check_webhook_url, webhook_url_key
 from export_center.repository import notification_reads as reads
 from export_center.repository import notifications as notes
 from export_center.repository import webhooks as hooks
@@ -81,8 +81,9 @@ def _not_registered(conn: Any, tenant: str, url: str, but: str | None = None) ->
     Raises:
         Conflict: ``WEBHOOK_ALREADY_REGISTERED`` naming that endpoint.
     """
+    key = webhook_url_key(url)
     for other in hooks.list_endpoints(conn, tenant):
-        if other.url == url and other.public_id != but:
+        if webhook_url_key(other.url) == key and other.public_id != but:
             raise Conflict(
                 f"{other.public_id} already sends to {url}; change its events instead of "
                 "registering the URL twice (each endpoint would get every event)",
