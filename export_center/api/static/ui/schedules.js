@@ -62,6 +62,22 @@ function fireText(iso, zone) {
   }
 }
 
+/** Why a schedule is paused, in the page's language: "paused by X" is worded here; the
+ * scheduler's own sentences (a lost permission, ...) are English, marked as such. */
+function pauseText(reason) {
+  const by = /^paused by (.+)$/.exec(String(reason || ''));
+  if (by) return h('span', { class: 'sub' }, t('sched.pausedBy', { user: by[1] }));
+  return h('span', { class: 'sub', lang: 'en' }, reason);
+}
+
+/** The date range of a schedule: its window, else the fixed dates of its parameters. */
+function rangeText(item) {
+  if (item.window) return windowText(item.window);
+  const dates = Object.values(item.export?.parameters || {}).filter((v) => /^\d{4}-\d{2}-\d{2}$/.test(String(v)));
+  if (dates.length === 2) return t('schedFixedDates', { from: dates[0], to: dates[1] });
+  return t('schedNoWindow');
+}
+
 function windowText(win) {
   if (!win) return t('schedNoWindow');
   if (typeof win === 'object' && win.lastNDays) return t('win.lastNDays.n', { n: win.lastNDays });
@@ -126,9 +142,9 @@ export class SchedulesView {
       'tr',
       { dataset: { schedule: String(id) } },
       h('td', {}, h('span', { class: 'task-name' }, item.name || ''), h('span', { class: 'sub' }, `${this.ctx.typeTitle(item.export?.exportType)} · ${String(item.export?.format || '').toUpperCase()}`)),
-      h('td', {}, h('code', {}, item.cron || ''), h('span', { class: 'sub' }, `${zone} · ${windowText(item.window)}`)),
+      h('td', {}, h('code', {}, item.cron || ''), h('span', { class: 'sub' }, `${zone} · ${rangeText(item)}`)),
       h('td', {}, next.length && !paused && !ended ? h('ol', { class: 'fire-times' }, ...next.map((x) => h('li', {}, fireText(x, zone)))) : h('span', { class: 'sub' }, '—')),
-      h('td', {}, h('span', { class: `badge state-${paused || ended ? 'cancelled' : 'running'}` }, t(`sched.${item.state || 'active'}`)), item.pauseReason ? h('span', { class: 'sub' }, item.pauseReason) : null),
+      h('td', {}, h('span', { class: `badge state-${paused || ended ? 'cancelled' : 'running'}` }, t(`sched.${item.state || 'active'}`)), item.pauseReason ? pauseText(item.pauseReason) : null),
       h(
         'td',
         { class: 'actions' },
