@@ -51,6 +51,7 @@ __all__ = [
     "Identity",
     "decode_token",
     "email_of",
+    "header_language_of",
     "issue_token",
     "language_of",
 ]
@@ -94,6 +95,12 @@ def language_of(tag: object) -> str | None:
     first = tag.split(",", 1)[0].split(";", 1)[0].strip().lower().replace("_", "-")
     primary = first.split("-", 1)[0]
     return primary if primary in ("en", "zh") else None
+
+
+def header_language_of(user: Identity) -> str | None:
+    """The file-header language tag (``en`` or ``zh-CN``) of the user's language, for a
+    request that sends no ``Accept-Language``; None when the language is unknown."""
+    return {"zh": "zh-CN", "en": "en"}.get(user.language or "")
 
 
 def email_of(claim: object) -> str | None:

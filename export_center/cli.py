@@ -174,7 +174,7 @@ def token(
     ] = None,
     locale: Annotated[
         str | None,
-        typer.Option(help="Message language (claim locale): en, zh", metavar="TAG"),
+        typer.Option(help="Language (claim locale): en or zh-CN", metavar="TAG"),
     ] = None,
 ) -> None:
     """Print a bearer token signed with this installation's secret (EXPORT_CENTER_DATA_DIR)."""

@@ -28,7 +28,7 @@ from export_center.access import Scope, in_scope, link_scope, scope_of
 from export_center.api.create_rules import create_in, new_task_of
 from export_center.api.file_spec import checked_format, checked_type, file_spec_of
 from export_center.api.schemas import ExportCreate
-from export_center.auth import Identity
+from export_center.auth import Identity, header_language_of
 from export_center.db import reading
 from export_center.errors import (
     Conflict,
@@ -159,7 +159,9 @@ def new_task_for(
     """
     etype = checked_type(runtime, user, body.exportType)
     file_format = checked_format(body.format)
-    spec = file_spec_of(runtime, etype, body, file_format, accept_language)
+    spec = file_spec_of(
+        runtime, etype, body, file_format, accept_language or header_language_of(user)
+    )
     key, _ = _request_key(body, idempotency_key)
     return new_task_of(
         etype,

@@ -29,7 +29,7 @@ from export_center.api.create_rules import new_task_of
 from export_center.api.file_spec import checked_format, checked_type, file_spec_of
 from export_center.api.schedule_schemas import ScheduleCreate, ScheduleUpdate
 from export_center.api.schemas import ExportCreate, ExportOptions
-from export_center.auth import DOWNLOAD_ALL, Identity
+from export_center.auth import DOWNLOAD_ALL, Identity, header_language_of
 from export_center.db import reading
 from export_center.errors import Conflict, Forbidden, NotFound, RequestError, ValidationFailed
 from export_center.notify.targets import check_owner_address, parse_targets, targets_json
@@ -129,7 +129,9 @@ def _check_export(
     try:
         etype = checked_type(runtime, user, body.exportType)
         file_format = checked_format(body.format)
-        spec = file_spec_of(runtime, etype, body, file_format, accept_language)
+        spec = file_spec_of(
+            runtime, etype, body, file_format, accept_language or header_language_of(user)
+        )
     except RequestError as exc:
         raise _prefixed(exc, "export.") from None
     check_window_type(window, etype)

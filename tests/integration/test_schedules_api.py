@@ -270,6 +270,15 @@ def test_tasks_are_named_after_the_schedule_in_the_saved_language(sched_stack: S
     detail = wait_state(li, first["taskId"])
     assert detail["taskName"] == "每周订单" and detail["options"]["language"] == "zh-CN"
     assert detail["fileName"].startswith("每周订单")
+    # No Accept-Language (a script): the token's locale claim picks the header language.
+    wang = sched_stack.client("wang", locale="zh-CN")
+    made = wang.post("/api/v1/schedules", json=body(name="w")).json()
+    assert made["export"]["options"]["language"] == "zh-CN"
+    plain = wang.post("/api/v1/exports", json={"exportType": "ORDERS", "format": "csv"})
+    assert (
+        wang.get(f"/api/v1/exports/{plain.json()['taskId']}").json()["options"]["language"]
+        == "zh-CN"
+    )
 
 
 def test_a_run_while_the_same_export_is_queued_is_a_duplicate(make_stack: Any) -> None:
