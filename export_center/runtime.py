@@ -207,6 +207,7 @@ class Runtime:
             self.notify_channels,
             owner=settings.instance_id,
             base_url=lambda: settings.api.public_base_url or self.api_url,
+            type_titles=self.type_titles,
         )
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []
@@ -312,6 +313,12 @@ class Runtime:
                 )
         except Exception:  # the reload itself stands; the trail gap is logged
             log.exception("could not write the registry reload to the audit trail")
+
+    def type_titles(self, code: str) -> tuple[str, str] | None:
+        """The (English, Chinese) names of export type ``code``; None when unknown
+        (the Chinese name falls back to the English one)."""
+        etype = self.registry.get(code)
+        return None if etype is None else (etype.title, etype.title_zh or etype.title)
 
     def set_self_url(self, url: str) -> None:
         """Send the providers registered as ``self`` to ``url`` (the embedded sample

@@ -37,6 +37,7 @@ __all__ = [
     "checked_task_name",
     "checked_type_in",
     "create_in",
+    "default_task_name",
     "new_task_of",
     "spec_of",
     "stored_spec",
@@ -88,6 +89,14 @@ def checked_format(value: str) -> FileFormat:
             field="format",
         )
     return file_format
+
+
+def default_task_name(etype: ExportType, language: str) -> str:
+    """The name of a task whose body names none, in the file's header language: "Orders
+    export", or "订单导出" for ``zh-CN`` when the type has a Chinese title."""
+    if language == "zh-CN" and etype.title_zh:
+        return f"{etype.title_zh}导出"
+    return f"{etype.title} export"
 
 
 def checked_task_name(name: str | None) -> None:
@@ -170,7 +179,7 @@ def new_task_of(
     return repository.NewTask(
         export_type=etype.code,
         format=file_format.task_value,
-        task_name=(body.taskName or "").strip() or f"{etype.title} export",
+        task_name=(body.taskName or "").strip() or default_task_name(etype, spec.language),
         parameters=checked,
         tenant_id=user.tenant,
         app_code=user.app_code,

@@ -74,6 +74,7 @@ def message_for(
     language: str,
     base_url: str | None,
     file_link: str | None = None,
+    type_titles: Callable[[str], tuple[str, str] | None] | None = None,
 ) -> Message:
     """The :class:`Message` of a notification row (links absolute when ``base_url``).
 
@@ -83,6 +84,11 @@ def message_for(
     renews the link) after the link's time.
     """
     data = dict(row.data)
+    titles = (
+        type_titles(str(data["exportType"])) if type_titles and data.get("exportType") else None
+    )
+    if titles is not None:  # the type's names in both languages, for the messages
+        data["exportTypeTitle"], data["exportTypeTitleZh"] = titles
     links: dict[str, str] = {}
     if file_link:
         expires = parse_qs(urlsplit(file_link).query).get("expires", [""])[0]
@@ -116,6 +122,8 @@ class Notifier:
             whose channel is missing here fails and is retried until it is dead.
         owner: this instance's lease owner id.
         base_url: gives the public base URL of the API (None: no links).
+        type_titles: an export type's (English, Chinese) names, None for an unknown
+            type (the registry's): messages name the type in the reader's language.
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class Notifier:
         *,
         owner: str,
         base_url: Callable[[], str | None] = lambda: None,
+        type_titles: Callable[[str], tuple[str, str] | None] | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
@@ -133,6 +142,7 @@ class Notifier:
         self.channels = dict(channels)
         self.owner = owner
         self.base_url = base_url
+        self.type_titles = type_titles
         self._pool = ThreadPoolExecutor(
             max_workers=self.notify.concurrency, thread_name_prefix="notify"
         )
@@ -280,7 +290,13 @@ class Notifier:
                 Scope(task.tenant_id, task.app_code, task.requested_by),
                 self.settings.api.download_link_ttl_seconds,
             )
-        return message_for(row, language=language, base_url=self.base_url(), file_link=file_link)
+        return message_for(
+            row,
+            language=language,
+            base_url=self.base_url(),
+            file_link=file_link,
+            type_titles=self.type_titles,
+        )
 
     def _deliver(self, row: notes.Notification) -> bool:
         started = time.monotonic()

@@ -266,7 +266,10 @@ def compose(message: Message, language: str | None = None) -> Text:
     values = {"name": name, "rows_part": rows_part, "expires": expires}
     facts: list[tuple[str, str]] = []
     if data.get("exportType"):
-        facts.append((labels["exportType"], trim(data["exportType"], MAX_VALUE)))
+        title = data.get("exportTypeTitleZh" if lang == "zh" else "exportTypeTitle")
+        code = trim(data["exportType"], MAX_VALUE)
+        named = f"{trim(title, MAX_VALUE)} ({code})" if title and title != code else code
+        facts.append((labels["exportType"], named))
     state = data.get("state")
     if state and message.event_type != "schedule.paused":
         facts.append((labels["state"], _STATES[lang].get(str(state), trim(state, MAX_VALUE))))

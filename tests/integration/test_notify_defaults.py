@@ -110,6 +110,7 @@ def test_defaults_from_the_page_reach_the_tokens_address_in_its_language(
     assert f"{mail_stack.url}/ui/#task={task_no}" in text
     (file_url,) = re.findall(r"https?://[^\s]+/download\?[^\s]+", text)
     assert "下载链接有效期至" in text  # the link (24 h) ends before the file (7 days)
+    assert "导出类型：订单 (ORDERS)" in text
     assert file_url.startswith(f"{mail_stack.url}/api/v1/exports/{task_no}/download")
     fetched = httpx.get(file_url, timeout=30)
     assert fetched.status_code == 200 and len(fetched.content) > 1000

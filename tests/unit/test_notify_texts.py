@@ -164,3 +164,10 @@ def test_a_link_that_ends_before_the_file_says_so() -> None:
     assert [label for label, _ in compose(same).facts].count("Download link works until") == 0
     no_file = replace(message, links={"task": TASK_URL})
     assert all(label != "下载链接有效期至" for label, _ in compose(no_file).facts)
+
+
+def test_the_export_type_is_named_in_the_readers_language() -> None:
+    named = succeeded("zh", exportTypeTitle="Orders", exportTypeTitleZh="订单")
+    assert ("导出类型", "订单 (ORDERS)") in compose(named).facts
+    assert ("Export type", "Orders (ORDERS)") in compose(named, "en").facts
+    assert ("导出类型", "ORDERS") in compose(succeeded("zh")).facts  # no title known
