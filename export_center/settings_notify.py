@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
+from export_center.auth import language_of
 from export_center.settings_groups import LoopSettings
 
 __all__ = ["NotifySettings", "RobotSettings", "RouteSettings", "SchedulerSettings"]
@@ -72,11 +73,7 @@ class RobotSettings(BaseModel):
     @classmethod
     def _language_tag(cls, value: Any) -> Any:
         """A BCP 47 tag of Chinese or English (``zh-CN``, ``en-US``) is its language."""
-        if isinstance(value, str):
-            primary = value.strip().lower().replace("_", "-").split("-", 1)[0]
-            if primary in ("zh", "en"):
-                return primary
-        return value
+        return language_of(value) or value
 
 
 class RouteSettings(BaseModel):

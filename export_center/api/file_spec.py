@@ -2,6 +2,8 @@
 the file the body asks for.
 
 :func:`checked_type` and :func:`checked_format` answer the create's codes;
+:func:`checked_notify` checks a ``notify`` list (a create's, a schedule's, a user's
+defaults) with the caller's own address;
 :func:`file_spec_of` turns the body's ``columns`` and ``options`` into a
 :class:`~export_center.filespec.FileSpec` (the rules are in ``filespec``), checking the
 chosen keys against the type's declared columns; :func:`stored_spec` is what a task row
@@ -22,11 +24,33 @@ from export_center.api.schemas import ExportCreate
 from export_center.api.type_columns import declared_columns
 from export_center.auth import Identity
 from export_center.filespec import FileSpec
+from export_center.notify.targets import Target, check_owner_address, parse_targets
 from export_center.registry import ExportType
+from export_center.repository.inbox import known_address
 from export_center.runtime import Runtime
 from export_center.writers.formats import FileFormat
 
-__all__ = ["checked_format", "checked_task_name", "checked_type", "file_spec_of", "stored_spec"]
+__all__ = [
+    "checked_format",
+    "checked_notify",
+    "checked_task_name",
+    "checked_type",
+    "file_spec_of",
+    "stored_spec",
+]
+
+
+def checked_notify(runtime: Runtime, user: Identity, notify: object) -> tuple[Target, ...] | None:
+    """A body's ``notify`` list checked (:func:`~export_center.notify.targets.parse_targets`)
+    and, for an e-mail target without ``to``, the caller's own address known
+    (:func:`~export_center.notify.targets.check_owner_address`); None: the defaults.
+
+    Raises:
+        ValidationFailed: the notify codes and ``RECIPIENT_UNKNOWN``.
+    """
+    targets = parse_targets(notify, runtime.settings.notify)
+    check_owner_address(targets, lambda: known_address(runtime.engine, user))
+    return targets
 
 
 def checked_type(runtime: Runtime, user: Identity, code: str) -> ExportType:

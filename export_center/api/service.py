@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
 from export_center.api.create_rules import create_in, new_task_of
-from export_center.api.file_spec import checked_format, checked_type, file_spec_of
+from export_center.api.file_spec import checked_format, checked_notify, checked_type, file_spec_of
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity, header_language_of
 from export_center.db import reading
@@ -41,13 +40,9 @@ from export_center.errors import (
 from export_center.ids import TASK_NO_PATTERN
 from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.notify.targets import (
-    Target,
-    check_owner_address,
-    parse_targets,
     targets_json,
 )
 from export_center.repository import CreateReason, Task
-from export_center.repository.inbox import known_address
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, state_phrase
 
@@ -171,15 +166,8 @@ def new_task_for(
         spec,
         request_id=key,
         trace_id=trace_id,
-        notify_json=targets_json(_targets(runtime, user, body.notify)),
+        notify_json=targets_json(checked_notify(runtime, user, body.notify)),
     )
-
-
-def _targets(runtime: Runtime, user: Identity, notify: Any) -> tuple[Target, ...] | None:
-    """The create's checked ``notify`` (None: the defaults)."""
-    targets = parse_targets(notify, runtime.settings.notify)
-    check_owner_address(targets, lambda: known_address(runtime.engine, user))
-    return targets
 
 
 def create_export(

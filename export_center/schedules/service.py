@@ -26,15 +26,19 @@ from pydantic import ValidationError as PydanticError
 
 from export_center import metrics
 from export_center.api.create_rules import new_task_of
-from export_center.api.file_spec import checked_format, checked_type, file_spec_of
+from export_center.api.file_spec import (
+    checked_format,
+    checked_notify,
+    checked_type,
+    file_spec_of,
+)
 from export_center.api.schedule_schemas import ScheduleCreate, ScheduleUpdate
 from export_center.api.schemas import ExportCreate, ExportOptions
 from export_center.auth import DOWNLOAD_ALL, Identity, header_language_of
 from export_center.db import reading
 from export_center.errors import Conflict, Forbidden, NotFound, RequestError, ValidationFailed
-from export_center.notify.targets import check_owner_address, parse_targets, targets_json
+from export_center.notify.targets import targets_json
 from export_center.repository import schedules as srepo
-from export_center.repository.inbox import known_address
 from export_center.repository.schedules import RunRow, Schedule
 from export_center.runtime import Runtime
 from export_center.schedules.cron import CronSchedule, parse_cron
@@ -200,8 +204,7 @@ def _checked(
         raise ValidationFailed("endAt must be after startAt", code="INVALID_VALUE", field="endAt")
     if end is not None and end <= now:
         raise ValidationFailed("endAt is in the past", code="INVALID_VALUE", field="endAt")
-    targets = parse_targets(body.notify, runtime.settings.notify)
-    check_owner_address(targets, lambda: known_address(runtime.engine, user))
+    targets = checked_notify(runtime, user, body.notify)
     values = {
         "tenant_id": user.tenant,
         "app_code": user.app_code,

@@ -9,6 +9,7 @@ import json
 from fastapi import APIRouter, Depends
 
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
+from export_center.api.file_spec import checked_notify
 from export_center.api.notify_schemas import (
     NotifyDefaultsBody,
     NotifyDefaultsPublic,
@@ -20,8 +21,6 @@ from export_center.auth import ADMIN, DOWNLOAD_ALL, Identity
 from export_center.notify.targets import (
     EVENT_TYPES,
     Target,
-    check_owner_address,
-    parse_targets,
     targets_json,
 )
 from export_center.repository import inbox
@@ -99,8 +98,7 @@ def put_notification_defaults(
     theirs that names no ``notify`` (checked as a create's ``notify``; ``[]`` tells
     nobody; null forgets them). An export that names no ``notify`` reads the defaults
     when it ends, so one running now follows the new ones."""
-    targets = parse_targets(body.notify, runtime.settings.notify)
-    check_owner_address(targets, lambda: inbox.known_address(runtime.engine, user))
+    targets = checked_notify(runtime, user, body.notify)
     with runtime.engine.begin() as conn:
         inbox.save_notify_defaults(conn, user, targets_json(targets))
     return _defaults(runtime, user)
