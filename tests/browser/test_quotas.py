@@ -41,9 +41,7 @@ def test_the_quota_line_and_the_refusal_in_english(stack: Any, ui: Any) -> None:
     view.allow(429)
     page = view.page
     line = page.locator("#quota-line")
-    expect(line).to_have_text(
-        "2 of 3 exports left today · 100,000 of 100,000 rows left today"
-    )
+    expect(line).to_have_text("2 of 3 exports left today · 100,000 of 100,000 rows left today")
     expect(line).not_to_have_class(re.compile("quota-out"))
     view.new_export(name="Second")
     page.click("#create-submit")
@@ -70,7 +68,9 @@ def test_the_quota_line_and_the_refusal_in_chinese(stack: Any, ui: Any) -> None:
     view.allow(429)
     page = view.page
     line = page.locator("#quota-line")
-    expect(line).to_have_text("今日还可导出 1 次（共 3 次）；今日还可导出 100,000 行（共 100,000 行）")
+    expect(line).to_have_text(
+        "今日还可导出 1 次（共 3 次）；今日还可导出 100,000 行（共 100,000 行）"
+    )
     view.new_export(name="最后一次")
     page.click("#create-submit")
     expect(line).to_contain_text("今日还可导出 0 次（共 3 次）")

@@ -16,6 +16,10 @@ i18n.extend(
     quotaJoin: ' · ',
     quotaResets: 'The daily quota starts again at {time}.',
     'err.QUOTA_EXCEEDED': 'You have used up today’s export quota, so no export was created.',
+    // The operations view's audit list (an operator changed a tenant's or user's quota).
+    'action.quota_override': 'Daily quota changed',
+    'outcome.set': 'new limits set',
+    'outcome.cleared': 'back to the defaults',
   },
   {
     quotaTasks: '今日还可导出 {left} 次（共 {limit} 次）',
@@ -23,6 +27,9 @@ i18n.extend(
     quotaJoin: '；',
     quotaResets: '每日额度将于 {time} 重置。',
     'err.QUOTA_EXCEEDED': '今日导出额度已用完，本次未创建导出。',
+    'action.quota_override': '调整每日导出额度',
+    'outcome.set': '已设置新额度',
+    'outcome.cleared': '已恢复默认额度',
   },
 );
 
