@@ -212,6 +212,10 @@ def status_of(
     )
 
 
+def _count(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 def _refuse(reason: str, text: str, day: Day) -> QuotaExceeded:
     metrics.QUOTA_REFUSALS.labels(reason).inc()
     when = day.resets_at.strftime("%Y-%m-%d %H:%M")
@@ -240,15 +244,16 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
         if limits.tenant_tasks is not None and tenant.tasks >= limits.tenant_tasks:
             raise _refuse(
                 "tenant_tasks",
-                f"your organization ({new.tenant_id}) has created {tenant.tasks} exports "
+                f"your organization ({new.tenant_id}) has created {_count(tenant.tasks, 'export')} "
                 f"today, its daily quota of {limits.tenant_tasks}",
                 day,
             )
         if limits.tenant_rows is not None and tenant.rows >= limits.tenant_rows:
             raise _refuse(
                 "tenant_rows",
-                f"your organization's exports ({new.tenant_id}) have written {tenant.rows:,} "
-                f"rows today, its daily quota of {limits.tenant_rows:,} rows",
+                f"your organization's exports ({new.tenant_id}) have written "
+                f"{_count(tenant.rows, 'row')} today, its daily quota of "
+                f"{_count(limits.tenant_rows, 'row')}",
                 day,
             )
     if limits.user_tasks is not None or limits.user_rows is not None:
@@ -256,14 +261,14 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
         if limits.user_tasks is not None and user.tasks >= limits.user_tasks:
             raise _refuse(
                 "user_tasks",
-                f"you have created {user.tasks} exports today, your daily quota of "
+                f"you have created {_count(user.tasks, 'export')} today, your daily quota of "
                 f"{limits.user_tasks}",
                 day,
             )
         if limits.user_rows is not None and user.rows >= limits.user_rows:
             raise _refuse(
                 "user_rows",
-                f"your exports have written {user.rows:,} rows today, your daily quota of "
-                f"{limits.user_rows:,} rows",
+                f"your exports have written {_count(user.rows, 'row')} today, your daily "
+                f"quota of {_count(limits.user_rows, 'row')}",
                 day,
             )

@@ -263,3 +263,23 @@ def test_day_of_is_the_local_calendar_day(zone, now, hours):
     start = day.start.replace(tzinfo=UTC).astimezone(ZoneInfo(zone))
     assert (start.hour, start.minute) == (0, 0)
     assert day.resets_at.date() == start.date() + timedelta(days=1)
+
+
+def test_a_scheduled_run_over_quota_makes_no_task_and_says_why(make_stack):
+    stack = quota_stack(make_stack, user_tasks_per_day=1)
+    alice = stack.client("alice")
+    assert create(alice).status_code == 202
+    schedule = {
+        "name": "Daily orders",
+        "export": {"exportType": "ORDERS", "format": "csv", "parameters": {}},
+        "cron": "0 8 * * *",
+        "timezone": ZONE,
+        "window": "previous_day",
+    }
+    sid = alice.post("/api/v1/schedules", json=schedule).json()["scheduleId"]
+    run = alice.post(f"/api/v1/schedules/{sid}/run").json()
+    assert run["outcome"] == "failed" and run["taskId"] is None, run
+    runs = alice.get(f"/api/v1/schedules/{sid}/runs").json()["items"]
+    assert [(r["outcome"], r["code"]) for r in runs] == [("failed", "QUOTA_EXCEEDED")]
+    assert "you have created 1 export today, your daily quota of 1;" in runs[0]["message"]
+    assert tasks_in_db(stack) == 1
