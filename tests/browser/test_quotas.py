@@ -83,3 +83,12 @@ def test_the_quota_line_and_the_refusal_in_chinese(stack: Any, ui: Any) -> None:
     page.click("#create-close")
     page.click("#lang-switch")
     expect(line).to_contain_text("0 of 3 exports left today")
+
+
+def test_no_quota_no_line(make_stack: Any, ui: Any) -> None:
+    plain = make_stack(api={"dev_sign_in": True}, consumer={"enabled": False})
+    view = ui(plain).open().sign_in("alice")
+    page = view.page
+    expect(page.locator("#list-title")).to_have_text("My exports")
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("#quota-line")).to_be_hidden()
