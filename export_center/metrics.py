@@ -54,6 +54,7 @@ __all__ = [
     "OUTBOX_SEND_FAILURES",
     "PROVIDER_FAILURES",
     "PROVIDER_SECONDS",
+    "QUOTA_REFUSALS",
     "RECONCILER_ACTIONS",
     "ROWS_PROCESSED",
     "SAMPLE_PROVIDER_EXITS",
@@ -80,6 +81,11 @@ TASK_DURATION = Histogram(
     "Seconds from claim to success",
     ["type", "format"],
     buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+)
+QUOTA_REFUSALS = Counter(
+    "export_quota_refusals_total",
+    "Creates refused by a daily quota, by reason: user_tasks, user_rows, tenant_tasks, tenant_rows",
+    ["reason"],
 )
 ROWS_PROCESSED = Counter("export_rows_processed_total", "Rows written to files", ["type"])
 PROVIDER_SECONDS = Histogram(

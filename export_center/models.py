@@ -100,6 +100,9 @@ class ExportTask(Base):
         Index("ix_export_task_owner_status", "tenant_id", "requested_by", "status"),
         Index("ix_export_task_type_status", "export_type", "status"),
         Index("ix_export_task_expiry", "status", "expires_at"),
+        # The daily quota counts (migration 0013, export_center.quotas).
+        Index("ix_export_task_quota_created", "tenant_id", "requested_at"),
+        Index("ix_export_task_quota_finished", "tenant_id", "completed_at"),
     )
 
 
@@ -231,3 +234,4 @@ class ExportShard(Base):
 
 # The schedule and notification tables share Base.metadata (migrations, schema checks).
 import export_center.models_notify  # noqa: E402, F401
+import export_center.models_quota  # noqa: E402, F401

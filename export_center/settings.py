@@ -42,6 +42,7 @@ from export_center.settings_notify import (
     RouteSettings,
     SchedulerSettings,
 )
+from export_center.settings_quotas import QuotaSettings
 
 __all__ = [
     "NotifySettings",
@@ -54,6 +55,7 @@ __all__ = [
     "LoopSettings",
     "ProviderSettings",
     "PublisherSettings",
+    "QuotaSettings",
     "ReconcilerSettings",
     "RocketMQSettings",
     "S3Settings",
@@ -140,6 +142,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from export_center import repository
+from export_center import quotas, repository
 from export_center.api.params import validate_parameters, validate_time_zone
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
@@ -202,6 +202,7 @@ def create_in(
 
     Raises:
         repository.LimitReached: a per-user or per-type active limit is reached.
+        quotas.QuotaExceeded: a daily quota is used up (429 ``QUOTA_EXCEEDED``).
     """
     limits = settings.limits
     return repository.create_task(
@@ -214,4 +215,5 @@ def create_in(
             max_active_per_user=limits.max_active_per_user,
             max_active_per_type=limits.max_active_per_type,
         ),
+        check=lambda c, n: quotas.check_create(c, settings, n),
     )

@@ -174,6 +174,11 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
         "too many ORDERS exports are running right now; try again in a few minutes",
         None,
     ),
+    "QUOTA_EXCEEDED": (
+        "you have created 100 exports today, your daily quota of 100; the quota starts "
+        "again at 2026-12-03 00:00 (Asia/Shanghai), in 3600 s",
+        None,
+    ),
     "INVALID_STATE": ("state must be among queued, running, ...", "state"),
     "INVALID_CURSOR": ("cursor must be the nextCursor of a previous page", "cursor"),
     "TASK_NOT_FOUND": ("no such export task", None),

@@ -10,7 +10,7 @@ command without its task, no task without its command).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -81,7 +81,13 @@ def _record_key(conn: Connection, new: NewTask, task_id: int) -> None:
 
 
 def create_task(
-    conn: Connection, new: NewTask, *, topic: str, tag: str, limits: CreateLimits
+    conn: Connection,
+    new: NewTask,
+    *,
+    topic: str,
+    tag: str,
+    limits: CreateLimits,
+    check: Callable[[Connection, NewTask], None] | None = None,
 ) -> CreateResult:
     """Create a task and its first outbox row, or return the task the request names.
 
@@ -94,11 +100,13 @@ def create_task(
     3. an active task of the same requester and export (the same six), younger than
        the duplicate window, is returned as ``duplicate`` (and the key, if any, is
        bound to it): a request that asks to tell other people is not a repeat;
-    4. the per-requester and per-type active limits;
+    4. ``check`` (the daily quotas, :func:`export_center.quotas.check_create`), then
+       the per-requester and per-type active limits;
     5. insert the task, its key and its outbox row (``created``).
 
     Raises:
         LimitReached: a per-user or per-type active limit is reached.
+        Exception: whatever ``check`` raises (nothing is written then).
     """
     _lock_guard(conn)
     params_json, params_hash = canonical_parameters(new.parameters)
@@ -155,6 +163,8 @@ def create_task(
     if duplicate is not None:
         _record_key(conn, new, duplicate.id)
         return CreateResult(duplicate, False, CreateReason.DUPLICATE)
+    if check is not None:
+        check(conn, new)
     _check_limits(conn, new, limits)
     result = conn.execute(
         insert(T).values(

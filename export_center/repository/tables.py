@@ -27,6 +27,7 @@ from export_center.models_notify import (
     ExportScheduleRun,
     ExportWebhookEndpoint,
 )
+from export_center.models_quota import ExportQuota
 
 __all__ = [
     "AUDIT",
@@ -35,6 +36,7 @@ __all__ = [
     "NOTIFICATIONS",
     "OUTBOX",
     "PRINCIPALS",
+    "QUOTAS",
     "REQUEST_KEYS",
     "SCHEDULES",
     "SCHEDULE_RUNS",
@@ -67,3 +69,5 @@ NOTIFICATIONS = cast(Table, ExportNotification.__table__)
 DELIVERY_ATTEMPTS = cast(Table, ExportDeliveryAttempt.__table__)
 #: ``export_webhook_endpoint``: tenants' webhook endpoints and secrets.
 WEBHOOK_ENDPOINTS = cast(Table, ExportWebhookEndpoint.__table__)
+#: ``export_quota``: per-day quota overrides of tenants and users.
+QUOTAS = cast(Table, ExportQuota.__table__)

@@ -186,6 +186,7 @@ def test_specific_codes_sit_where_they_belong(schema):
         "LINK_NOT_YOURS",
     ]
     assert codes(op(schema, "post", "/api/v1/exports"))["429"] == [
+        "QUOTA_EXCEEDED",
         "TOO_MANY_ACTIVE_TASKS",
         "TOO_MANY_ACTIVE_TASKS_FOR_TYPE",
     ]

@@ -83,7 +83,7 @@ CREATE_ERRORS = errors(
             "UNKNOWN_ROBOT",
             "RECIPIENT_UNKNOWN",
         ],
-        429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE"],
+        429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE", "QUOTA_EXCEEDED"],
     },
 )
 #: The 200 of a create that returns an existing task (replayed key or duplicate request).

@@ -8,6 +8,7 @@ import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js
 import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
 import { Inbox } from './inbox.js';
+import { QuotaLine } from './quota.js';
 import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
 import './notify_settings_i18n.js'; // so is the Notifications tab
 
@@ -325,6 +326,7 @@ async function enter() {
   renderChrome();
   show('center');
   inbox.start();
+  quota.load();
   // A notification's link (e-mail, chat robot) opens the page at #task=<taskId>.
   const linked = /^#task=([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
   if (linked) {
@@ -758,6 +760,7 @@ function stopped(taskId) {
 /** An export ended while this page watched it: say so, with the next step. Returns true
  * when a toast told it (the table then does not announce it a second time). */
 function finished(task) {
+  if (task.state === 'succeeded') quota.load(); // its rows count now
   const name = task.taskName;
   const cancelling = app.cancelling.has(task.taskId) || app.stopping.has(task.taskId);
   stopped(task.taskId);
@@ -801,6 +804,7 @@ function created(answer, body) {
     || (f.exportType && f.exportType !== body.exportType)
     || (f.owner && f.owner !== app.me.user);
   notify('ok', hidden ? `${text} ${t('hiddenByFilters')}` : text);
+  quota.load();
   app.fresh = data.taskId;
   app.cursors = [null];
   app.page = 0;
@@ -827,6 +831,7 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
 
 const alerts = new Alerts({ toggle: $('notify-toggle'), notify });
 
+const quota = new QuotaLine();
 const inbox = new Inbox({ typeTitle, download: (task) => downloadFresh(task), onUnauthorized: unauthorized });
 
 let manifests = null; // the manifest view (manifest.js), loaded the first time one opens
@@ -852,6 +857,7 @@ function switchLanguage() {
   form.relabel();
   manifests?.relabel();
   inbox.render();
+  quota.render();
   if (app.me) {
     table.relabel();
     renderList();
