@@ -32,6 +32,8 @@ from export_center.api.admin_schemas import (
     TaskReportPublic,
 )
 from export_center.cli_task_file import file_asked, manifest_tables
+from export_center.download_ops import task_downloads
+from export_center.download_tables import print_downloads
 from export_center.errors import RequestError
 from export_center.manifests import signed_manifest
 from export_center.registry import Registry
@@ -324,6 +326,7 @@ def tasks_show(
             for a in report.audit
         ],
     )
+    print_downloads(out, "downloads (newest first)", task_downloads(ctx.engine, t))
 
 
 def _act(name: str, task: str, reason: str, tenant: str | None, *, fresh: bool = False) -> None:
