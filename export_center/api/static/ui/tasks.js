@@ -314,6 +314,15 @@ class Row {
           onclick: (event) => ctx.onManifest(this.task, event),
         }, t('manifest'))
         : null,
+      ctx.onDownloads
+        ? h('button', {
+          type: 'button',
+          class: 'btn ghost small downloads-link',
+          dataset: { action: 'downloads' },
+          'aria-label': t('downloadsLabel', { name: task.taskName }),
+          onclick: (event) => ctx.onDownloads(this.task, event),
+        }, t('downloadsButton'))
+        : null,
     ];
   }
 
