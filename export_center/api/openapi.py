@@ -240,7 +240,6 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
         None,
     ),
     "LINK_USED_UP": ("this download link was used 3 times, as many as this type allows", None),
-    "FILE_UNKNOWN": ("no export produced a file with these bytes (SHA-256 ...)", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
     "LINK_NOT_YOURS": ("this download link was issued to another user", None),
     "NO_FILE": ("the export has already failed; it has no file", None),

@@ -29,8 +29,6 @@ const EN = {
   revokedLink: 'Link {link} is revoked: it no longer downloads the file.',
   revokedAll: 'Every link of “{name}” handed out so far is revoked. The page gives you a fresh one.',
   revokeNote: 'A revoked link stops working at once. A transfer the storage has already started (within the last 5 minutes) may still finish.',
-  'err.LINK_REVOKED': 'This download link was revoked. Ask the owner of the export for a new one.',
-  'err.LINK_USED_UP': 'This download link has been used as many times as allowed. Ask for a new one.',
 };
 
 const ZH = {
@@ -59,8 +57,6 @@ const ZH = {
   revokedLink: '链接 {link} 已作废，无法再下载文件。',
   revokedAll: '「{name}」此前发出的所有链接均已作废，页面会为你生成新链接。',
   revokeNote: '链接作废后立即失效；存储服务在最近 5 分钟内已开始的传输可能仍会完成。',
-  'err.LINK_REVOKED': '此下载链接已作废，请向导出的所有者索取新链接。',
-  'err.LINK_USED_UP': '此下载链接的使用次数已达上限，请重新获取链接。',
 };
 
 extend(EN, ZH);
