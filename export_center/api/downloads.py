@@ -219,8 +219,11 @@ def serve_download(
             )
         elif recorded:
             limits = link_limits_of(runtime.registry.get(task.export_type))
-            if limits.max_uses is not None and not use_link(
-                conn, task.id, grant.link.link_id or f"v2:{task.id}"[:16], limits.max_uses
+            # A link signed before links had ids has no count of its own: not limited.
+            if (
+                limits.max_uses is not None
+                and grant.link.link_id is not None
+                and not use_link(conn, task.id, grant.link.link_id, limits.max_uses)
             ):
                 refusal = Gone(
                     f"this download link was used {limits.max_uses} times, as many as "

@@ -118,6 +118,7 @@ def test_the_cli_and_admin_api_show_downloads_and_revoke_links(make_stack):
     report = json.loads(run_cli(["tasks", "show", task_id, "--json"], env).stdout)
     reasons = [a["reason"] for a in report["audit"] if a["action"] == "link_revoke"]
     assert reasons == ["leaked in a ticket", "left the company"]
+    assert [d["type"] for d in report["downloads"]][-2:] == ["link", "bearer"]
     assert downloads(alice, task_id)[0]["code"] == "LINK_REVOKED"
     missing = run_cli(["links", "revoke", "exp_01M8QZKN3RQRYV1AQSV6Q4X3RZ", "--reason", "xyz"], env)
     assert missing.returncode == 1 and last_line(missing).startswith("TASK_NOT_FOUND: ")
