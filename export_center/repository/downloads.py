@@ -23,7 +23,7 @@ import orjson
 from sqlalchemy import ColumnElement, Connection, Table, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from export_center.db import db_now
+from export_center.db import db_now, db_now_plus
 from export_center.models_downloads import (
     ExportDownload,
     ExportFileHash,
@@ -41,6 +41,7 @@ __all__ = [
     "NewDownload",
     "download_rows",
     "link_revoked",
+    "purge_downloads",
     "record_download",
     "record_file_hashes",
     "revoke_links",
@@ -165,6 +166,28 @@ def download_rows(
         )
         for r in rows
     ]
+
+
+def purge_downloads(conn: Connection, older_than_days: float, limit: int) -> int:
+    """Delete at most ``limit`` download rows older than ``older_than_days`` (the audit
+    retention: the download audit is kept as long as the audit trail).
+
+    Returns:
+        How many rows were deleted.
+    """
+    d = DOWNLOADS.c
+    ids = [
+        r[0]
+        for r in conn.execute(
+            select(d.id)
+            .where(d.at <= db_now_plus(-older_than_days * 86400))
+            .order_by(d.id)
+            .limit(limit)
+        )
+    ]
+    if not ids:
+        return 0
+    return int(conn.execute(DOWNLOADS.delete().where(d.id.in_(ids))).rowcount)
 
 
 def revoke_links(

@@ -185,3 +185,28 @@ def test_a_type_limits_how_often_and_how_long_a_link_works(make_stack, tmp_path)
     assert (third.status_code, third.json()["code"]) == (410, "LINK_USED_UP")
     assert anonymous.get(link_of(alice, task_id)).status_code == 200  # a new link
     anonymous.close()
+
+
+def test_download_rows_are_kept_as_long_as_the_audit_trail(make_stack):
+    from sqlalchemy import update
+
+    from export_center.db import db_now_plus
+    from export_center.repository.downloads import DOWNLOADS, purge_downloads
+
+    stack = make_stack()
+    alice = stack.client()
+    task_id = succeeded(stack, alice)
+    for _ in range(3):
+        link_of(alice, task_id)
+    assert len(downloads(alice, task_id)) == 3
+    engine = stack.runtime.engine
+    with engine.begin() as conn:  # the oldest row is 401 days old
+        first_id = min(
+            r[0] for r in conn.execute(DOWNLOADS.select().with_only_columns(DOWNLOADS.c.id))
+        )
+        conn.execute(
+            update(DOWNLOADS).where(DOWNLOADS.c.id == first_id).values(at=db_now_plus(-401 * 86400))
+        )
+        assert purge_downloads(conn, 400, 5000) == 1
+        assert purge_downloads(conn, 400, 5000) == 0
+    assert len(downloads(alice, task_id)) == 2
