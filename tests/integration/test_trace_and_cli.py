@@ -103,6 +103,16 @@ def test_the_cli_and_admin_api_show_downloads_and_revoke_links(make_stack):
     since = admin.get("/api/v1/admin/downloads", params={"since": "2999-01-01T00:00:00Z"})
     assert since.json()["items"] == []
     assert alice.get("/api/v1/admin/downloads").status_code == 403
+    # Newest first, a page at a time; an admin of another tenant sees none of them.
+    first = admin.get("/api/v1/admin/downloads", params={"limit": 1}).json()
+    assert [d["type"] for d in first["items"]] == ["link"] and first["nextBefore"]
+    params = {"limit": 1, "before": first["nextBefore"]}
+    second = admin.get("/api/v1/admin/downloads", params=params).json()
+    assert [d["type"] for d in second["items"]] == ["bearer"]
+    other_admin = stack.client("root", tenant="t2", perms=[ADMIN])
+    assert other_admin.get("/api/v1/admin/downloads").json()["items"] == []
+    other_task = other_admin.get("/api/v1/admin/downloads", params={"task": task_id}).json()
+    assert other_task["items"] == []
     revoked = admin.post(
         f"/api/v1/admin/exports/{task_id}/links/revoke",
         json={"linkId": link_id(url), "reason": "left the company"},
