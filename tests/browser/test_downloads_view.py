@@ -10,7 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from sqlalchemy import update
 
+from export_center.repository.tables import TASKS
 from tests.support.helpers import create, wait_state
 
 try:
@@ -107,5 +109,12 @@ def test_the_owner_sees_the_downloads_and_revokes_a_link_then_all(
     expect(link).not_to_have_attribute("href", href)
     fresh = link.get_attribute("href") or ""
     assert anonymous.get(fresh).status_code == 200
+    # Once the file has expired, its downloads are still there to look at.
+    with stack.runtime.engine.begin() as conn:
+        conn.execute(update(TASKS).where(TASKS.c.task_no == task_id).values(status="EXPIRED"))
+    page.click("#refresh")
+    expect(link).to_have_count(0)
+    row.locator('button[data-action="downloads"]').click()
+    expect(page.locator("#downloads-list tbody tr").first).to_be_visible()
     assert view.unexpected() == []
     anonymous.close()
