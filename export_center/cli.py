@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from export_center import cli_ops, cli_quotas, cli_verify
+from export_center import cli_downloads, cli_ops, cli_quotas, cli_verify
 from export_center.auth import (
     ADMIN,
     DOWNLOAD_ALL,
@@ -72,6 +72,7 @@ registry_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 cli_ops.register(app)
+cli_downloads.register(app)
 app.add_typer(registry_app, name="registry")
 app.add_typer(cli_quotas.quotas_app, name="quotas")
 app.command("verify")(cli_verify.verify)

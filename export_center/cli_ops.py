@@ -31,7 +31,10 @@ from export_center.api.admin_schemas import (
     DeadLetterReportPublic,
     TaskReportPublic,
 )
+from export_center.api.download_schemas import DownloadPublic
 from export_center.cli_task_file import file_asked, manifest_tables
+from export_center.download_ops import task_downloads
+from export_center.download_tables import print_downloads
 from export_center.errors import RequestError
 from export_center.manifests import signed_manifest
 from export_center.registry import Registry
@@ -255,8 +258,11 @@ def tasks_show(
     except RequestError as exc:
         raise _fail(exc) from None
     manifest = signed_manifest(report.task, ctx.settings.manifest_secret)
+    downloads = task_downloads(ctx.engine, report.task)
     if as_json:
-        print_json(TaskReportPublic.of(report, manifest))
+        body = TaskReportPublic.of(report, manifest).model_dump(mode="json")
+        rows = [DownloadPublic.of(r).model_dump(mode="json") for r in downloads]
+        print_json({**body, "downloads": rows})
         return
     t = report.task
     facts = [
@@ -324,6 +330,7 @@ def tasks_show(
             for a in report.audit
         ],
     )
+    print_downloads(out, "downloads (newest first)", downloads)
 
 
 def _act(name: str, task: str, reason: str, tenant: str | None, *, fresh: bool = False) -> None:

@@ -241,6 +241,8 @@ def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicor
             send_timeout=api.send_timeout_seconds,
         ),
         ws="none",
+        # X-Forwarded-For is read by the download audit, from trusted proxies only.
+        proxy_headers=False,
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=30,

@@ -1,10 +1,16 @@
 """Signed, expiring download links (DESIGN.md "Files"; CASES E31).
 
 A link is ``/api/v1/exports/{taskId}/download?expires=<unix s>&user=<id>&tenant=<id>
-&app=<code>&scope=own|all&signature=<hex>``. The signature is HMAC-SHA256 over the
-task id and everything that decides visibility: the user it was issued to, their
-tenant and app, whether they saw the task as its owner (``own``) or through the
-download-all permission (``all``), and the expiry. Changing any of them, or using the
+&app=<code>&scope=own|all&link=<id>&issued=<unix ms>&signature=<hex>``. The signature is
+HMAC-SHA256 over the task id and everything that decides visibility: the user it was
+issued to, their tenant and app, whether they saw the task as its owner (``own``) or
+through the download-all permission (``all``), the expiry, and the link's own id (16
+hex digits, random) and issue time (Unix ms, this process's clock), by which it is
+revoked (:func:`export_center.repository.downloads.link_revoked`: its own id, or every
+link of its task revoked at or after its issue time, database clock; the two clocks are
+assumed synchronised, as NTP keeps them). Links signed before links had ids (no ``link``
+and ``issued``) are still accepted until they expire; they have no id, so only a
+revocation of every link of their task reaches them. Changing any of them, or using the
 link after ``expires``, is refused with 403, and serving the file applies the same
 visibility rule as every other route (:func:`export_center.access.in_scope`) to the
 scope the link carries: a link never serves a file its user could not see. Link expiry
@@ -16,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import secrets
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -23,11 +30,20 @@ from urllib.parse import urlencode
 from export_center.access import Scope
 from export_center.errors import Forbidden
 
-__all__ = ["LinkGrant", "link_expiry", "sign_download", "verify_download"]
+__all__ = [
+    "LinkGrant",
+    "is_link_id",
+    "link_expiry",
+    "new_link_id",
+    "sign_download",
+    "verify_download",
+]
 
 _EXPIRES = re.compile(r"^[1-9][0-9]{0,11}$")
 _SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
 _SCOPES = ("own", "all")
+_LINK_ID = re.compile(r"^[0-9a-f]{16}$")
+_ISSUED = re.compile(r"^[1-9][0-9]{0,15}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +52,39 @@ class LinkGrant:
 
     user: str
     scope: Scope
+    #: The link's id (16 hex digits); None for a link signed before links had ids.
+    link_id: str | None = None
+    #: When the link was signed (Unix ms); None for a link without id.
+    issued: int | None = None
 
 
-def _mac(secret: str, task_no: str, user: str, scope: Scope, expires: int) -> str:
+def _mac(
+    secret: str,
+    task_no: str,
+    user: str,
+    scope: Scope,
+    expires: int,
+    link: tuple[str, int] | None = None,
+) -> str:
     kind = "own" if scope.owner is not None else "all"
     # Fields are separated by LF, which no identifier in a link may contain (checked on
     # verify), so no two field lists make the same message.
-    message = "\n".join(
-        ["download-v2", task_no, user, scope.tenant_id, scope.app_code, kind, str(expires)]
-    ).encode()
+    fields = [task_no, user, scope.tenant_id, scope.app_code, kind, str(expires)]
+    if link is None:  # a link signed before links had ids
+        message = "\n".join(["download-v2", *fields]).encode()
+    else:
+        message = "\n".join(["download-v3", *fields, link[0], str(link[1])]).encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def new_link_id() -> str:
+    """A new random link id: 16 lowercase hex digits."""
+    return secrets.token_hex(8)
+
+
+def is_link_id(value: str) -> bool:
+    """True when ``value`` has the shape of a link id (16 lowercase hex digits)."""
+    return _LINK_ID.fullmatch(value) is not None
 
 
 def link_expiry(ttl_seconds: int, *, now: float | None = None) -> int:
@@ -61,6 +100,7 @@ def sign_download(
     ttl_seconds: int,
     *,
     now: float | None = None,
+    link_id: str | None = None,
 ) -> str:
     """Return the signed download path of a task for ``user`` seeing it in ``scope``.
 
@@ -71,11 +111,14 @@ def sign_download(
         scope: the scope in which that user sees the task (own, or all of the tenant).
         ttl_seconds: lifetime of the link in seconds.
         now: the current Unix time (default: the clock).
+        link_id: the link's id (default: a new random one).
 
     Returns:
         A path with its query (relative to the API's base URL).
     """
-    expires = link_expiry(ttl_seconds, now=now)
+    moment = now if now is not None else time.time()
+    expires = link_expiry(ttl_seconds, now=moment)
+    link = (link_id or new_link_id(), int(moment * 1000))
     query = urlencode(
         {
             "expires": expires,
@@ -83,7 +126,9 @@ def sign_download(
             "tenant": scope.tenant_id,
             "app": scope.app_code,
             "scope": "own" if scope.owner is not None else "all",
-            "signature": _mac(secret, task_no, user, scope, expires),
+            "link": link[0],
+            "issued": link[1],
+            "signature": _mac(secret, task_no, user, scope, expires, link),
         }
     )
     return f"/api/v1/exports/{task_no}/download?{query}"
@@ -99,9 +144,15 @@ def verify_download(
     scope: str,
     expires: str,
     signature: str,
+    link: str | None = None,
+    issued: str | None = None,
     now: float | None = None,
 ) -> LinkGrant:
     """Check a signed link and return what it grants.
+
+    ``link`` and ``issued`` are the link's id and issue time; both absent for a link
+    signed before links had ids (accepted until it expires), one without the other is
+    invalid.
 
     Raises:
         Forbidden: ``LINK_INVALID`` for a bad signature or a malformed field,
@@ -113,12 +164,21 @@ def verify_download(
         or not _SIGNATURE.fullmatch(signature)
         or scope not in _SCOPES
         or any(not value or "\n" in value for value in (user, tenant, app))
+        or (link is None) != (issued is None)
+        or (link is not None and not _LINK_ID.fullmatch(link))
+        or (issued is not None and not _ISSUED.fullmatch(issued))
     ):
         raise invalid
     granted = Scope(tenant_id=tenant, app_code=app, owner=user if scope == "own" else None)
-    expected = _mac(secret, task_no, user, granted, int(expires))
+    ident = None if link is None or issued is None else (link, int(issued))
+    expected = _mac(secret, task_no, user, granted, int(expires), ident)
     if not hmac.compare_digest(expected, signature):
         raise invalid
     if int(expires) <= (now if now is not None else time.time()):
         raise Forbidden("the download link has expired; ask for a new one", code="LINK_EXPIRED")
-    return LinkGrant(user=user, scope=granted)
+    return LinkGrant(
+        user=user,
+        scope=granted,
+        link_id=None if ident is None else ident[0],
+        issued=None if ident is None else ident[1],
+    )

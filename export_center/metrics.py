@@ -58,6 +58,7 @@ __all__ = [
     "RECONCILER_ACTIONS",
     "ROWS_PROCESSED",
     "SAMPLE_PROVIDER_EXITS",
+    "DOWNLOADS",
     "STORAGE_BYTES",
     "TASKS_COMPLETED",
     "TASKS_CREATED",
@@ -103,6 +104,12 @@ NOTIFICATION_DEAD = Counter(
     "Notifications marked dead (not delivered within notify.max_age_hours, or never "
     "deliverable), by channel",
     ["channel"],
+)
+DOWNLOADS = Counter(
+    "export_downloads_total",
+    "Download answers recorded in the download audit, by type (bearer, link, presigned) "
+    "and answer code",
+    ["type", "status"],
 )
 SAMPLE_PROVIDER_EXITS = Counter(
     "export_sample_provider_exits",

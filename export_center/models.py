@@ -232,6 +232,8 @@ class ExportShard(Base):
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
 
 
-# The schedule and notification tables share Base.metadata (migrations, schema checks).
+# The schedule and notification tables, and the download tables, share Base.metadata
+# (migrations, schema checks).
+import export_center.models_downloads  # noqa: E402, F401
 import export_center.models_notify  # noqa: E402, F401
 import export_center.models_quota  # noqa: E402, F401

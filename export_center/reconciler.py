@@ -51,6 +51,7 @@ from sqlalchemy import Engine
 from export_center import metrics, repository
 from export_center.commands import COMMAND_TAG
 from export_center.outages import is_database_blip
+from export_center.repository.downloads import purge_downloads
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
 from export_center.storage.base import Storage
@@ -361,4 +362,6 @@ class Reconciler:
     def _purge_audit(self) -> Counter[str]:
         with self.engine.begin() as conn:
             purged = repository.purge_audit(conn, self.settings.audit_retention_days, 5000)
+            # The download audit is kept as long as the audit trail.
+            purged += purge_downloads(conn, self.settings.audit_retention_days, 5000)
         return Counter({"audit_purge": purged}) if purged else Counter()

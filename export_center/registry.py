@@ -32,25 +32,23 @@ An entry::
         - {key: o_totalprice, title: Total price, title_zh: 订单总额, type: DECIMAL,
            precision: 15, scale: 2}
 
-``columns`` declares the type's columns (keys unique, types those of the provider
-contract, ``precision`` 1..38 with ``scale`` 0..precision on DECIMAL columns only,
-titles of at most 200 characters); a type without them is asked its columns with a
-schema request (``limit: 0``). They must be the provider's: the create check uses them,
-the file is written from the columns the provider answers.
+``columns`` declares the type's columns (keys unique, types those of the provider contract,
+``precision`` 1..38 with ``scale`` 0..precision on DECIMAL columns only, titles of at most 200
+characters); a type without them is asked its columns with a schema request (``limit: 0``). They
+must be the provider's: the create check uses them, the file is written from the columns the
+provider answers.
 
-YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` /
-``false`` are booleans and only digits are numbers, so ``NO`` (Norway), ``on``, ``y`` and
-``2024-01-01`` stay text, as YAML 1.2 and TOML read them (YAML 1.1 loaders would turn
-``NO`` into false). Every field that holds text must be text in the file: a number, a
-boolean or a null where text is expected is refused with a sentence that says to quote
-it, never converted silently.
+YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` / ``false``
+are booleans and only digits are numbers, so ``NO`` (Norway), ``on``, ``y`` and ``2024-01-01``
+stay text, as YAML 1.2 and TOML read them (YAML 1.1 loaders would turn ``NO`` into false). Every
+field that holds text must be text in the file: a number, a boolean or a null where text is
+expected is refused with a sentence that says to quote it, never converted silently.
 
-``provider_url: self`` means the export center's own base URL (the embedded default
-mounts the sample providers there). Which values are read when:
-permission, ``enabled`` and scope at creation and manual retry; ``max_attempts`` is
-copied into the task at creation; provider address, batch size and max rows at
-execution, and so is ``batch_timeout_seconds`` (the total time one batch may take,
-retries included; unset: the ``provider.batch_timeout_seconds`` setting).
+``provider_url: self`` means the export center's own base URL (the embedded default mounts the
+sample providers there). Which values are read when: permission, ``enabled`` and scope at
+creation and manual retry; ``max_attempts`` is copied into the task at creation; provider
+address, batch size and max rows at execution, and so is ``batch_timeout_seconds`` (the total
+time one batch may take, retries included; unset: ``provider.batch_timeout_seconds``).
 """
 
 from __future__ import annotations
@@ -67,6 +65,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from export_center.columns import Column, ColumnType
+from export_center.link_limits import FileRules, file_rules
 
 __all__ = [
     "ExportType",
@@ -114,6 +113,7 @@ _KNOWN_KEYS = {
     "date_range",
     "shards",
     "columns",
+    *("links", "trace_footer"),
 }
 _SHARD_KEYS = {"by", "max_shards", "parallel"}
 _COLUMN_KEYS = {"key", "title", "title_zh", "type", "width", "precision", "scale"}
@@ -252,6 +252,7 @@ class ExportType:
     shards: ShardSpec | None = None
     columns: tuple[Column, ...] = ()
     """The declared columns (empty: ask the provider with a schema request)."""
+    files: FileRules = FileRules()  # links and trace_footer: export_center.link_limits
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -517,6 +518,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         date_range=date_range,
         shards=shards,
         columns=_columns(code, entry.get("columns")),
+        files=file_rules(code, entry, RegistryError),
     )
 
 

@@ -22,6 +22,7 @@ from export_center.attempt.context import RunContext
 from export_center.consumer import Consumer
 from export_center.db import make_engine
 from export_center.dlq import DlqHandler, DlqReceiver
+from export_center.link_limits import link_ttl
 from export_center.loops import LoopRunner
 from export_center.notify.channels.base import Channel
 from export_center.notify.channels.factory import channels_from_settings
@@ -208,6 +209,9 @@ class Runtime:
             owner=settings.instance_id,
             base_url=lambda: settings.api.public_base_url or self.api_url,
             type_titles=self.type_titles,
+            link_seconds=lambda code: link_ttl(
+                settings.api.download_link_ttl_seconds, self.registry.get(code)
+            ),
         )
         self._runner: LoopRunner | None = None
         self._on_stop: list[Callable[[], None]] = []

@@ -7,6 +7,7 @@ assembles them and re-exports every name, so callers import from there.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
 from zoneinfo import available_timezones
 
@@ -301,6 +302,12 @@ class ApiSettings(BaseModel):
         "anything else is 421 UNTRUSTED_HOST): exports.example.com, *.example.com, "
         "10.0.0.0/8, or * for any",
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks of reverse proxies whose X-Forwarded-For is "
+        "believed for the client address of the download audit (10.0.0.5, 10.0.0.0/8); "
+        "from any other peer the header is ignored",
+    )
     request_timeout_seconds: float = Field(
         10.0,
         gt=0,
@@ -352,6 +359,13 @@ class ApiSettings(BaseModel):
             problem = pattern_problem(pattern)
             if problem is not None:
                 raise ValueError(problem)
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network.strip(), strict=False)  # ValueError names it
         return value
 
     @field_validator("jwt_audience")

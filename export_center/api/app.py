@@ -35,6 +35,8 @@ from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import (
     admin,
+    admin_downloads,
+    downloads,
     export_types,
     exports,
     legacy,
@@ -209,6 +211,8 @@ def create_app(
         quotas,
         schedules,
         admin,
+        admin_downloads,
+        downloads,
         notifications,
         webhooks,
         legacy,

@@ -113,6 +113,28 @@ _TEXTS: dict[str, dict[Language, tuple[str, str]]] = {
             "此链接是为其他账号生成的，与你当前登录的账号不符。请在下载中心从你自己的导出列表中下载。",
         ),
     },
+    "LINK_REVOKED": {
+        "en": (
+            "This download link was revoked",
+            "The owner of the export or an administrator withdrew it. If you should still "
+            "have the file, ask them for a new link, or download it from your own list.",
+        ),
+        "zh-CN": (
+            "下载链接已作废",
+            "导出的所有者或管理员已收回此链接。如仍需要该文件，请向对方索取新链接，或在你自己的导出列表中下载。",
+        ),
+    },
+    "LINK_USED_UP": {
+        "en": (
+            "This download link has been used up",
+            "It works only a set number of times for this kind of export. Open the download "
+            "center and download the file again from your list.",
+        ),
+        "zh-CN": (
+            "下载链接的使用次数已用完",
+            "此类导出的下载链接只能使用规定的次数。请打开下载中心，在导出列表中重新下载。",
+        ),
+    },
     "FILE_EXPIRED": {
         "en": (
             "The file has expired",

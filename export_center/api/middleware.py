@@ -14,6 +14,8 @@ __all__ = ["MAX_BODY_BYTES", "BodyGuard"]
 MAX_BODY_BYTES = 64 * 1024
 #: API paths a caller may POST to without a token (the development sign-in).
 _ANONYMOUS_POSTS = frozenset({"/api/v1/dev/sign-in"})
+#: API paths whose body the route streams itself (a file uploaded to be traced).
+STREAMED_POSTS = frozenset({"/api/v1/admin/trace/file"})
 
 
 class BodyGuard:
@@ -55,10 +57,11 @@ class BodyGuard:
             )
             return
         length = headers.get(b"content-length", b"0")
-        if length.isdigit() and int(length) > MAX_BODY_BYTES and not path.startswith("/internal/"):
+        streamed = path.startswith("/internal/") or path in STREAMED_POSTS
+        if length.isdigit() and int(length) > MAX_BODY_BYTES and not streamed:
             await _reply(send, 413, "BODY_TOO_LARGE", "the request body may have at most 64 KB")
             return
-        if path.startswith("/internal/"):
+        if streamed:
             await self.app(scope, receive, send)
             return
         # Read the whole body first (at most 64 KB), whatever Content-Length says or

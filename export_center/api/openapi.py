@@ -240,6 +240,11 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
         None,
     ),
     "LINK_INVALID": ("the download link is not valid", None),
+    "LINK_REVOKED": (
+        "this download link was revoked; ask the owner of the export for a new one",
+        None,
+    ),
+    "LINK_USED_UP": ("this download link was used 3 times, as many as this type allows", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
     "LINK_NOT_YOURS": ("this download link was issued to another user", None),
     "NO_FILE": ("the export has already failed; it has no file", None),

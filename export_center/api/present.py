@@ -23,6 +23,7 @@ from export_center.auth import Identity
 from export_center.db import reading
 from export_center.errors import RETRY_CANNOT_HELP
 from export_center.filespec import FileSpec
+from export_center.link_limits import link_ttl
 from export_center.links import link_expiry, sign_download
 from export_center.repository import Disposition, Task
 from export_center.runtime import Runtime
@@ -102,7 +103,17 @@ def tasks_public(runtime: Runtime, tasks: Sequence[Task], viewer: Identity) -> l
     (one read of the audit trail for all of them)."""
     with reading(runtime.engine) as conn:
         done = repository.dispositions(conn, [task.id for task in tasks])
-    return [task_public(runtime.settings, task, viewer, done.get(task.id)) for task in tasks]
+    ttl = runtime.settings.api.download_link_ttl_seconds
+    return [
+        task_public(
+            runtime.settings,
+            task,
+            viewer,
+            done.get(task.id),
+            link_seconds=link_ttl(ttl, runtime.registry.get(task.export_type)),
+        )
+        for task in tasks
+    ]
 
 
 def one_public(runtime: Runtime, task: Task, viewer: Identity) -> ExportPublic:
@@ -122,6 +133,8 @@ def task_public(
     task: Task,
     viewer: Identity,
     disposition: Disposition | None = None,
+    *,
+    link_seconds: int | None = None,
 ) -> ExportPublic:
     """Render a task row for ``viewer``: state, progress, times, error or warning, a
     download link signed for the viewer once it succeeded, and (from ``disposition``,
@@ -134,7 +147,7 @@ def task_public(
     url = None
     url_expires = None
     if status == TaskStatus.SUCCEEDED:
-        ttl = settings.api.download_link_ttl_seconds
+        ttl = link_seconds or settings.api.download_link_ttl_seconds
         now = time.time()
         url = sign_download(
             settings.download_secret,

@@ -38,6 +38,7 @@ from export_center.errors import (
     ValidationFailed,
 )
 from export_center.ids import TASK_NO_PATTERN
+from export_center.link_limits import link_ttl
 from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.notify.targets import (
     targets_json,
@@ -423,7 +424,9 @@ def signed_link_for(runtime: Runtime, user: Identity, task_no: str) -> str:
         task.task_no,
         user.user,
         link_scope(task, user),
-        runtime.settings.api.download_link_ttl_seconds,
+        link_ttl(
+            runtime.settings.api.download_link_ttl_seconds, runtime.registry.get(task.export_type)
+        ),
     )
 
 
@@ -438,7 +441,7 @@ def file_for_link(
 
     Args:
         link: the link's query fields (``expires``, ``user``, ``tenant``, ``app``,
-            ``scope``, ``signature``).
+            ``scope``, ``link``, ``issued``, ``signature``).
         caller: the bearer identity sent along, if any: it must be the link's user.
 
     Raises:
@@ -457,6 +460,8 @@ def file_for_link(
         scope=link.get("scope", ""),
         expires=link.get("expires", ""),
         signature=link.get("signature", ""),
+        link=link.get("link") or None,
+        issued=link.get("issued") or None,
     )
     if caller is not None and (
         caller.user != grant.user
@@ -473,7 +478,7 @@ def file_for_link(
     assert task.object_key is not None
     if not runtime.storage.exists(task.object_key):
         raise NotFound("the file is no longer stored", code="FILE_GONE")
-    return FileGrant(task, left)
+    return FileGrant(task, left, grant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,6 +488,8 @@ class FileGrant:
 
     task: Task
     retention_left_seconds: float | None
+    #: What the verified link grants (its user, scope, id and issue time).
+    link: LinkGrant | None = None
 
     def presign_seconds(self, link_seconds: int) -> int:
         """Lifetime of a presigned GET: ``link_seconds``, cut to the retention left,

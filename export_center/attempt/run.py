@@ -50,6 +50,7 @@ from export_center.errors import (
 )
 from export_center.outages import is_database_blip
 from export_center.repository import AttemptEnd, Task
+from export_center.writers.file_mark import mark_of, marked
 
 __all__ = ["ExportRun"]
 
@@ -205,7 +206,10 @@ class ExportRun:
             self.producer = ShardedProducer(self.attempt, etype)
         else:
             self.producer = SingleStreamProducer(self.attempt, etype)
-        return self.producer.produce()
+        t = self.task  # XLSX files carry task, requester and time (writers.file_mark)
+        footer = etype.files.trace_footer
+        with marked(mark_of(t.task_no, t.tenant_id, t.requested_by, t.requested_at, footer)):
+            return self.producer.produce()
 
     # ------------------------------------------------------------------ settle
 

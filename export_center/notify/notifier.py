@@ -124,6 +124,8 @@ class Notifier:
         base_url: gives the public base URL of the API (None: no links).
         type_titles: an export type's (English, Chinese) names, None for an unknown
             type (the registry's): messages name the type in the reader's language.
+        link_seconds: the lifetime (s) of a link a message carries, by export type
+            (the registry's ``links.minutes``); None: the link TTL setting.
     """
 
     def __init__(
@@ -135,8 +137,10 @@ class Notifier:
         owner: str,
         base_url: Callable[[], str | None] = lambda: None,
         type_titles: Callable[[str], tuple[str, str] | None] | None = None,
+        link_seconds: Callable[[str], int] | None = None,
     ) -> None:
         self.engine = engine
+        self.link_seconds = link_seconds  # a type's link lifetime (registry links.minutes)
         self.settings = settings
         self.notify = settings.notify
         self.channels = dict(channels)
@@ -288,7 +292,9 @@ class Notifier:
                 task.task_no,
                 task.requested_by,
                 Scope(task.tenant_id, task.app_code, task.requested_by),
-                self.settings.api.download_link_ttl_seconds,
+                self.link_seconds(task.export_type)
+                if self.link_seconds
+                else self.settings.api.download_link_ttl_seconds,
             )
         return message_for(
             row,

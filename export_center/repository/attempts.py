@@ -25,6 +25,7 @@ from export_center.repository._common import (
     held_attempt,
     lease_released,
 )
+from export_center.repository.downloads import record_file_hashes
 from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.outbox import insert_outbox
 from export_center.repository.reads import read_task
@@ -195,6 +196,7 @@ def commit_success(
     )
     if done:
         enqueue_task_event(conn, task_id, "export.succeeded")
+        record_file_hashes(conn, task_id, stored.manifest_json)
     return done
 
 

@@ -60,6 +60,8 @@ class AuditAction(StrEnum):
     NOTIFICATION_DEAD = "notification_dead"
     #: A notification target could not be written (an e-mail target without address).
     NOTIFY_SKIPPED = "notify_skipped"
+    #: Download links of a task were revoked (one link, or every link).
+    LINK_REVOKE = "link_revoke"
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from export_center.writers.base import (
     check_columns,
 )
 from export_center.writers.xlsx_cells import MAX_NUMERIC_DIGITS, CellRenderer
-from export_center.writers.xlsx_parts import SHEET_END, package_parts, sheet_head
+from export_center.writers.xlsx_parts import package_parts, sheet_end, sheet_head
 from export_center.writers.xlsx_size import closing_bytes, deflated_size
 from export_center.writers.xlsx_text import MAX_CELL_UTF16_UNITS, excel_text
 
@@ -213,7 +213,7 @@ class XlsxPackage:
         if not self._size_checks:
             raise ValueError("size_if_closed needs a package opened with size_checks")
         trial = self._deflate.copy()
-        rest = len(trial.compress(b"".join([*self._held, data, SHEET_END])))
+        rest = len(trial.compress(b"".join([*self._held, data, sheet_end()])))
         written = self._counting.count + rest + len(trial.flush())
         sheets = self._stats.sheets
         deflated = self._deflated.get(sheets)
@@ -309,7 +309,7 @@ class XlsxPackage:
         if self._held:
             self._sheet.write(b"".join(self._held))
             self._held.clear()
-        self._sheet.write(SHEET_END)
+        self._sheet.write(sheet_end())
         self._sheet.close()
         self._sheet = None
 

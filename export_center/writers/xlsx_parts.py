@@ -31,11 +31,19 @@ from collections.abc import Callable, Sequence
 from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from export_center.columns import Column, ColumnType
+from export_center.writers.file_mark import (
+    CUSTOM_CONTENT_TYPE,
+    CUSTOM_REL_TYPE,
+    core_mark_xml,
+    custom_xml,
+    footer_xml,
+)
 
 __all__ = [
     "MAX_FORMAT_SCALE",
     "SCALE_STYLES",
     "SHEET_END",
+    "sheet_end",
     "STYLES_XML",
     "STYLE_DATE",
     "STYLE_DATETIME",
@@ -85,6 +93,12 @@ _NS_PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
 
 SHEET_END = b"</sheetData></worksheet>"
 """What ends every worksheet after its last row."""
+
+
+def sheet_end() -> bytes:
+    """:data:`SHEET_END`, with the trace footer of a marked file between the rows and
+    the end (:func:`export_center.writers.file_mark.footer_xml`)."""
+    return b"</sheetData>" + footer_xml() + b"</worksheet>"
 
 
 def sheet_head(columns: Sequence[Column]) -> Callable[[bool], str]:
@@ -197,7 +211,7 @@ def _workbook_rels_xml(sheet_count: int) -> str:
     return f'{_XML_HEAD}<Relationships xmlns="{_NS_PKG_REL}">{"".join(rels)}</Relationships>'
 
 
-def _content_types_xml(sheet_count: int) -> str:
+def _content_types_xml(sheet_count: int, custom: bool = False) -> str:
     """``[Content_Types].xml`` for every part written."""
     sheets = "".join(
         f'<Override PartName="/xl/worksheets/sheet{i}.xml" ContentType="{_CONTENT_TYPE_SHEET}"/>'
@@ -217,7 +231,12 @@ def _content_types_xml(sheet_count: int) -> str:
         f'<Override PartName="/docProps/core.xml" ContentType="{package}.core-properties+xml"/>'
         '<Override PartName="/docProps/app.xml" '
         f'ContentType="{office}.extended-properties+xml"/>'
-        "</Types>"
+        + (
+            f'<Override PartName="/docProps/custom.xml" ContentType="{CUSTOM_CONTENT_TYPE}"/>'
+            if custom
+            else ""
+        )
+        + "</Types>"
     )
 
 
@@ -247,7 +266,7 @@ def _core_xml() -> str:
         'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:dcterms="http://purl.org/dc/terms/" '
         'xmlns:dcmitype="http://purl.org/dc/dcmitype/" '
         'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
-        "<dc:creator>Export Center</dc:creator>"
+        f"<dc:creator>Export Center</dc:creator>{core_mark_xml()}"
         f'<dcterms:created xsi:type="dcterms:W3CDTF">{now}</dcterms:created>'
         f'<dcterms:modified xsi:type="dcterms:W3CDTF">{now}</dcterms:modified>'
         "</cp:coreProperties>"
@@ -265,6 +284,14 @@ _ROOT_RELS = (
 )
 
 
+#: How the package relationships name the custom properties of a marked file.
+_CUSTOM_REL = (
+    "</Relationships>",
+    f'<Relationship Id="rId4" Type="{CUSTOM_REL_TYPE}" Target="docProps/custom.xml"/>'
+    "</Relationships>",
+)
+
+
 def package_parts(sheet_count: int) -> dict[str, str]:
     """The parts written after the last worksheet, by ZIP entry name, in writing order.
 
@@ -276,12 +303,14 @@ def package_parts(sheet_count: int) -> dict[str, str]:
         the document properties (created now, UTC), the package relationships and the
         content types of every part.
     """
+    custom = custom_xml()  # a marked file's custom properties (writers.file_mark)
     return {
         "xl/styles.xml": STYLES_XML,
         "xl/workbook.xml": _workbook_xml(sheet_count),
         "xl/_rels/workbook.xml.rels": _workbook_rels_xml(sheet_count),
         "docProps/app.xml": _app_xml(sheet_count),
         "docProps/core.xml": _core_xml(),
-        "_rels/.rels": _ROOT_RELS,
-        "[Content_Types].xml": _content_types_xml(sheet_count),
+        **({} if custom is None else {"docProps/custom.xml": custom}),
+        "_rels/.rels": _ROOT_RELS if custom is None else _ROOT_RELS.replace(*_CUSTOM_REL),
+        "[Content_Types].xml": _content_types_xml(sheet_count, custom is not None),
     }

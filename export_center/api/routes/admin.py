@@ -36,7 +36,7 @@ from export_center.auth import (
 from export_center.errors import Conflict, Forbidden
 from export_center.registry import RegistryError
 
-__all__ = ["router"]
+__all__ = ["admin_tenant", "router"]
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"], dependencies=[Depends(strict_query)])
 
@@ -46,7 +46,7 @@ _REASON = {422: ["MISSING_FIELD", "UNKNOWN_FIELD", "TOO_SHORT", "TOO_LONG", "INV
 _LIMIT = {422: ["INVALID_VALUE"]}
 
 
-def _tenant(user: Identity, tenant: str | None = None) -> str | None:
+def admin_tenant(user: Identity, tenant: str | None = None) -> str | None:
     """The tenant an admin call acts in: the admin's own, or (platform operators) the
     one asked for, or every tenant.
 
@@ -72,7 +72,7 @@ def _tenant(user: Identity, tenant: str | None = None) -> str | None:
 )
 def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]:
     """Reload the export-type file; an invalid file keeps the old registry (409)."""
-    _tenant(user)
+    admin_tenant(user)
     try:
         registry = runtime.reload_registry(actor=service.actor_of(user))
     except RegistryError as exc:
@@ -83,7 +83,7 @@ def reload_registry(user: CurrentUser, runtime: RuntimeDep) -> dict[str, object]
 @router.get("/overview", response_model=OverviewPublic, responses=errors(AUTH, _ADMIN))
 def overview(user: CurrentUser, runtime: RuntimeDep) -> OverviewPublic:
     """Backlog, scheduled retries, dead letters, failures and audit of the admin's tenant."""
-    return OverviewPublic.of(operations.overview(runtime, tenant_id=_tenant(user)))
+    return OverviewPublic.of(operations.overview(runtime, tenant_id=admin_tenant(user)))
 
 
 @router.get(
@@ -110,7 +110,7 @@ def tasks(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[AdminTask]:
     """Tasks of the tenant (every tenant for platform operators), newest first."""
-    scope = _tenant(user, tenant)
+    scope = admin_tenant(user, tenant)
     states = [s.strip() for s in state.split(",") if s.strip()] if state else None
     found = operations.list_tasks(
         runtime,
@@ -130,7 +130,7 @@ def tasks(
 )
 def task(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> TaskReportPublic:
     """A task with its commands (one per dispatch version) and its audit trail."""
-    return TaskReportPublic.of(operations.task_report(runtime, task_id, _tenant(user)))
+    return TaskReportPublic.of(operations.task_report(runtime, task_id, admin_tenant(user)))
 
 
 @router.post(
@@ -142,7 +142,7 @@ def task(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> TaskReportPubl
 )
 def retry(task_id: str, body: ActionBody, user: CurrentUser, runtime: RuntimeDep) -> AdminTask:
     """Run a failed task again, with a reason kept in the audit trail."""
-    found = operations.find_task(runtime, task_id, _tenant(user))
+    found = operations.find_task(runtime, task_id, admin_tenant(user))
     again = operations.retry_task(
         runtime, found, actor=service.actor_of(user), reason=body.reason, fresh=body.fresh
     )
@@ -157,7 +157,7 @@ def retry(task_id: str, body: ActionBody, user: CurrentUser, runtime: RuntimeDep
 )
 def cancel(task_id: str, body: ActionBody, user: CurrentUser, runtime: RuntimeDep) -> AdminTask:
     """Cancel a queued or running task, with a reason kept in the audit trail."""
-    found = operations.find_task(runtime, task_id, _tenant(user))
+    found = operations.find_task(runtime, task_id, admin_tenant(user))
     return AdminTask.of(
         operations.cancel_task(runtime, found, actor=service.actor_of(user), reason=body.reason)
     )
@@ -174,7 +174,7 @@ def outbox(
 ) -> list[CommandPublic]:
     """Unsent commands, the longest due first and scheduled retries last."""
     rows = operations.outbox(
-        runtime, stuck_seconds=stuck_seconds, tenant_id=_tenant(user), limit=limit
+        runtime, stuck_seconds=stuck_seconds, tenant_id=admin_tenant(user), limit=limit
     )
     return [CommandPublic.of_entry(e) for e in rows]
 
@@ -186,7 +186,7 @@ def dead_letters(
     """Quarantined commands with their reason, task and version."""
     return [
         DeadLetterPublic.of(d)
-        for d in operations.dead_letters(runtime, tenant_id=_tenant(user), limit=limit)
+        for d in operations.dead_letters(runtime, tenant_id=admin_tenant(user), limit=limit)
     ]
 
 
@@ -197,5 +197,5 @@ def dead_letters(
 )
 def dead_letter(event_id: str, user: CurrentUser, runtime: RuntimeDep) -> DeadLetterReportPublic:
     """One command by its event id, with every audit entry about it."""
-    entry, audit = operations.dead_letter(runtime, event_id, _tenant(user))
+    entry, audit = operations.dead_letter(runtime, event_id, admin_tenant(user))
     return DeadLetterReportPublic.of(entry, audit)

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import RedirectResponse
 
 from export_center.api import service
 from export_center.api.deps import (
@@ -22,13 +21,13 @@ from export_center.api.deps import (
     TraceId,
     strict_query,
 )
+from export_center.api.downloads import serve_download
 from export_center.api.error_pages import DownloadErrorsRoute
 from export_center.api.file_schemas import ManifestPublic
-from export_center.api.files import file_response
 from export_center.api.openapi import AUTH, BODY, GUARD, QUERY, errors
 from export_center.api.present import one_public, tasks_public
 from export_center.api.schemas import ExportAccepted, ExportCreate, ExportPublic, ExportsPublic
-from export_center.errors import NotFound, Unauthorized
+from export_center.errors import NotFound
 from export_center.filespec import GZIP_MEDIA_TYPE, ZIP_MEDIA_TYPE
 from export_center.manifests import signed_manifest
 from export_center.repository import CreateReason
@@ -134,9 +133,9 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
         AUTH,
         {
             403: ["LINK_INVALID", "LINK_EXPIRED", "LINK_NOT_YOURS"],
+            410: ["FILE_EXPIRED", "LINK_REVOKED", "LINK_USED_UP"],
             404: ["TASK_NOT_FOUND", "FILE_GONE"],
             409: ["NO_FILE", "NOT_READY"],
-            410: ["FILE_EXPIRED"],
             416: ["RANGE_NOT_SATISFIABLE"],
             503: ["STORAGE_UNAVAILABLE"],
         },
@@ -278,17 +277,18 @@ def download(
     app: Annotated[str | None, Query(description="signed link: app code")] = None,
     scope: Annotated[str | None, Query(description="signed link: own or all")] = None,
     signature: Annotated[str | None, Query(description="signed link: HMAC-SHA256")] = None,
+    link: Annotated[str | None, Query(description="signed link: its id")] = None,
+    issued: Annotated[str | None, Query(description="signed link: issued (Unix ms)")] = None,
 ) -> Response:
     """Download the file: with a bearer token, redirect to a signed link; with a link, the
-    file (or, on S3, a redirect to a presigned GET, or the file streamed with Range)."""
+    file (or, on S3, a redirect to a presigned GET, or the file streamed with Range).
+    Every answer is recorded in the download audit (export_center.api.downloads)."""
     if signature is None:
-        if user is None:
-            raise Unauthorized("a bearer token or a signed link is required", code="UNAUTHORIZED")
-        return RedirectResponse(service.signed_link_for(runtime, user, task_id), status_code=307)
+        return serve_download(runtime, request, task_id, user, None)
     fields = {"expires": expires, "user": link_user, "tenant": tenant, "app": app}
-    link = {name: value or "" for name, value in {**fields, "scope": scope}.items()}
-    grant = service.file_for_link(runtime, task_id, {**link, "signature": signature}, user)
-    return file_response(runtime, grant, request)
+    signed = {"scope": scope, "link": link, "issued": issued}
+    query = {name: value or "" for name, value in {**fields, **signed}.items()}
+    return serve_download(runtime, request, task_id, user, {**query, "signature": signature})
 
 
 # A browser that opens a failing link (from a chat, a bookmark) gets a short page in its

@@ -825,6 +825,7 @@ const table = new TaskTable($('tasks-head'), $('tasks-body'), {
   viewer: () => app.me?.user,
   onCopy: (task) => copyLink(task),
   onManifest: (task, event) => openManifest(task, event.currentTarget),
+  onDownloads: (task, event) => openDownloads(task, event.currentTarget),
   onFinished: finished,
   isNew: (id) => app.created.has(id),
 });
@@ -844,6 +845,16 @@ async function openManifest(task, opener) {
   manifests.open(task, opener);
 }
 
+let downloadsView = null; // a task's downloads and revoke (downloads.js), loaded when first opened
+
+async function openDownloads(task, opener) {
+  if (!downloadsView) {
+    const module = await import('./downloads.js');
+    downloadsView ||= new module.DownloadsView({ describe, onUnauthorized: unauthorized, onRevoked: () => refresh() });
+  }
+  downloadsView.open(task, opener);
+}
+
 const form = new CreateForm({
   typeTitle,
   onCreated: created,
@@ -856,6 +867,7 @@ function switchLanguage() {
   renderChrome();
   form.relabel();
   manifests?.relabel();
+  downloadsView?.relabel();
   inbox.render();
   quota.render();
   if (app.me) {

@@ -288,7 +288,8 @@ class Row {
   }
 
   file(task) {
-    if (task.state === 'expired') return h('span', { class: 'sub' }, t('fileDeleted'));
+    // An expired file's downloads stay on record: its owner and admins may still look.
+    if (task.state === 'expired') return [h('span', { class: 'sub' }, t('fileDeleted')), this.downloadsButton(task)];
     if (task.state !== 'succeeded') return h('span', { class: 'sub', 'aria-label': t('noFileLabel') }, t('noFile'));
     // "Download until" is the file's retention: the Download button renews its link. A
     // copied link has its own, shorter life, which Copy link says (its title, its toast).
@@ -314,7 +315,20 @@ class Row {
           onclick: (event) => ctx.onManifest(this.task, event),
         }, t('manifest'))
         : null,
+      this.downloadsButton(task),
     ];
+  }
+
+  downloadsButton(task) {
+    const ctx = this.table.ctx;
+    if (!ctx.onDownloads) return null;
+    return h('button', {
+      type: 'button',
+      class: 'btn ghost small downloads-link',
+      dataset: { action: 'downloads' },
+      'aria-label': t('downloadsLabel', { name: task.taskName }),
+      onclick: (event) => ctx.onDownloads(this.task, event),
+    }, t('downloadsButton'));
   }
 
   actions(task) {
