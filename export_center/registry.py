@@ -66,6 +66,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from export_center import governance_rules as gov
 from export_center.columns import Column, ColumnType
 
 __all__ = [
@@ -114,6 +115,7 @@ _KNOWN_KEYS = {
     "date_range",
     "shards",
     "columns",
+    *gov.GOVERNANCE_KEYS,
 }
 _SHARD_KEYS = {"by", "max_shards", "parallel"}
 _COLUMN_KEYS = {"key", "title", "title_zh", "type", "width", "precision", "scale"}
@@ -121,10 +123,7 @@ MAX_COLUMNS = 100
 """Most columns a type may declare (the provider contract's limit)."""
 MAX_TITLE_CHARS = 200
 """Longest column title, in characters (either language)."""
-
-
-class RegistryError(ValueError):
-    """An invalid registry file; the message names the key and the broken rule."""
+RegistryError = gov.RegistryError  # an invalid registry file (key and rule named)
 
 
 class Yaml12Loader(yaml.SafeLoader):
@@ -252,6 +251,8 @@ class ExportType:
     shards: ShardSpec | None = None
     columns: tuple[Column, ...] = ()
     """The declared columns (empty: ask the provider with a schema request)."""
+    row_ceilings: gov.RowCeilings = gov.RowCeilings()  # per permission (governance_rules)
+    approval: gov.ApprovalRule | None = None  # when exports wait for approval
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -517,6 +518,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         date_range=date_range,
         shards=shards,
         columns=_columns(code, entry.get("columns")),
+        **gov.governance_of(code, entry),
     )
 
 

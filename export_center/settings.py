@@ -23,6 +23,7 @@ import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from export_center.settings_governance import ApprovalSettings
 from export_center.settings_groups import (
     ApiSettings,
     ConsumerSettings,
@@ -140,6 +141,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -18,11 +18,15 @@ from export_center.states import TaskStatus
 __all__ = ["manual_retry", "request_cancel"]
 
 
+#: States a cancel ends at once: queued, or still waiting for approval (no command yet).
+_CANCEL_AT_ONCE = (TaskStatus.PENDING.value, TaskStatus.AWAITING_APPROVAL.value)
+
+
 def request_cancel(
     conn: Connection, task_id: int, *, actor: str | None = None
 ) -> TaskStatus | None:
-    """Cancel a PENDING task at once, or flag a RUNNING one: its worker sees the flag
-    within 2 s and stops within 10 s.
+    """Cancel a PENDING (or AWAITING_APPROVAL) task at once, or flag a RUNNING one: its
+    worker sees the flag within 2 s and stops within 10 s.
 
     Args:
         actor: who asks (an audit actor name): a PENDING task's stored sentence says so
@@ -41,7 +45,7 @@ def request_cancel(
     )
     pending = conn.execute(
         update(T)
-        .where(T.c.id == task_id, T.c.status == TaskStatus.PENDING.value)
+        .where(T.c.id == task_id, T.c.status.in_(_CANCEL_AT_ONCE))
         .values(**cancelled(message), cancel_requested=True)
     ).rowcount
     if pending:
