@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from export_center.storage.base import Storage
 
 __all__ = [
+    "APPROVAL_DECISIONS",
     "DLQ_MESSAGES",
     "NOTIFICATION_DEAD",
     "OUTBOX_SEND_FAILURES",
@@ -97,6 +98,11 @@ NOTIFICATION_DEAD = Counter(
     "Notifications marked dead (not delivered within notify.max_age_hours, or never "
     "deliverable), by channel",
     ["channel"],
+)
+APPROVAL_DECISIONS = Counter(
+    "export_approval_decisions_total",
+    "Approval requests decided, by type and outcome (approved, rejected, expired)",
+    ["type", "outcome"],
 )
 SAMPLE_PROVIDER_EXITS = Counter(
     "export_sample_provider_exits",

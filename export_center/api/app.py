@@ -35,6 +35,7 @@ from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import (
     admin,
+    approvals,
     export_types,
     exports,
     legacy,
@@ -206,6 +207,7 @@ def create_app(
         export_types,
         me,
         schedules,
+        approvals,
         admin,
         notifications,
         webhooks,

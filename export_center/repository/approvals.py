@@ -19,6 +19,7 @@ from sqlalchemy import Connection, func, select, update
 
 from export_center.db import db_now, db_now_plus
 from export_center.repository._common import all_tasks, ended, first_task
+from export_center.repository.audit import AuditAction, record_audit
 from export_center.repository.rows import ApprovalNeed, Task
 from export_center.repository.tables import APPROVALS as P
 from export_center.repository.tables import TASKS as T
@@ -85,6 +86,15 @@ def insert_approval(conn: Connection, task: Task, need: ApprovalNeed) -> None:
             expires_at=db_now_plus(need.expire_seconds),
         )
     )
+    record_audit(
+        conn,
+        actor=f"user:{task.tenant_id}/{task.requested_by}",
+        action=AuditAction.APPROVAL_REQUESTED,
+        outcome="awaiting",
+        task=task,
+        reason=need.reasons,
+        details={"approverPermission": need.approver_permission},
+    )
 
 
 def read_approval(conn: Connection, task_id: int) -> Approval | None:
@@ -94,22 +104,28 @@ def read_approval(conn: Connection, task_id: int) -> Approval | None:
 
 
 def queue(
-    conn: Connection, *, tenant_id: str, app_code: str, permissions: list[str], limit: int = 200
+    conn: Connection,
+    *,
+    tenant_id: str | None,
+    app_code: str | None,
+    permissions: list[str] | None,
+    limit: int = 200,
 ) -> list[tuple[Task, Approval]]:
-    """The tasks of ``tenant_id``/``app_code`` awaiting approval whose approver
-    permission is among ``permissions``, oldest first (at most ``limit``)."""
-    rows = conn.execute(
+    """The tasks awaiting approval of ``tenant_id``/``app_code`` (None: every tenant /
+    app) whose approver permission is among ``permissions`` (None: any), oldest first
+    (at most ``limit``)."""
+    stmt = (
         select(T, *[c.label(f"a_{c.name}") for c in P.c])
         .join(P, P.c.task_id == T.c.id)
-        .where(
-            T.c.status == _AWAITING,
-            T.c.tenant_id == tenant_id,
-            T.c.app_code == app_code,
-            P.c.approver_permission.in_(permissions or [""]),
-        )
-        .order_by(T.c.id)
-        .limit(limit)
-    ).mappings()
+        .where(T.c.status == _AWAITING)
+    )
+    if tenant_id is not None:
+        stmt = stmt.where(T.c.tenant_id == tenant_id)
+    if app_code is not None:
+        stmt = stmt.where(T.c.app_code == app_code)
+    if permissions is not None:
+        stmt = stmt.where(P.c.approver_permission.in_(permissions or [""]))
+    rows = conn.execute(stmt.order_by(T.c.id).limit(limit)).mappings()
     out = []
     for row in rows:
         task = Task.from_row(row)

@@ -60,6 +60,9 @@ class AuditAction(StrEnum):
     NOTIFICATION_DEAD = "notification_dead"
     #: A notification target could not be written (an e-mail target without address).
     NOTIFY_SKIPPED = "notify_skipped"
+    #: An export waits for approval / was approved, rejected, or its request expired.
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECISION = "approval_decision"
 
 
 @dataclass(frozen=True, slots=True)
