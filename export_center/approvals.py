@@ -51,8 +51,9 @@ MAX_REASON_CHARS = 1000
 
 @dataclass(frozen=True, slots=True)
 class Requester:
-    """Who decides: ``user`` of ``tenant``/``app`` holding ``permissions``; an operator
-    at the CLI is ``operator=True`` (any tenant, any permission, never "self")."""
+    """Who decides: ``user`` of ``tenant``/``app`` (None: any) holding ``permissions``;
+    ``actor`` names them in the audit trail. An operator at the CLI is ``operator=True``:
+    no approver permission needed and never "self" (they requested nothing)."""
 
     user: str
     tenant: str | None
@@ -117,7 +118,8 @@ def _waiting(ctx: ServiceContext, who: Requester, task_no: str) -> tuple[Task, s
         task = repository.read_task_by_no(conn, task_no)
         approval = store.read_approval(conn, task.id) if task is not None else None
     if task is None or (
-        not who.operator and (task.tenant_id != who.tenant or task.app_code != who.app)
+        (who.tenant is not None and task.tenant_id != who.tenant)
+        or (who.app is not None and task.app_code != who.app)
     ):
         raise missing
     if approval is None:

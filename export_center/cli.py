@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from export_center import cli_ops, cli_verify
+from export_center import cli_approvals, cli_ops, cli_verify
 from export_center.auth import (
     ADMIN,
     DOWNLOAD_ALL,
@@ -72,6 +72,7 @@ registry_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 cli_ops.register(app)
+cli_approvals.register(app)
 app.add_typer(registry_app, name="registry")
 app.command("verify")(cli_verify.verify)
 console = Console(stderr=False)

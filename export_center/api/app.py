@@ -35,6 +35,7 @@ from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import (
     admin,
+    admin_approvals,
     approvals,
     export_types,
     exports,
@@ -208,6 +209,7 @@ def create_app(
         me,
         schedules,
         approvals,
+        admin_approvals,
         admin,
         notifications,
         webhooks,
