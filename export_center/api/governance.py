@@ -19,33 +19,23 @@ Provider failures answer as in the preview (503 ``PROVIDER_UNAVAILABLE``, 502
 
 from __future__ import annotations
 
-import dataclasses
-
+from export_center.api.governance_apply import (
+    RowCeilingExceeded,
+    apply_governance,
+    row_ceiling_of,
+)
 from export_center.api.type_columns import (
     PROVIDER_TIME_LIMIT_SECONDS,
     provider_call,
     provider_request,
 )
 from export_center.auth import Identity
-from export_center.errors import Forbidden
 from export_center.filespec import FileSpec
 from export_center.registry import ExportType
 from export_center.repository import NewTask
-from export_center.repository.rows import ApprovalNeed
 from export_center.runtime import Runtime
 
 __all__ = ["RowCeilingExceeded", "governed", "row_ceiling_of"]
-
-
-class RowCeilingExceeded(Forbidden):
-    """403 ``ROW_CEILING``: the estimate is above the caller's row ceiling."""
-
-    code = "ROW_CEILING"
-
-
-def row_ceiling_of(etype: ExportType, user: Identity) -> int | None:
-    """The caller's row ceiling for ``etype`` (None: no ceiling but ``max_rows``)."""
-    return etype.row_ceilings.for_permissions(user.permissions)
 
 
 def _estimate(
@@ -77,31 +67,22 @@ def _estimate(
 def governed(
     runtime: Runtime, user: Identity, etype: ExportType, spec: FileSpec, new: NewTask
 ) -> NewTask:
-    """``new`` with the caller's row ceiling, the estimate and the approval need.
+    """``new`` with the caller's row ceiling, the estimate and the approval need; the
+    provider is asked its estimate only when a ceiling or a ``rows_over`` rule needs it.
 
     Raises:
         RowCeilingExceeded: 403 ``ROW_CEILING`` (estimate above the ceiling).
         ProviderNotAnswering, ProviderAnswerInvalid: the estimate could not be had.
     """
-    ceiling = row_ceiling_of(etype, user)
     rule = etype.approval
     estimate = None
-    if ceiling is not None or (rule is not None and rule.rows_over is not None):
+    if row_ceiling_of(etype, user) is not None or (rule is not None and rule.rows_over is not None):
         estimate = _estimate(runtime, user, etype, new, spec)
-    if ceiling is not None and estimate is not None and estimate > ceiling:
-        raise RowCeilingExceeded(
-            f"this export would have about {estimate:,} rows, more than your row ceiling "
-            f"of {ceiling:,} for {etype.code} exports; narrow the filters or ask for a "
-            "permission with a higher ceiling"
-        )
-    need = None
-    if rule is not None:
-        written = [c.key for c in spec.columns] or None
-        reasons = rule.reasons(estimate, written)
-        if reasons:
-            need = ApprovalNeed(
-                approver_permission=rule.approver_permission,
-                reasons="; ".join(reasons),
-                expire_seconds=runtime.settings.approvals.expire_hours * 3600.0,
-            )
-    return dataclasses.replace(new, row_ceiling=ceiling, estimated_rows=estimate, approval=need)
+    return apply_governance(
+        etype,
+        user,
+        spec,
+        new,
+        estimate=estimate,
+        expire_seconds=runtime.settings.approvals.expire_hours * 3600.0,
+    )

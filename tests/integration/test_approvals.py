@@ -183,3 +183,28 @@ def test_an_expired_request_ends_rejected(make_stack, faulty, tmp_path):
     late = bob.post(f"/api/v1/approvals/{task_no}/approve", json={})
     assert late.status_code == 409 and late.json()["code"] == "NOT_AWAITING_APPROVAL"
     assert outbox_count(stack, task_no) == 0
+
+
+def test_a_schedule_run_waits_for_approval_like_a_create(make_stack, faulty, tmp_path):
+    stack = approval_stack(make_stack, faulty, tmp_path, scheduler={"enabled": False})
+    faulty.reset(rows=20, estimate=20)
+    alice = stack.client("alice", perms=[CREATE])
+    schedule = {
+        "name": "weekly ids",
+        "export": {"exportType": "FLAKY", "format": "csv", "columns": ["id"]},
+        "cron": "0 8 * * MON",
+        "timezone": "UTC",
+    }
+    made = alice.post("/api/v1/schedules", json=schedule)
+    assert made.status_code == 201, made.text
+    run = alice.post(f"/api/v1/schedules/{made.json()['scheduleId']}/run").json()
+    assert run["outcome"] == "created", run
+    detail = alice.get(f"/api/v1/exports/{run['taskId']}").json()
+    # A fire asks the provider nothing: with no estimate, the rows_over rule asks.
+    assert detail["state"] == "awaiting_approval", detail
+    assert outbox_count(stack, run["taskId"]) == 0
+    bob = stack.client("bob", perms=[APPROVE])
+    [item] = bob.get("/api/v1/approvals").json()["items"]
+    assert item["reasons"] == "the row count is unknown (approval above 1,000)"
+    assert bob.post(f"/api/v1/approvals/{run['taskId']}/approve", json={}).status_code == 200
+    assert wait_state(alice, run["taskId"], timeout=60)["state"] == "succeeded"
