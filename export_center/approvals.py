@@ -31,6 +31,7 @@ from export_center.ids import TASK_NO_PATTERN
 from export_center.operations import ServiceContext
 from export_center.repository import Task
 from export_center.repository import approvals as store
+from export_center.repository.notifications import enqueue_task_event
 from export_center.states import state_phrase
 
 __all__ = [
@@ -182,6 +183,7 @@ def approve(ctx: ServiceContext, who: Requester, task_no: str, reason: str | Non
             repository.insert_outbox(
                 conn, queued, topic=ctx.settings.command_topic, tag=COMMAND_TAG
             )
+            enqueue_task_event(conn, queued.id, "export.approved", page_always=True)
             repository.record_audit(
                 conn,
                 actor=who.actor,
@@ -211,6 +213,7 @@ def reject(ctx: ServiceContext, who: Requester, task_no: str, reason: str | None
     with ctx.engine.begin() as conn:
         done = store.decide_reject(conn, task.id, by=who.user, reason=message)
         if done is not None:
+            enqueue_task_event(conn, done.id, "export.rejected", page_always=True)
             repository.record_audit(
                 conn,
                 actor=who.actor,
@@ -240,6 +243,7 @@ def expire_due(engine: Engine, limit: int = 100) -> int:
             )
             if ended is None:
                 continue
+            enqueue_task_event(conn, ended.id, "export.rejected", page_always=True)
             repository.record_audit(
                 conn,
                 actor="system:reconciler",

@@ -92,6 +92,11 @@ def test_approval_by_another_user_runs_the_export_and_self_approval_is_refused(
     assert approved.json()["state"] in ("queued", "running", "succeeded")
     done = wait_state(alice, task_no, timeout=60)
     assert done["state"] == "succeeded", done
+    # The requester is told in the page (whatever their targets ask for).
+    notes = alice.get("/api/v1/notifications").json()["items"]
+    [told] = [n for n in notes if n["type"] == "export.approved"]
+    assert told["taskId"] == task_no and "was approved" in told["message"]
+    assert "已通过审批" in told["messageZh"]
     assert outbox_count(stack, task_no) == 1
     again = bob.post(f"/api/v1/approvals/{task_no}/approve", json={})
     assert again.status_code == 409 and again.json()["code"] == "NOT_AWAITING_APPROVAL"
@@ -132,6 +137,11 @@ def test_reject_needs_a_reason_and_ends_the_task_rejected_with_it(make_stack, fa
         == task_no
     )
     assert ("approval_decision", "rejected", "user:t1/bob") in audit_of(stack, task_no)
+    [told] = [
+        n for n in alice.get("/api/v1/notifications").json()["items"] if n["taskId"] == task_no
+    ]
+    assert told["type"] == "export.rejected" and "未通过审批" in told["messageZh"]
+    assert "no PII today" in told["message"], told
 
 
 def test_columns_and_rows_over_rules(make_stack, faulty, tmp_path):

@@ -35,6 +35,10 @@ const EN = {
   'ap.cancel': 'Keep waiting',
   'ap.approved': 'Approved: “{name}” is queued and starts now.',
   'ap.rejected': 'Rejected: “{name}”. The requester sees your reason.',
+  'nd.ev.export.approved': 'My export was approved',
+  'nd.ev.export.rejected': 'My export was not approved',
+  'event.export.approved': 'An export was approved and is starting.',
+  'event.export.rejected': 'An export was not approved.',
 };
 
 const ZH = {
@@ -68,6 +72,10 @@ const ZH = {
   'ap.cancel': '暂不处理',
   'ap.approved': '已通过：“{name}”已进入队列，马上开始导出。',
   'ap.rejected': '已驳回：“{name}”。申请人会看到您填写的原因。',
+  'nd.ev.export.approved': '导出申请已通过',
+  'nd.ev.export.rejected': '导出申请未通过',
+  'event.export.approved': '有一个导出申请已通过，即将开始导出。',
+  'event.export.rejected': '有一个导出申请未通过审批。',
 };
 
 extend(EN, ZH);
