@@ -444,7 +444,7 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
             total=detail["total"],
             description=f"{fmt.upper():4} {detail['state']:9} {detail['phase']:6}",
         )
-        if detail["state"] in ("succeeded", "failed", "cancelled", "expired"):
+        if detail["state"] in ("succeeded", "failed", "cancelled", "expired", "rejected"):
             break
         time.sleep(0.2)
     seconds = time.perf_counter() - started

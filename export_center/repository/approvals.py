@@ -29,7 +29,7 @@ __all__ = [
     "APPROVAL_EXPIRED",
     "APPROVAL_REJECTED",
     "Approval",
-    "awaiting_count",
+    "awaiting_by_type",
     "decide_approve",
     "decide_reject",
     "due_approvals",
@@ -134,9 +134,14 @@ def queue(
     return out
 
 
-def awaiting_count(conn: Connection) -> int:
-    """How many tasks await approval now (all tenants)."""
-    return int(conn.execute(select(func.count()).where(T.c.status == _AWAITING)).scalar_one())
+def awaiting_by_type(conn: Connection) -> dict[str, int]:
+    """How many tasks await approval now (all tenants), by export type."""
+    rows = conn.execute(
+        select(T.c.export_type, func.count())
+        .where(T.c.status == _AWAITING)
+        .group_by(T.c.export_type)
+    )
+    return {str(export_type): int(count) for export_type, count in rows}
 
 
 def _decide(

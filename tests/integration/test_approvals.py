@@ -47,6 +47,12 @@ def outbox_count(stack: Any, task_no: str) -> int:
         )
 
 
+def metrics_text(stack: Any) -> str:
+    answer = stack.client(None).get("/metrics")
+    assert answer.status_code == 200, answer.text
+    return answer.text
+
+
 def audit_of(stack: Any, task_no: str) -> list[tuple[str, str, str]]:
     with stack.runtime.engine.connect() as conn:
         task = repository.read_task_by_no(conn, task_no)
@@ -81,6 +87,7 @@ def test_approval_by_another_user_runs_the_export_and_self_approval_is_refused(
     other = stack.client("dave", tenant="t2", perms=[APPROVE])
     assert other.get("/api/v1/approvals").json()["items"] == []
     assert other.post(f"/api/v1/approvals/{task_no}/approve", json={}).status_code == 404
+    assert 'export_approval_awaiting{type="FLAKY"} 1.0' in metrics_text(stack)
     bob = stack.client("bob", perms=[APPROVE])
     queue = bob.get("/api/v1/approvals").json()
     assert queue["canApprove"] is True
@@ -101,6 +108,9 @@ def test_approval_by_another_user_runs_the_export_and_self_approval_is_refused(
     again = bob.post(f"/api/v1/approvals/{task_no}/approve", json={})
     assert again.status_code == 409 and again.json()["code"] == "NOT_AWAITING_APPROVAL"
     assert bob.get("/api/v1/approvals").json()["items"] == []
+    text = metrics_text(stack)
+    assert 'export_approval_awaiting{type="FLAKY"}' not in text
+    assert 'export_approval_decisions_total{outcome="approved",type="FLAKY"}' in text
     trail = audit_of(stack, task_no)
     assert trail[0] == ("approval_requested", "awaiting", "user:t1/alice")
     assert ("approval_decision", "approved", "user:t1/bob") in trail
