@@ -39,6 +39,7 @@ __all__ = [
     "governance_of",
     "parse_approval",
     "parse_row_ceilings",
+    "reason_text",
 ]
 
 _PERMISSION = re.compile(r"^[a-z]+:[a-z-]+:[a-z-]+$")
@@ -84,29 +85,45 @@ class ApprovalRule:
     rows_over: int | None = None
     columns: tuple[str, ...] = ()
 
-    def reasons(self, estimate: int | None, written: Sequence[str] | None) -> list[str]:
-        """Why an export needs approval, as short English clauses; empty: it does not.
+    def matches(self, estimate: int | None, written: Sequence[str] | None) -> list[dict[str, Any]]:
+        """The rules that make an export wait, as JSON-able facts (the page words them
+        in its language): ``{"rule": "always"}``, ``{"rule": "rows_over", "limit": N,
+        "estimate": E}`` (E None: unknown), ``{"rule": "columns", "columns": [...]}``;
+        empty: it does not need approval.
 
         Args:
             estimate: the provider's row estimate (None: unknown).
             written: the column keys the file writes; None: every column (then any
                 approval column matches).
         """
-        found: list[str] = []
+        found: list[dict[str, Any]] = []
         if self.always:
-            found.append("every export of this type needs approval")
-        if self.rows_over is not None:
-            if estimate is None:
-                found.append(f"the row count is unknown (approval above {self.rows_over:,})")
-            elif estimate > self.rows_over:
-                found.append(f"about {estimate:,} rows, more than {self.rows_over:,}")
+            found.append({"rule": "always"})
+        if self.rows_over is not None and (estimate is None or estimate > self.rows_over):
+            found.append({"rule": "rows_over", "limit": self.rows_over, "estimate": estimate})
         if self.columns:
             hit = (
                 list(self.columns) if written is None else [c for c in written if c in self.columns]
             )
             if hit:
-                found.append(f"it writes the column(s) {', '.join(hit)}")
+                found.append({"rule": "columns", "columns": hit})
         return found
+
+    def reasons(self, estimate: int | None, written: Sequence[str] | None) -> list[str]:
+        """:meth:`matches` as short English clauses (:func:`reason_text`)."""
+        return [reason_text(m) for m in self.matches(estimate, written)]
+
+
+def reason_text(match: Mapping[str, Any]) -> str:
+    """One fact of :meth:`ApprovalRule.matches` as an English clause."""
+    if match.get("rule") == "always":
+        return "every export of this type needs approval"
+    if match.get("rule") == "rows_over":
+        limit = int(match.get("limit") or 0)
+        if match.get("estimate") is None:
+            return f"the row count is unknown (approval above {limit:,})"
+        return f"about {int(match['estimate']):,} rows, more than {limit:,}"
+    return f"it writes the column(s) {', '.join(map(str, match.get('columns') or []))}"
 
 
 def _rows(value: Any, path: str, lo: int) -> int:

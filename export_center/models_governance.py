@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Index, String
+from sqlalchemy import BigInteger, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from export_center.auth import APP_CODE_MAX_LENGTH, TENANT_ID_MAX_LENGTH, USER_ID_MAX_LENGTH
@@ -36,6 +36,8 @@ class ExportApproval(Base):
     approver_permission: Mapped[str] = mapped_column(String(128), nullable=False)
     # Why it waits ("about 120,000 rows, more than 100,000; ...").
     reasons: Mapped[str] = mapped_column(String(1000), nullable=False)
+    # The same as facts the page words in its language (ApprovalRule.matches, JSON).
+    rules_json: Mapped[str | None] = mapped_column(Text)
     estimated_rows: Mapped[int | None] = mapped_column(BigInteger)
     # awaiting | approved | rejected | expired | cancelled
     outcome: Mapped[str] = mapped_column(String(16), nullable=False)

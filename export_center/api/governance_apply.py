@@ -11,10 +11,12 @@ rule asks for approval (an unknown count is not below the limit).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from export_center.auth import Identity
 from export_center.errors import Forbidden
 from export_center.filespec import FileSpec
+from export_center.governance_rules import reason_text
 from export_center.registry import ExportType
 from export_center.repository.rows import ApprovalNeed, NewTask
 
@@ -57,11 +59,12 @@ def apply_governance(
     need = None
     rule = etype.approval
     if rule is not None:
-        reasons = rule.reasons(estimate, [c.key for c in spec.columns] or None)
-        if reasons:
+        matches = rule.matches(estimate, [c.key for c in spec.columns] or None)
+        if matches:
             need = ApprovalNeed(
                 approver_permission=rule.approver_permission,
-                reasons="; ".join(reasons),
+                reasons="; ".join(reason_text(m) for m in matches),
                 expire_seconds=expire_seconds,
+                rules_json=json.dumps(matches, separators=(",", ":")),
             )
     return dataclasses.replace(new, row_ceiling=ceiling, estimated_rows=estimate, approval=need)

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from export_center.db import db_now
 from export_center.repository._common import cancel_message, cancelled
+from export_center.repository.approvals import withdraw
 from export_center.repository.attempts import start_next_attempt
 from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.rows import Task
@@ -49,6 +50,7 @@ def request_cancel(
         .values(**cancelled(message), cancel_requested=True)
     ).rowcount
     if pending:
+        withdraw(conn, task_id)  # a request waiting for approval, if it was one
         enqueue_task_event(conn, task_id, "export.cancelled")
         return TaskStatus.CANCELLED
     running = conn.execute(

@@ -36,6 +36,7 @@ __all__ = [
     "insert_approval",
     "queue",
     "read_approval",
+    "withdraw",
 ]
 
 #: ``failure_code`` of a task rejected by an approver.
@@ -55,6 +56,7 @@ class Approval:
     requested_by: str
     approver_permission: str
     reasons: str
+    rules_json: str | None
     estimated_rows: int | None
     outcome: str
     requested_at: datetime
@@ -80,6 +82,7 @@ def insert_approval(conn: Connection, task: Task, need: ApprovalNeed) -> None:
             requested_by=task.requested_by,
             approver_permission=need.approver_permission[:128],
             reasons=need.reasons[:1000],
+            rules_json=need.rules_json,
             estimated_rows=task.total_rows,
             outcome="awaiting",
             requested_at=db_now(),
@@ -208,6 +211,12 @@ def decide_reject(
         return None
     _decide(conn, task_id, "expired" if by is None else "rejected", by, reason)
     return first_task(conn.execute(select(T).where(T.c.id == task_id)))
+
+
+def withdraw(conn: Connection, task_id: int) -> None:
+    """Mark the request of a task cancelled while it waited (outcome ``cancelled``);
+    nothing when it had none or it was decided."""
+    _decide(conn, task_id, "cancelled", None, None)
 
 
 def due_approvals(conn: Connection, limit: int) -> list[Task]:

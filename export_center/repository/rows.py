@@ -151,6 +151,7 @@ class ApprovalNeed:
     approver_permission: str
     reasons: str
     expire_seconds: float
+    rules_json: str | None = None  # governance_rules.ApprovalRule.matches, as JSON
 
 
 @dataclass(frozen=True, slots=True)

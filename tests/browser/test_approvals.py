@@ -33,6 +33,7 @@ TEXTS = {
         "state": "Rejected",
         "note": "Rejected by bob: not this quarter",
         "awaiting": "Awaiting approval",
+        "why": "Every export of this type needs approval",
     },
     "zh-CN": {
         "tab": "审批",
@@ -44,6 +45,7 @@ TEXTS = {
         "state": "已驳回",
         "note": "已被 bob 驳回：not this quarter",
         "awaiting": "待审批",
+        "why": "此类导出均需审批",
     },
 }
 
@@ -86,7 +88,7 @@ def test_an_approver_approves_and_rejects_and_the_requester_reads_why(
     expect(page.locator("#ap-table tbody tr")).to_have_count(2)
     row = page.locator(f'#ap-table tr[data-task="{first}"]')
     expect(row).to_contain_text("alice")
-    expect(row).to_contain_text("every export of this type needs approval")
+    expect(row).to_contain_text(text["why"])
     row.locator(f'button[data-approve="{first}"]').click()
     expect(page.locator(".toast").last).to_contain_text(text["approved"])
     expect(page.locator("#ap-table tbody tr")).to_have_count(1)

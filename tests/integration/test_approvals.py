@@ -94,6 +94,7 @@ def test_approval_by_another_user_runs_the_export_and_self_approval_is_refused(
     [item] = queue["items"]
     assert item["taskId"] == task_no and item["requestedBy"] == "alice"
     assert item["estimatedRows"] == 2500 and "2,500 rows, more than 1,000" in item["reasons"]
+    assert item["rules"] == [{"rule": "rows_over", "limit": 1000, "estimate": 2500}]
     approved = bob.post(f"/api/v1/approvals/{task_no}/approve", json={"reason": "ok for Q3"})
     assert approved.status_code == 200, approved.text
     assert approved.json()["state"] in ("queued", "running", "succeeded")
@@ -182,6 +183,9 @@ def test_columns_and_rows_over_rules(make_stack, faulty, tmp_path):
     cancelled = alice.post(f"/api/v1/exports/{every}/cancel")
     assert cancelled.status_code == 202 and cancelled.json()["state"] == "cancelled"
     assert len(bob.get("/api/v1/approvals").json()["items"]) == 3
+    with stack.runtime.engine.connect() as conn:
+        request = store.read_approval(conn, _id(conn, every))
+    assert request is not None and request.outcome == "cancelled"
 
 
 def test_an_expired_request_ends_rejected(make_stack, faulty, tmp_path):

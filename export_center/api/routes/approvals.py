@@ -56,7 +56,11 @@ class ApprovalPublic(BaseModel):
     requestedBy: str
     requestedAt: datetime | None
     expiresAt: datetime | None
-    reasons: str = Field(description="Why it needs approval")
+    reasons: str = Field(description="Why it needs approval (English)")
+    rules: list[dict[str, Any]] = Field(
+        description='The rules that matched: {"rule": "always"}, {"rule": "rows_over", '
+        '"limit": N, "estimate": E or null}, {"rule": "columns", "columns": [...]}'
+    )
     estimatedRows: int | None
     parameters: dict[str, Any]
     columns: list[str] = Field(description="The chosen columns (empty: every column)")
@@ -93,6 +97,7 @@ def approval_public(item: approvals.Pending) -> ApprovalPublic:
         requestedAt=utc(request.requested_at),
         expiresAt=utc(request.expires_at),
         reasons=request.reasons,
+        rules=orjson.loads(request.rules_json) if request.rules_json else [],
         estimatedRows=request.estimated_rows,
         parameters=orjson.loads(task.parameters_json),
         columns=[c.key for c in spec.columns],

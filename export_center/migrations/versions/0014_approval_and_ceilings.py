@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("requested_by", ExactString(128), nullable=False),
         sa.Column("approver_permission", sa.String(length=128), nullable=False),
         sa.Column("reasons", sa.String(length=1000), nullable=False),
+        sa.Column("rules_json", sa.Text(), nullable=True),
         sa.Column("estimated_rows", sa.BigInteger(), nullable=True),
         sa.Column("outcome", sa.String(length=16), nullable=False),
         sa.Column("requested_at", TS, nullable=False),

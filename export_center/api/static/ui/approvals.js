@@ -29,6 +29,16 @@ export function rejectedText(task) {
   return said ? t('rejectedNote', { user: said[1], reason: said[2] }) : t('rejectedNoteAny');
 }
 
+/** One matched approval rule, in the page's language. */
+export function ruleText(rule) {
+  if (rule.rule === 'always') return t('ap.rule.always');
+  if (rule.rule === 'rows_over') {
+    const limit = i18n.number(rule.limit);
+    return rule.estimate == null ? t('ap.rule.rowsUnknown', { limit }) : t('ap.rule.rows', { n: i18n.number(rule.estimate), limit });
+  }
+  return t('ap.rule.columns', { columns: (rule.columns || []).join(', ') });
+}
+
 export class ApprovalsView {
   /** @param {object} ctx `{typeTitle(code), notify(kind, text), notifyError(error), onUnauthorized(error), onDecided()}` */
   constructor(ctx) {
@@ -87,7 +97,7 @@ export class ApprovalsView {
       h('td', {}, h('div', {}, item.taskName), h('div', { class: 'sub' }, `${this.ctx.typeTitle(item.exportType)} · ${item.format.toUpperCase()}`), h('div', { class: 'sub' }, columns)),
       h('td', {}, item.requestedBy),
       h('td', {}, item.requestedAt ? i18n.dateTimeShort(item.requestedAt) : ''),
-      h('td', {}, h('div', { lang: 'en' }, item.reasons), rows ? h('div', { class: 'sub' }, rows) : null),
+      h('td', {}, item.rules?.length ? h('div', {}, item.rules.map(ruleText).join(t('ap.sep'))) : h('div', { lang: 'en' }, item.reasons), rows ? h('div', { class: 'sub' }, rows) : null),
       h('td', {}, item.expiresAt ? i18n.dateTimeShort(item.expiresAt) : ''),
       h('td', {}, decision));
   }
