@@ -10,7 +10,7 @@ import { Alerts } from './alerts.js';
 import { Inbox } from './inbox.js';
 import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
 import './notify_settings_i18n.js'; // so is the Notifications tab
-import { canApprove } from './approvals.js'; // the Approvals tab, for approvers
+import './approvals_i18n.js'; // so is the Approvals tab (shown to approvers)
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -302,7 +302,8 @@ async function enter() {
   // The list is asked for at the same time: one round trip less before the first row.
   const listing = api.call(listPath());
   listing.catch(() => {}); // a 401 or an outage is handled once, below
-  const approver = canApprove(); // false when it cannot be asked
+  // Whether the Approvals tab shows: false when it cannot be asked.
+  const approver = api.call('/api/v1/approvals').then((a) => Boolean(a.data?.canApprove), () => false);
   try {
     const answers = await Promise.all([api.call('/api/v1/me'), api.call('/api/v1/export-types')]);
     [me, types] = answers.map((answer) => answer.data);

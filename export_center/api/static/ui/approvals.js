@@ -12,23 +12,6 @@ import './approvals_i18n.js';
 
 const { t } = i18n;
 
-/** Whether the signed-in user may approve (one GET; false when it cannot be asked). */
-export async function canApprove() {
-  try {
-    return Boolean((await api.call('/api/v1/approvals')).data?.canApprove);
-  } catch {
-    return false;
-  }
-}
-
-/** The sentence of a rejected task: who rejected it and why (the stored sentence is
- * "rejected by <user>: <reason>"), or the expiry's. */
-export function rejectedText(task) {
-  if (task.error?.code === 'APPROVAL_EXPIRED') return t('fail.APPROVAL_EXPIRED');
-  const said = /^rejected by ([^:]+): ([\s\S]*)$/.exec(task.error?.message || '');
-  return said ? t('rejectedNote', { user: said[1], reason: said[2] }) : t('rejectedNoteAny');
-}
-
 /** One matched approval rule, in the page's language. */
 export function ruleText(rule) {
   if (rule.rule === 'always') return t('ap.rule.always');

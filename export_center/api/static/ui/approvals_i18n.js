@@ -2,7 +2,7 @@
 // states of the list, the create's ROW_CEILING answer), in English and Chinese. Added to
 // i18n.js's tables when this module loads.
 
-import { extend } from './i18n.js';
+import { extend, t } from './i18n.js';
 
 const EN = {
   viewApprovals: 'Approvals',
@@ -89,6 +89,14 @@ const ZH = {
 };
 
 extend(EN, ZH);
+
+/** The sentence of a rejected task: who rejected it and why (the stored sentence is
+ * "rejected by <user>: <reason>"), or the expiry's. */
+export function rejectedText(task) {
+  if (task.error?.code === 'APPROVAL_EXPIRED') return t('fail.APPROVAL_EXPIRED');
+  const said = /^rejected by ([^:]+): ([\s\S]*)$/.exec(task.error?.message || '');
+  return said ? t('rejectedNote', { user: said[1], reason: said[2] }) : t('rejectedNoteAny');
+}
 
 /** Every key of this module (the tests check both languages have them). */
 export const APPROVAL_KEYS = Object.keys(EN);

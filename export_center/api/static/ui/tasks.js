@@ -3,7 +3,7 @@
 
 import { h, icon } from './dom.js';
 import * as i18n from './i18n.js';
-import { rejectedText } from './approvals.js';
+import { rejectedText } from './approvals_i18n.js';
 
 const { t } = i18n;
 
