@@ -49,6 +49,7 @@ def _bodies(data_dir: Path, scale: float) -> tuple[list[bytes], float]:
     from providers import tpch
     from providers.samples import orders_provider
 
+    data_dir.mkdir(parents=True, exist_ok=True)  # a fresh machine: `--only stages` alone
     engine = make_engine(f"sqlite:///{data_dir / 'export-center.db'}", immediate=False)
     tpch.ensure_loaded(engine, scale, data_dir)
     provider = orders_provider(engine, token="t", secret="s", read_ahead=False)

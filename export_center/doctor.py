@@ -25,7 +25,6 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -38,6 +37,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from export_center import places, repository
 from export_center.db import db_now, make_engine
+from export_center.doctor_check import Check
+from export_center.doctor_notify import notify_checks
 from export_center.registry import Registry, RegistryError
 from export_center.registry_source import NoRegistry, open_registry, registry_source
 from export_center.settings import Settings
@@ -47,15 +48,6 @@ __all__ = ["Check", "check_lines", "run_checks"]
 
 #: Most seconds the process clock may differ from the database clock.
 MAX_CLOCK_SKEW_SECONDS = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One check: its name, whether it passed, and a sentence (the fix when it failed)."""
-
-    name: str
-    ok: bool
-    message: str
 
 
 def check_lines(check: Check, width: int) -> list[str]:
@@ -429,4 +421,5 @@ def run_checks(settings: Settings) -> list[Check]:
     checks.append(registry_check)
     if registry is not None:
         checks += _providers(settings, registry)
+    checks += notify_checks(settings.notify)
     return checks

@@ -23,11 +23,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
-import fcntl
-import json
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -55,6 +50,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateIndex, CreateTable, DropIndex
 
+from providers.tpch_generate import (
+    count_csv_rows,
+    file_lock,
+    generate,
+    noop,
+    read_marker,
+    scale_key,
+)
+
 __all__ = [
     "CUSTOMERS_PER_SCALE",
     "LOCK_NAME",
@@ -75,8 +79,6 @@ CUSTOMERS_PER_SCALE = 150_000
 LOCK_NAME = "export_center_tpch"
 LOCK_TIMEOUT_SECONDS = 600
 
-#: Marker written into a generated directory once both CSV files are complete.
-MARKER_NAME = ".complete.json"
 
 _TABLE_KW: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
@@ -134,136 +136,6 @@ _ORDERS_COLUMNS = [c.name for c in orders.columns]
 Progress = Callable[[str], None]
 
 
-def _noop(_message: str) -> None:
-    return None
-
-
-def _scale_key(scale: float) -> str:
-    return str(float(scale))
-
-
-def _tpchgen_cli() -> str:
-    found = shutil.which("tpchgen-cli")
-    if found:
-        return found
-    candidate = Path(sys.executable).parent / "tpchgen-cli"
-    if candidate.exists():
-        return str(candidate)
-    raise FileNotFoundError(
-        "tpchgen-cli not found on PATH nor next to the Python interpreter "
-        f"({candidate.parent}); install it with `pip install tpchgen-cli`"
-    )
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive ``flock`` on ``path`` (created if missing), released on exit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _count_csv_rows(path: Path) -> int:
-    """Data lines of a tpchgen CSV file (no field contains a newline)."""
-    lines = 0
-    last = b"\n"
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    if last != b"\n":
-        lines += 1
-    return max(lines - 1, 0)
-
-
-def _read_marker(directory: Path) -> dict[str, Any] | None:
-    marker = directory / MARKER_NAME
-    if not marker.exists():
-        return None
-    try:
-        data: dict[str, Any] = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return None
-    if not (directory / "orders.csv").exists() or not (directory / "customer.csv").exists():
-        return None
-    return data
-
-
-def generate(scale: float, out_dir: Path) -> Path:
-    """Generate the TPC-H ``orders`` and ``customer`` tables as CSV files.
-
-    Runs ``tpchgen-cli csv -s <scale> --tables orders,customer --output-dir <dir>``
-    into ``out_dir / f"tpch-sf{scale}"``. A marker file written after a successful run
-    (with the row counts) makes later calls return at once; a directory without it
-    (an interrupted run) is generated again. Concurrent callers are serialized with a
-    file lock.
-
-    Args:
-        scale: TPC-H scale factor (1.0 is 1.5 million orders).
-        out_dir: parent directory; created if missing.
-
-    Returns:
-        The directory holding ``orders.csv`` and ``customer.csv``.
-
-    Raises:
-        FileNotFoundError: ``tpchgen-cli`` is not installed.
-        RuntimeError: ``tpchgen-cli`` failed or wrote incomplete files.
-    """
-    scale = float(scale)
-    target = Path(out_dir) / f"tpch-sf{scale}"
-    if _read_marker(target) is not None:
-        return target
-    with _file_lock(Path(out_dir) / f".tpch-sf{scale}.lock"):
-        if _read_marker(target) is not None:  # another process finished meanwhile
-            return target
-        target.mkdir(parents=True, exist_ok=True)
-        (target / MARKER_NAME).unlink(missing_ok=True)
-        cli = _tpchgen_cli()
-        command = [
-            cli,
-            "csv",
-            "--scale-factor",
-            str(scale),
-            "--tables",
-            "orders,customer",
-            "--output-dir",
-            str(target),
-            "--overwrite",
-            "--no-progress",
-            "--quiet",
-        ]
-        started = time.monotonic()
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(
-                f"tpchgen-cli failed with exit code {result.returncode}: "
-                f"{' '.join(command)}\n{result.stderr.strip()}"
-            )
-        counts = {}
-        for table in ("orders", "customer"):
-            path = target / f"{table}.csv"
-            if not path.exists() or path.stat().st_size == 0:
-                raise RuntimeError(f"tpchgen-cli did not write {path}")
-            counts[table] = _count_csv_rows(path)
-        if counts["orders"] == 0:
-            raise RuntimeError(f"tpchgen-cli wrote no orders into {target}")
-        marker = {
-            "scale": scale,
-            "orders": counts["orders"],
-            "customers": counts["customer"],
-            "seconds": round(time.monotonic() - started, 3),
-            "generator": Path(cli).name,
-        }
-        tmp = target / f"{MARKER_NAME}.tmp"
-        tmp.write_text(json.dumps(marker, indent=2) + "\n")
-        tmp.replace(target / MARKER_NAME)
-    return target
-
-
 def _loaded_orders(engine: Engine, key: str) -> int | None:
     """Order count when ``tpch_sample`` records ``key`` and matches the tables."""
     if not inspect(engine).has_table(tpch_sample.name):
@@ -313,7 +185,7 @@ def _load_session(engine: Engine) -> Iterator[Any]:
         if lock_path is None:
             yield None
         else:
-            with _file_lock(lock_path):
+            with file_lock(lock_path):
                 yield None
         return
     if engine.dialect.name not in ("mysql", "mariadb"):
@@ -523,8 +395,8 @@ def ensure_loaded(
         RuntimeError: generation failed or the loaded data does not match the CSV.
         TimeoutError: another process held the MariaDB load lock for 10 minutes.
     """
-    say = progress or _noop
-    key = _scale_key(scale)
+    say = progress or noop
+    key = scale_key(scale)
     loaded = _loaded_orders(engine, key)
     if loaded is not None:
         return loaded
@@ -537,10 +409,10 @@ def ensure_loaded(
         started = time.monotonic()
         say(f"generating TPC-H sf{key} CSV under {data_dir}")
         csv_dir = generate(float(scale), Path(data_dir))
-        marker = _read_marker(csv_dir) or {}
-        expected_orders = int(marker.get("orders") or _count_csv_rows(csv_dir / "orders.csv"))
+        marker = read_marker(csv_dir) or {}
+        expected_orders = int(marker.get("orders") or count_csv_rows(csv_dir / "orders.csv"))
         expected_customers = int(
-            marker.get("customers") or _count_csv_rows(csv_dir / "customer.csv")
+            marker.get("customers") or count_csv_rows(csv_dir / "customer.csv")
         )
         generated = time.monotonic()
         say(

@@ -28,7 +28,7 @@ from export_center.schedules.cron import zone_of
 from export_center.schedules.windows import Window, window_from_json, window_parameters
 from export_center.settings import Settings
 
-__all__ = ["export_body", "export_json", "fire_key", "fire_task"]
+__all__ = ["export_body", "export_json", "fire_key", "fire_task", "run_task_name"]
 
 
 def export_json(body: ExportCreate) -> str:
@@ -64,8 +64,9 @@ def fire_task(
 ) -> tuple[repository.NewTask, Window | None, dict[str, Any]]:
     """The task of one fire of ``schedule`` at ``fire_time`` (aware), for ``owner``
     with the permissions last seen, and the window's resolved parameters. A body
-    without ``taskName`` names its task after the schedule (its first 100
-    characters).
+    without ``taskName`` names its task after the schedule; either name is followed by
+    the run's period (:func:`run_task_name`), so that the runs of one schedule are
+    told apart in lists, messages and file names.
 
     Raises:
         Forbidden: ``PERMISSION_DENIED``: the owner's permissions lack the type's.
@@ -74,8 +75,6 @@ def fire_task(
             (``UNKNOWN_EXPORT_TYPE``, parameters, ``WINDOW_NOT_SUPPORTED``, ...).
     """
     body = export_body(schedule.export_json)
-    if not (body.taskName or "").strip():  # its tasks are called after the schedule
-        body = body.model_copy(update={"taskName": schedule.name[:100].strip()})
     etype = checked_type_in(registry, owner, body.exportType)
     spec = spec_of(
         etype,
@@ -91,6 +90,9 @@ def fire_task(
     if window is not None:
         resolved = window_parameters(window, etype, fire_time, zone_of(schedule.time_zone))
         parameters.update(resolved)
+    period = list(resolved.values()) or [fire_time.astimezone(zone_of(schedule.time_zone)).date()]
+    base = (body.taskName or "").strip() or schedule.name.strip()
+    body = body.model_copy(update={"taskName": run_task_name(base, [str(d) for d in period])})
     new = new_task_of(
         etype,
         settings,
@@ -113,3 +115,16 @@ def fire_task(
         expire_seconds=settings.approvals.expire_hours * 3600,
     )
     return new, window, resolved
+
+
+def run_task_name(base: str, period: list[str]) -> str:
+    """The name of a schedule's run: ``base`` and the run's period, at most 100
+    characters (``base`` is shortened, never the period).
+
+    ``period`` is the window's first and last day (ISO dates), or the fire's date in the
+    schedule's zone when it has no window: "Weekly orders 2026-11-29" (one day), "每周订单
+    2026-11-23~2026-11-29" (several).
+    """
+    first, last = period[0], period[-1]
+    suffix = first if first == last else f"{first}~{last}"
+    return f"{base[: 100 - len(suffix) - 1].rstrip()} {suffix}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from export_center.embedded import free_port
 from export_center.runtime import alembic_config
 from tests.integration.test_crash_recovery import FAKETIME_LIB
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
+from tests.support import smtp_server
 from tests.support.fault_provider import registry_file
 from tests.support.operator_seed import cli_env, run_cli
 
@@ -302,3 +304,63 @@ def test_an_invalid_setting_is_named_in_one_line_never_with_its_value(
     assert f"  {name}: " in result.stderr and sentence in result.stderr
     assert "Traceback" not in result.stderr
     assert "9f3k" not in result.stderr  # a refused value may be a secret: never printed
+
+
+@pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
+def test_smtp_and_robots_are_checked_without_sending_anything(seeded):
+    mailbox = smtp_server.Mailbox()
+    controller = smtp_server.start(
+        mailbox,
+        authenticator=smtp_server.Credentials(mailbox, "robot", "s3cret"),
+        auth_required=True,
+        auth_require_tls=False,
+    )
+    listening = socket.create_server(("127.0.0.1", 0))
+    up = f"http://127.0.0.1:{listening.getsockname()[1]}/open-apis/bot/v2/hook/x"
+    down = f"http://127.0.0.1:{free_port()}/robot/send"
+    robots = {"ops": {"kind": "feishu", "url": up}, "sales": {"kind": "dingtalk", "url": down}}
+    base = {
+        **seeded.env,
+        "EXPORT_CENTER_NOTIFY__SMTP_HOST": "127.0.0.1",
+        "EXPORT_CENTER_NOTIFY__SMTP_PORT": str(controller.port),
+        "EXPORT_CENTER_NOTIFY__SMTP_TLS": "none",
+        "EXPORT_CENTER_NOTIFY__ROBOTS": json.dumps(robots),
+    }
+    login = {
+        "EXPORT_CENTER_NOTIFY__SMTP_USERNAME": "robot",
+        "EXPORT_CENTER_NOTIFY__SMTP_PASSWORD": "s3cret",
+    }
+    try:
+        _, good, _ = doctor({**base, **login})
+        _, wrong, _ = doctor({**base, **login, "EXPORT_CENTER_NOTIFY__SMTP_PASSWORD": "wrong"})
+        _, anonymous, _ = doctor(base)
+    finally:
+        controller.stop()
+        listening.close()
+    _, stopped, table = doctor({**base, **login})
+    assert good["smtp"]["ok"], good["smtp"]
+    assert (
+        good["smtp"]["message"]
+        == f"127.0.0.1:{controller.port} (none, login robot) takes a session"
+    )
+    assert mailbox.mails == []  # a check never sends mail
+    assert good["robot ops"]["ok"] and "nothing posted" in good["robot ops"]["message"]
+    assert failed(good) == {"robot sales": failed(good)["robot sales"]}
+    assert failed(good)["robot sales"].endswith(
+        "check the robot's url in EXPORT_CENTER_NOTIFY__ROBOTS and the network path to it"
+    )
+    assert failed(wrong)["smtp"].startswith(f"127.0.0.1:{controller.port} refused the login (535)")
+    assert "wrong" not in failed(wrong)["smtp"]
+    assert failed(anonymous)["smtp"].startswith(
+        f"127.0.0.1:{controller.port} refused the sender export-center@localhost (530"
+    )
+    assert "EXPORT_CENTER_NOTIFY__SMTP_USERNAME" in failed(anonymous)["smtp"]
+    assert failed(stopped)["smtp"].startswith(
+        f"the SMTP server at 127.0.0.1:{controller.port} does not answer"
+    )
+    assert "s3cret" not in table
+
+
+def test_no_notification_channel_configured_adds_no_check(seeded):
+    _, checks, _ = doctor(seeded.env)
+    assert "smtp" not in checks and not any(name.startswith("robot ") for name in checks)

@@ -268,8 +268,10 @@ def test_tasks_are_named_after_the_schedule_in_the_saved_language(sched_stack: S
     assert created.json()["export"]["options"]["language"] == "zh-CN"
     first = li.post(f"/api/v1/schedules/{sid}/run").json()
     detail = wait_state(li, first["taskId"])
-    assert detail["taskName"] == "每周订单" and detail["options"]["language"] == "zh-CN"
-    assert detail["fileName"].startswith("每周订单")
+    day = detail["parameters"]["from"]
+    assert detail["parameters"]["to"] == day  # previous_day: one day, named in the task
+    assert detail["taskName"] == f"每周订单 {day}" and detail["options"]["language"] == "zh-CN"
+    assert detail["fileName"].startswith(f"每周订单 {day}")
     # No Accept-Language (a script): the token's locale claim picks the header language.
     wang = sched_stack.client("wang", locale="zh-CN")
     made = wang.post("/api/v1/schedules", json=body(name="w")).json()

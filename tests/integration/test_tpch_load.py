@@ -21,6 +21,7 @@ from sqlalchemy import Engine, create_engine, func, make_url, select, text
 
 from export_center.db import make_engine
 from providers import tpch
+from providers.tpch_generate import MARKER_NAME
 
 SCALE = 0.01
 ORDERS = 15_000
@@ -142,7 +143,7 @@ def assert_sample_loaded(engine: Engine, csv_dir: Path, source: dict[int, dict[s
 
 def test_generate_writes_complete_csv_once(data_dir: Path, csv_dir: Path) -> None:
     assert csv_dir == data_dir / "tpch-sf0.01"
-    marker = csv_dir / tpch.MARKER_NAME
+    marker = csv_dir / MARKER_NAME
     assert marker.exists()
     orders_csv = csv_dir / "orders.csv"
     with orders_csv.open("rb") as fh:

@@ -12,7 +12,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from export_center.cli import app
-from export_center.doctor import Check, check_lines
+from export_center.doctor import check_lines
+from export_center.doctor_check import Check
 from export_center.terminal import cell, print_table, visible
 
 

@@ -120,3 +120,18 @@ def test_window_parameters_use_the_date_range_names() -> None:
     with pytest.raises(ValidationFailed) as err:
         window_parameters(Window("previous_day"), _type(None), at(2026, 3, 9), NY)
     assert err.value.code == "WINDOW_NOT_SUPPORTED"
+
+
+def test_a_run_is_named_after_its_period_and_the_base_is_cut_never_the_period() -> None:
+    from export_center.schedules.definition import run_task_name
+
+    assert run_task_name("Weekly orders", ["2026-11-29", "2026-11-29"]) == (
+        "Weekly orders 2026-11-29"
+    )
+    assert run_task_name("每周订单", ["2026-11-23", "2026-11-29"]) == (
+        "每周订单 2026-11-23~2026-11-29"
+    )
+    long = run_task_name("x" * 100, ["2026-11-23", "2026-11-29"])
+    assert len(long) == 100 and long.endswith(" 2026-11-23~2026-11-29")
+    # A cut that ends on a space leaves no double space before the period.
+    assert run_task_name("a" * 88 + " " + "b" * 20, ["2026-11-29"]) == "a" * 88 + " 2026-11-29"

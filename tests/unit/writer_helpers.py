@@ -11,6 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from unittest import mock
 
+from openpyxl import load_workbook
+from openpyxl.workbook.workbook import Workbook
+
 from export_center.columns import Column, ColumnType
 from export_center.writers import WriterStats, open_writer, xlsx_parts
 
@@ -90,3 +93,33 @@ FORMULA_LIKE = [
     "a,=1+1",
     'x";=1+1',
 ]
+
+
+def write_xlsx(
+    columns: list[Column],
+    batches: Sequence[Sequence[Mapping[str, Any]]],
+    **options: Any,
+) -> tuple[bytes, WriterStats]:
+    """The XLSX bytes and writer stats of ``batches`` written with ``options``."""
+    return write_file("xlsx", columns, batches, **options)
+
+
+def workbook(data: bytes) -> Workbook:
+    """The workbook of XLSX bytes, read by openpyxl in full (not read-only) mode."""
+    return load_workbook(io.BytesIO(data), read_only=False)
+
+
+def sheet_xml(data: bytes) -> dict[str, bytes]:
+    """Every worksheet part of XLSX bytes by its name, after a CRC check of the ZIP."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert archive.testzip() is None
+        return {
+            name: archive.read(name)
+            for name in archive.namelist()
+            if name.startswith("xl/worksheets/sheet")
+        }
+
+
+def utf16_units(text: str) -> int:
+    """The length of ``text`` in UTF-16 code units (what Excel counts in a cell)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2

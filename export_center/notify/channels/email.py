@@ -98,6 +98,27 @@ class EmailChannel:
             raise
         return smtp
 
+    def verify(self) -> None:
+        """Open a session as :meth:`send` does (connect, EHLO, STARTTLS or TLS, login),
+        offer the sender (``MAIL FROM``), then RSET and QUIT: nothing is sent.
+
+        Raises:
+            smtplib.SMTPSenderRefused: the server refused ``mail_from`` (often: a login
+                is required).
+            smtplib.SMTPException, OSError, ssl.SSLError: what else the session met.
+        """
+        smtp = self._connect()
+        try:
+            code, reply = smtp.mail(self._settings.mail_from)
+            if code != 250:
+                raise smtplib.SMTPSenderRefused(code, reply, self._settings.mail_from)
+            smtp.rset()
+        finally:
+            try:
+                smtp.quit()
+            except (smtplib.SMTPException, OSError):
+                smtp.close()
+
     def send(self, target: str, message: Message) -> Outcome:
         """Mail ``message`` to the address ``target`` once (rules in the module
         docstring); never raises for a failed delivery."""
