@@ -60,7 +60,7 @@ import httpx
 
 from bench.procs import status_mb
 
-TERMINAL = ("succeeded", "failed", "cancelled", "expired")
+TERMINAL = ("succeeded", "failed", "cancelled", "expired", "rejected")
 WHOLE_RANGE = {"from": "1992-01-01", "to": "1998-12-31"}
 """Every TPC-H order date: with these the ORDERS export runs as day shards."""
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from export_center import cli_downloads, cli_ops, cli_quotas, cli_verify
+from export_center import cli_approvals, cli_downloads, cli_ops, cli_quotas, cli_verify
 from export_center.auth import (
     ADMIN,
     DOWNLOAD_ALL,
@@ -73,6 +73,7 @@ registry_app = typer.Typer(
 app.add_typer(db_app, name="db")
 cli_ops.register(app)
 cli_downloads.register(app)
+cli_approvals.register(app)
 app.add_typer(registry_app, name="registry")
 app.add_typer(cli_quotas.quotas_app, name="quotas")
 app.command("verify")(cli_verify.verify)
@@ -445,7 +446,7 @@ def _run_one(client: httpx.Client, fmt: str, out: Path, progress: Progress) -> d
             total=detail["total"],
             description=f"{fmt.upper():4} {detail['state']:9} {detail['phase']:6}",
         )
-        if detail["state"] in ("succeeded", "failed", "cancelled", "expired"):
+        if detail["state"] in ("succeeded", "failed", "cancelled", "expired", "rejected"):
             break
         time.sleep(0.2)
     seconds = time.perf_counter() - started

@@ -18,6 +18,7 @@
     │   │   │                       a repeated cursor, a declared column in no row)
     │   │   ├── SchemaChanged       schemaHash changed between batches
     │   │   ├── RowLimitExceeded    more rows than max_rows
+    │   │   ├── RowCeilingCrossed   more rows than the requester's row ceiling
     │   │   └── FileTooLarge        file size cap hit while writing
     │   └── TransientExportError    task -> PENDING with version + 1 and backoff
     │       ├── ProviderUnavailable provider 408, 429, 5xx, timeouts, connection errors
@@ -67,6 +68,7 @@ __all__ = [
     "ProviderTooSlow",
     "ProviderUnavailable",
     "RequestError",
+    "RowCeilingCrossed",
     "RowLimitExceeded",
     "SchemaChanged",
     "StorageError",
@@ -226,6 +228,12 @@ class RowLimitExceeded(PermanentExportError):
     code = "ROW_LIMIT_EXCEEDED"
 
 
+class RowCeilingCrossed(PermanentExportError):
+    """The export has more rows than the requester's row ceiling (copied at creation)."""
+
+    code = "ROW_CEILING"
+
+
 class FileTooLarge(PermanentExportError):
     """The file grew past the size cap while being written."""
 
@@ -239,6 +247,7 @@ class FileTooLarge(PermanentExportError):
 RETRY_CANNOT_HELP = frozenset(
     {
         "ROW_LIMIT_EXCEEDED",
+        "ROW_CEILING",
         "FILE_TOO_LARGE",
         "UNKNOWN_EXPORT_TYPE",
         "UNKNOWN_FORMAT",

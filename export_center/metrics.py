@@ -43,12 +43,14 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
+from export_center.metrics_approvals import ApprovalGauges
 from export_center.storage.base import reported_space
 
 if TYPE_CHECKING:
     from export_center.storage.base import Storage
 
 __all__ = [
+    "APPROVAL_DECISIONS",
     "DLQ_MESSAGES",
     "NOTIFICATION_DEAD",
     "OUTBOX_SEND_FAILURES",
@@ -110,6 +112,11 @@ DOWNLOADS = Counter(
     "Download answers recorded in the download audit, by type (bearer, link, presigned) "
     "and answer code",
     ["type", "status"],
+)
+APPROVAL_DECISIONS = Counter(
+    "export_approval_decisions_total",
+    "Approval requests decided, by type and outcome (approved, rejected, expired)",
+    ["type", "outcome"],
 )
 SAMPLE_PROVIDER_EXITS = Counter(
     "export_sample_provider_exits",
@@ -303,12 +310,14 @@ class ProcessMetrics(Collector):
 
     def __init__(self, engine: Engine, storage: tuple[Storage, int] | None = None) -> None:
         self.database = DatabaseGauges(engine)
+        self.approvals = ApprovalGauges(engine)
         self.storage = StorageGauges(*storage) if storage else None
 
     def collect(self) -> Iterator[Metric]:
         """Every metric family of this process, database and storage gauges computed now."""
         yield from REGISTRY.collect()
         yield from self.database.collect()
+        yield from self.approvals.collect()
         if self.storage is not None:
             yield from self.storage.collect()
 
@@ -375,5 +384,6 @@ def series_names() -> frozenset[str]:
     """
     families: list[Metric] = [f for m in _PROCESS_METRICS for f in m.describe()]
     families.extend(DatabaseGauges._families())
+    families.extend(ApprovalGauges._families())
     families.extend(StorageGauges._families())
     return frozenset(f.name + suffix for f in families for suffix in _SUFFIXES[f.type])

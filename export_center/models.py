@@ -50,7 +50,7 @@ class ExportTask(Base):
     tenant_id: Mapped[str] = mapped_column(ExactString(TENANT_ID_MAX_LENGTH), nullable=False)
     app_code: Mapped[str] = mapped_column(ExactString(APP_CODE_MAX_LENGTH), nullable=False)
     requested_by: Mapped[str] = mapped_column(ExactString(USER_ID_MAX_LENGTH), nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    status: Mapped[str] = mapped_column(String(32), nullable=False)
     phase: Mapped[str] = mapped_column(String(16), nullable=False)
     processed_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     total_rows: Mapped[int | None] = mapped_column(BigInteger)
@@ -91,6 +91,8 @@ class ExportTask(Base):
     notify_json: Mapped[str | None] = mapped_column(Text)
     # When the expiring-soon notification was written (once per task).
     expiry_notified_at: Mapped[datetime | None] = mapped_column(Ts)
+    # The requester's row ceiling (registry row_ceilings), copied at creation.
+    row_ceiling: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "requested_by", "request_id"),
@@ -232,8 +234,9 @@ class ExportShard(Base):
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
 
 
-# The schedule and notification tables, and the download tables, share Base.metadata
+# The schedule, notification, download, quota and governance tables share Base.metadata
 # (migrations, schema checks).
 import export_center.models_downloads  # noqa: E402, F401
+import export_center.models_governance  # noqa: E402, F401
 import export_center.models_notify  # noqa: E402, F401
 import export_center.models_quota  # noqa: E402, F401

@@ -31,6 +31,8 @@
    ``storage.low_space_mb``, the parts kept for FAILED tasks are deleted at once,
    oldest first, until there is room again (a later retry of such a task starts from
    zero): free space for new exports comes before a resume that may never be asked for.
+5. **approval_expire**: approval requests past their expiry (database clock) end
+   REJECTED with ``APPROVAL_EXPIRED``, audited (:func:`export_center.approvals.expire_due`).
 
 Database times use the database clock; file ages use the storage's modification time.
 
@@ -49,6 +51,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 
 from export_center import metrics, repository
+from export_center.approvals import expire_due
 from export_center.commands import COMMAND_TAG
 from export_center.outages import is_database_blip
 from export_center.repository.downloads import purge_downloads
@@ -107,6 +110,7 @@ class Reconciler:
             self._clean_parts,
             self._purge_outbox,
             self._purge_audit,
+            self._expire_approvals,
         ):
             try:
                 actions.update(step())
@@ -117,6 +121,11 @@ class Reconciler:
                 log.exception("reconciler step %s failed", step.__name__)
         self._count(actions)
         return sum(actions.values())
+
+    def _expire_approvals(self) -> Counter[str]:
+        """**approval_expire**: approval requests past their time end REJECTED."""
+        done = expire_due(self.engine, self.settings.batch_size)
+        return Counter({"approval_expire": done} if done else {})
 
     def _count(self, actions: Counter[str]) -> None:
         for action, count in actions.items():

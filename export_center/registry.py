@@ -32,11 +32,11 @@ An entry::
         - {key: o_totalprice, title: Total price, title_zh: 订单总额, type: DECIMAL,
            precision: 15, scale: 2}
 
-``columns`` declares the type's columns (keys unique, types those of the provider contract,
-``precision`` 1..38 with ``scale`` 0..precision on DECIMAL columns only, titles of at most 200
-characters); a type without them is asked its columns with a schema request (``limit: 0``). They
-must be the provider's: the create check uses them, the file is written from the columns the
-provider answers.
+``columns`` declares the type's columns (keys unique, contract types, ``precision`` 1..38 and
+``scale`` 0..precision on DECIMAL only, titles of at most 200 characters); without them a schema
+request (``limit: 0``) asks the provider. The file is written from the columns it answers.
+Governance keys (``links``, ``trace_footer``, ``row_ceilings``, ``approval``) are parsed by
+:mod:`export_center.link_limits` and :mod:`export_center.governance_rules`.
 
 YAML is read with the YAML 1.2 core schema (:class:`Yaml12Loader`): only ``true`` / ``false``
 are booleans and only digits are numbers, so ``NO`` (Norway), ``on``, ``y`` and ``2024-01-01``
@@ -64,6 +64,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from export_center import governance_rules as gov
 from export_center.columns import Column, ColumnType
 from export_center.link_limits import FileRules, file_rules
 
@@ -113,7 +114,7 @@ _KNOWN_KEYS = {
     "date_range",
     "shards",
     "columns",
-    *("links", "trace_footer"),
+    *("links", "trace_footer", *gov.GOVERNANCE_KEYS),
 }
 _SHARD_KEYS = {"by", "max_shards", "parallel"}
 _COLUMN_KEYS = {"key", "title", "title_zh", "type", "width", "precision", "scale"}
@@ -121,10 +122,7 @@ MAX_COLUMNS = 100
 """Most columns a type may declare (the provider contract's limit)."""
 MAX_TITLE_CHARS = 200
 """Longest column title, in characters (either language)."""
-
-
-class RegistryError(ValueError):
-    """An invalid registry file; the message names the key and the broken rule."""
+RegistryError = gov.RegistryError  # an invalid registry file (key and rule named)
 
 
 class Yaml12Loader(yaml.SafeLoader):
@@ -253,6 +251,8 @@ class ExportType:
     columns: tuple[Column, ...] = ()
     """The declared columns (empty: ask the provider with a schema request)."""
     files: FileRules = FileRules()  # links and trace_footer: export_center.link_limits
+    row_ceilings: gov.RowCeilings = gov.RowCeilings()  # per permission (governance_rules)
+    approval: gov.ApprovalRule | None = None  # when exports wait for approval
 
     def base_url(self, self_url: str | None) -> str:
         """The provider base URL, with ``self`` resolved to the service's own URL."""
@@ -519,6 +519,7 @@ def _entry(code: str, entry: Any, allowed_hosts: frozenset[str], allow_self: boo
         shards=shards,
         columns=_columns(code, entry.get("columns")),
         files=file_rules(code, entry, RegistryError),
+        **gov.governance_of(code, entry),
     )
 
 

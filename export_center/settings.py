@@ -23,6 +23,7 @@ import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from export_center.settings_governance import ApprovalSettings
 from export_center.settings_groups import (
     ApiSettings,
     ConsumerSettings,
@@ -143,6 +144,7 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     quotas: QuotaSettings = Field(default_factory=QuotaSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

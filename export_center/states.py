@@ -21,12 +21,14 @@ __all__ = [
 class TaskStatus(StrEnum):
     """Status of an ``export_task`` row."""
 
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     EXPIRED = "EXPIRED"
+    REJECTED = "REJECTED"
 
     @property
     def is_terminal(self) -> bool:
@@ -36,6 +38,7 @@ class TaskStatus(StrEnum):
             TaskStatus.FAILED,
             TaskStatus.CANCELLED,
             TaskStatus.EXPIRED,
+            TaskStatus.REJECTED,
         )
 
     @property
@@ -65,6 +68,9 @@ class Phase(StrEnum):
 #: Allowed task transitions (DESIGN.md state diagram). Every UPDATE in
 #: ``repository`` names its source state, so a row can only move along these edges.
 ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.AWAITING_APPROVAL: frozenset(
+        {TaskStatus.PENDING, TaskStatus.REJECTED, TaskStatus.CANCELLED}
+    ),
     TaskStatus.PENDING: frozenset({TaskStatus.RUNNING, TaskStatus.CANCELLED, TaskStatus.FAILED}),
     TaskStatus.RUNNING: frozenset(
         {TaskStatus.SUCCEEDED, TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELLED}
@@ -73,15 +79,18 @@ ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.FAILED: frozenset({TaskStatus.PENDING}),
     TaskStatus.CANCELLED: frozenset(),
     TaskStatus.EXPIRED: frozenset(),
+    TaskStatus.REJECTED: frozenset(),
 }
 
 _API_STATE = {
+    TaskStatus.AWAITING_APPROVAL: "awaiting_approval",
     TaskStatus.PENDING: "queued",
     TaskStatus.RUNNING: "running",
     TaskStatus.SUCCEEDED: "succeeded",
     TaskStatus.FAILED: "failed",
     TaskStatus.CANCELLED: "cancelled",
     TaskStatus.EXPIRED: "expired",
+    TaskStatus.REJECTED: "rejected",
 }
 
 
@@ -91,12 +100,14 @@ def api_state(status: str) -> str:
 
 
 _PHRASE = {
+    TaskStatus.AWAITING_APPROVAL: "is awaiting approval",
     TaskStatus.PENDING: "is queued",
     TaskStatus.RUNNING: "is running",
     TaskStatus.SUCCEEDED: "has already succeeded",
     TaskStatus.FAILED: "has already failed",
     TaskStatus.CANCELLED: "has already been cancelled",
     TaskStatus.EXPIRED: "has already expired",
+    TaskStatus.REJECTED: "was rejected",
 }
 
 

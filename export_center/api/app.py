@@ -35,7 +35,9 @@ from export_center.api.middleware import BodyGuard
 from export_center.api.openapi import install_docs
 from export_center.api.routes import (
     admin,
+    admin_approvals,
     admin_downloads,
+    approvals,
     downloads,
     export_types,
     exports,
@@ -210,6 +212,8 @@ def create_app(
         me,
         quotas,
         schedules,
+        approvals,
+        admin_approvals,
         admin,
         admin_downloads,
         downloads,

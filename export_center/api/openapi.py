@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from export_center.api.governance_codes import GOVERNANCE_CODES
 from export_center.api.schemas import ErrorBody
 from export_center.writers.formats import format_choices
 
@@ -253,6 +254,7 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     "NOT_CANCELLABLE": ("the export has already succeeded and cannot be cancelled", None),
     "NOT_RETRYABLE": ("only failed exports can be retried; this one is running", None),
     "REGISTRY_INVALID": ("kept the previous registry: ORDERS.batch_size: must be ...", None),
+    **GOVERNANCE_CODES,
 }
 
 #: 401 codes of every signed-in route.

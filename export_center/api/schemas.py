@@ -21,7 +21,16 @@ else:
     Format = Literal[tuple(format_names())]
 _FORMAT_ENUM: list[JsonValue] = [*format_names()]
 #: Task states in the API (DESIGN.md "API").
-State = Literal["queued", "running", "succeeded", "failed", "cancelled", "expired"]
+State = Literal[
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "expired",
+    "awaiting_approval",
+    "rejected",
+]
 #: Where a task is: waiting, fetching from the provider, writing the file, storing it.
 PhaseName = Literal["queued", "fetch", "render", "store"]
 

@@ -26,6 +26,7 @@ from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
 from export_center.api.create_rules import create_in, new_task_of
 from export_center.api.file_spec import checked_format, checked_notify, checked_type, file_spec_of
+from export_center.api.governance import governed
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity, header_language_of
 from export_center.db import reading
@@ -73,6 +74,8 @@ STATE_FILTER = {
     "failed": TaskStatus.FAILED,
     "cancelled": TaskStatus.CANCELLED,
     "expired": TaskStatus.EXPIRED,
+    "awaiting_approval": TaskStatus.AWAITING_APPROVAL,
+    "rejected": TaskStatus.REJECTED,
 }
 
 
@@ -159,7 +162,7 @@ def new_task_for(
         runtime, etype, body, file_format, accept_language or header_language_of(user)
     )
     key, _ = _request_key(body, idempotency_key)
-    return new_task_of(
+    new = new_task_of(
         etype,
         runtime.settings,
         user,
@@ -169,6 +172,7 @@ def new_task_for(
         trace_id=trace_id,
         notify_json=targets_json(checked_notify(runtime, user, body.notify)),
     )
+    return governed(runtime, user, etype, spec, new)  # ceiling, estimate, approval
 
 
 def create_export(

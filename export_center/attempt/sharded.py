@@ -60,6 +60,7 @@ from isal.isal_zlib import crc32  # zlib's CRC-32, computed 2-3x faster (a depen
 
 from export_center import repository
 from export_center.attempt.batches import BatchConverter
+from export_center.attempt.ceiling import check_row_caps
 from export_center.attempt.fetching import BatchFetcher, PageSizer
 from export_center.attempt.finalize import assemble_file, read_part
 from export_center.attempt.shards import Shard, plan_shards
@@ -70,7 +71,6 @@ from export_center.errors import (
     FileTooLarge,
     PermanentExportError,
     ProviderContractError,
-    RowLimitExceeded,
     SchemaChanged,
 )
 from export_center.packaging import ControlTotals
@@ -482,8 +482,7 @@ class ShardedProducer:
         run = self.run
         with self.lock:
             done = sum(s.rows for s in self.states)
-        if done + len(batch.rows) > self.etype.max_rows:
-            raise RowLimitExceeded(f"more than {self.etype.max_rows:,} rows (the type's max_rows)")
+        check_row_caps(self.etype, run.task, done + len(batch.rows))
         # Row numbers in messages count from the shard's start, pages from its first.
         typed = run.project(
             run.convert(batch, converter, offset=state.rows, batch_no=state.batch_no)

@@ -16,10 +16,11 @@ from typing import BinaryIO
 
 from export_center import repository
 from export_center.attempt.batches import BatchConverter
+from export_center.attempt.ceiling import check_row_caps
 from export_center.attempt.fetching import BatchFetcher, InFlight, PageSizer
 from export_center.attempt.steps import Attempt
 from export_center.columns import Column
-from export_center.errors import ProviderContractError, RowLimitExceeded, SchemaChanged
+from export_center.errors import ProviderContractError, SchemaChanged
 from export_center.manifests import manifest_body
 from export_center.packaging.package import Package
 from export_center.provider_client import Batch
@@ -148,15 +149,14 @@ class SingleStreamProducer:
         """Convert and write one batch, and write progress.
 
         Raises:
-            RowLimitExceeded: the export passes the type's ``max_rows``.
+            RowLimitExceeded, RowCeilingCrossed: the export passes the type's
+                ``max_rows`` or the requester's row ceiling.
             PermanentExportError: a row does not fit its columns (:meth:`Attempt.convert`).
             StorageError: the file cannot be written.
         """
         run = self.run
         run.phase = Phase.RENDER
-        max_rows = self.etype.max_rows
-        if run.processed + len(batch.rows) > max_rows:
-            raise RowLimitExceeded(f"more than {max_rows:,} rows (the type's max_rows)")
+        check_row_caps(self.etype, run.task, run.processed + len(batch.rows))
         typed = run.convert(batch, converter, offset=run.processed, batch_no=run.batch_no)
         run.write(writer, run.project(typed))
         run.processed += len(batch.rows)

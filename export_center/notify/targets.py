@@ -61,6 +61,8 @@ EVENT_TYPES = (
     "export.cancelled",
     "export.expiring",
     "schedule.paused",
+    "export.approved",  # approvals: the requester's page is always told (approval_events)
+    "export.rejected",
 )
 #: The events a target gets when it names none.
 DEFAULT_EVENTS = ("export.succeeded", "export.failed", "schedule.paused")

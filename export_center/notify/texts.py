@@ -64,6 +64,8 @@ _STATES = {
         "expired": "expired",
         "queued": "queued",
         "running": "running",
+        "awaiting_approval": "awaiting approval",
+        "rejected": "rejected",
     },
     "zh": {
         "succeeded": "已完成",
@@ -72,6 +74,8 @@ _STATES = {
         "expired": "已过期",
         "queued": "排队中",
         "running": "进行中",
+        "awaiting_approval": "待审批",
+        "rejected": "已驳回",
     },
 }
 
@@ -122,6 +126,14 @@ _TEMPLATES = {
             "Scheduled export paused: {name}",
             "The scheduled export “{name}” has been paused and will not run until it is resumed.",
         ),
+        "export.approved": (
+            "Export approved: {name}",
+            "Your export “{name}” was approved and is starting.",
+        ),
+        "export.rejected": (
+            "Export not approved: {name}",
+            "Your export “{name}” was not approved; it will not run.",
+        ),
     },
     "zh": {
         "export.succeeded": (
@@ -137,6 +149,14 @@ _TEMPLATES = {
         "schedule.paused": (
             "定时导出已暂停：{name}",
             "定时导出「{name}」已暂停，恢复之前不会再运行。",
+        ),
+        "export.approved": (
+            "导出申请已通过：{name}",
+            "您的导出任务「{name}」已通过审批，即将开始导出。",
+        ),
+        "export.rejected": (
+            "导出申请未通过：{name}",
+            "您的导出任务「{name}」未通过审批，不会执行。",
         ),
     },
 }
@@ -277,7 +297,7 @@ def compose(message: Message, language: str | None = None) -> Text:
         facts.append((labels["rows"], rows))
     if data.get("fileName"):
         facts.append((labels["fileName"], trim(data["fileName"], MAX_VALUE)))
-    if message.event_type == "export.failed" and (
+    if message.event_type in ("export.failed", "export.rejected") and (
         data.get("failureCode") or data.get("failureMessage")
     ):
         code = trim(data.get("failureCode"), MAX_VALUE)

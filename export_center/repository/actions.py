@@ -9,6 +9,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from export_center.db import db_now
 from export_center.repository._common import cancel_message, cancelled
+from export_center.repository.approvals import withdraw
 from export_center.repository.attempts import start_next_attempt
 from export_center.repository.notifications import enqueue_task_event
 from export_center.repository.rows import Task
@@ -18,11 +19,15 @@ from export_center.states import TaskStatus
 __all__ = ["manual_retry", "request_cancel"]
 
 
+#: States a cancel ends at once: queued, or still waiting for approval (no command yet).
+_CANCEL_AT_ONCE = (TaskStatus.PENDING.value, TaskStatus.AWAITING_APPROVAL.value)
+
+
 def request_cancel(
     conn: Connection, task_id: int, *, actor: str | None = None
 ) -> TaskStatus | None:
-    """Cancel a PENDING task at once, or flag a RUNNING one: its worker sees the flag
-    within 2 s and stops within 10 s.
+    """Cancel a PENDING (or AWAITING_APPROVAL) task at once, or flag a RUNNING one: its
+    worker sees the flag within 2 s and stops within 10 s.
 
     Args:
         actor: who asks (an audit actor name): a PENDING task's stored sentence says so
@@ -41,10 +46,11 @@ def request_cancel(
     )
     pending = conn.execute(
         update(T)
-        .where(T.c.id == task_id, T.c.status == TaskStatus.PENDING.value)
+        .where(T.c.id == task_id, T.c.status.in_(_CANCEL_AT_ONCE))
         .values(**cancelled(message), cancel_requested=True)
     ).rowcount
     if pending:
+        withdraw(conn, task_id)  # a request waiting for approval, if it was one
         enqueue_task_event(conn, task_id, "export.cancelled")
         return TaskStatus.CANCELLED
     running = conn.execute(

@@ -62,6 +62,9 @@ class AuditAction(StrEnum):
     NOTIFY_SKIPPED = "notify_skipped"
     #: Download links of a task were revoked (one link, or every link).
     LINK_REVOKE = "link_revoke"
+    #: An export waits for approval / was approved, rejected, or its request expired.
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECISION = "approval_decision"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from export_center.db import db_now, db_now_plus
 from export_center.ids import new_task_no, new_trace_id
 from export_center.models import GUARD_ROW_ID
 from export_center.repository._common import first_task
+from export_center.repository.approvals import insert_approval
 from export_center.repository.outbox import insert_outbox
 from export_center.repository.reads import read_task
 from export_center.repository.rows import (
@@ -37,6 +38,7 @@ from export_center.states import Phase, TaskStatus
 __all__ = ["canonical_parameters", "create_task", "guard_row_exists"]
 
 _ACTIVE = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+AWAITING = TaskStatus.AWAITING_APPROVAL
 
 
 def canonical_parameters(parameters: Mapping[str, Any]) -> tuple[str, str]:
@@ -153,7 +155,7 @@ def create_task(
                     if new.notify_json is None
                     else T.c.notify_json == new.notify_json
                 ),
-                T.c.status.in_(_ACTIVE),
+                T.c.status.in_((*_ACTIVE, AWAITING.value)),
                 T.c.requested_at > db_now_plus(-limits.duplicate_window_seconds),
             )
             .order_by(T.c.id.desc())
@@ -178,7 +180,7 @@ def create_task(
             tenant_id=new.tenant_id,
             app_code=new.app_code,
             requested_by=new.requested_by,
-            status=TaskStatus.PENDING.value,
+            status=(TaskStatus.PENDING if new.approval is None else AWAITING).value,
             phase=Phase.QUEUED.value,
             processed_rows=0,
             dispatch_version=1,
@@ -191,6 +193,8 @@ def create_task(
             file_spec_json=new.file_spec_json,
             schedule_id=new.schedule_id,
             notify_json=new.notify_json,
+            row_ceiling=new.row_ceiling,
+            total_rows=new.estimated_rows,
             requested_at=db_now(),
             updated_at=db_now(),
         )
@@ -200,7 +204,10 @@ def create_task(
     _record_key(conn, new, task_id)
     task = read_task(conn, task_id)
     assert task is not None
-    insert_outbox(conn, task, topic=topic, tag=tag)
+    if new.approval is None:
+        insert_outbox(conn, task, topic=topic, tag=tag)
+    else:  # no command before approval: the approving transaction writes it
+        insert_approval(conn, task, new.approval)
     return CreateResult(task, True, CreateReason.CREATED)
 
 

@@ -159,7 +159,7 @@ def task_event_data(task: Task) -> dict[str, Any]:
         data["scheduleId"] = task.schedule_id
     if task.status == TaskStatus.SUCCEEDED:
         data.update(rows=task.row_count, fileName=task.file_name, expiresAt=_iso(task.expires_at))
-    if task.status == TaskStatus.FAILED:
+    if task.status in (TaskStatus.FAILED, TaskStatus.REJECTED):
         data.update(failureCode=task.failure_code, failureMessage=task.failure_message)
     return data
 
@@ -286,13 +286,17 @@ def _enqueue(
     return event_id
 
 
-def enqueue_task_event(conn: Connection, task_id: int, event_type: str | None = None) -> str | None:
+def enqueue_task_event(
+    conn: Connection, task_id: int, event_type: str | None = None, *, page_always: bool = False
+) -> str | None:
     """Write the notification rows of a task event, in the caller's transaction.
 
     Args:
         task_id: the task (internal id), already in its new state.
-        event_type: ``export.succeeded|failed|cancelled|expiring``; None: the event of
-            the task's terminal status.
+        event_type: ``export.succeeded|failed|cancelled|expiring|approved|rejected``;
+            None: the event of the task's terminal status.
+        page_always: the owner's page is told even when no target asks for the event
+            (an approval decision answers the requester's own request).
 
     Returns:
         The event id, or None when the task is missing or not in a state with an event.
@@ -304,12 +308,15 @@ def enqueue_task_event(conn: Connection, task_id: int, event_type: str | None = 
     if event is None:
         return None
     principal = _principal(conn, task.tenant_id, task.requested_by)
+    targets = _targets(task.notify_json, principal)
+    if page_always and not any(t.channel == "page" and event in t.events for t in targets):
+        targets = (*targets, Target("page", None, (event,)))
     return _enqueue(
         conn,
         event_type=event,
         tenant_id=task.tenant_id,
         user_id=task.requested_by,
-        targets=_targets(task.notify_json, principal),
+        targets=targets,
         data=task_event_data(task),
         task=task,
         schedule_id=task.schedule_id,

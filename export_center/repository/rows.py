@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Self
 
 __all__ = [
+    "ApprovalNeed",
     "AttemptEnd",
     "CreateLimits",
     "CreateReason",
@@ -93,6 +94,7 @@ class Task(_Row):
     schedule_id: int | None
     notify_json: str | None
     expiry_notified_at: datetime | None
+    row_ceiling: int | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -136,6 +138,20 @@ class NewTask:
     file_spec_json: str | None = None  # canonical FileSpec JSON; None: the defaults
     schedule_id: int | None = None  # the schedule whose run asks; None: a person or service
     notify_json: str | None = None  # the create's notify targets (JSON); None: the defaults
+    row_ceiling: int | None = None  # the requester's row ceiling; None: the type's max_rows
+    estimated_rows: int | None = None  # the provider's estimate at create (total_rows)
+    approval: ApprovalNeed | None = None  # it waits for approval; None: queued at once
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalNeed:
+    """Why a new task waits for approval (``reasons``, one sentence), who may decide
+    (``approver_permission``) and for how long (``expire_seconds``, database clock)."""
+
+    approver_permission: str
+    reasons: str
+    expire_seconds: float
+    rules_json: str | None = None  # governance_rules.ApprovalRule.matches, as JSON
 
 
 @dataclass(frozen=True, slots=True)

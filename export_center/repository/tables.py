@@ -19,6 +19,7 @@ from export_center.models import (
     ExportTask,
     ExportTaskGuard,
 )
+from export_center.models_governance import ExportApproval
 from export_center.models_notify import (
     ExportDeliveryAttempt,
     ExportNotification,
@@ -30,6 +31,7 @@ from export_center.models_notify import (
 from export_center.models_quota import ExportQuota
 
 __all__ = [
+    "APPROVALS",
     "AUDIT",
     "CREATE_GUARD",
     "DELIVERY_ATTEMPTS",
@@ -67,6 +69,8 @@ PRINCIPALS = cast(Table, ExportPrincipal.__table__)
 NOTIFICATIONS = cast(Table, ExportNotification.__table__)
 #: ``export_delivery_attempt``: every delivery attempt, append-only.
 DELIVERY_ATTEMPTS = cast(Table, ExportDeliveryAttempt.__table__)
+#: ``export_approval``: approval requests and decisions (one per waiting task).
+APPROVALS = cast(Table, ExportApproval.__table__)
 #: ``export_webhook_endpoint``: tenants' webhook endpoints and secrets.
 WEBHOOK_ENDPOINTS = cast(Table, ExportWebhookEndpoint.__table__)
 #: ``export_quota``: per-day quota overrides of tenants and users.

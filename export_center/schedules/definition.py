@@ -19,6 +19,7 @@ from typing import Any
 
 from export_center import repository
 from export_center.api.create_rules import checked_format, checked_type_in, new_task_of, spec_of
+from export_center.api.governance_apply import apply_governance
 from export_center.api.schemas import ExportCreate
 from export_center.auth import Identity
 from export_center.registry import Registry
@@ -103,6 +104,15 @@ def fire_task(
         default_time_zone=schedule.time_zone,
         schedule_id=schedule.id,
         notify_json=schedule.notify_json,
+    )
+    # Ceiling and approval as a create's, without an estimate (no provider call here).
+    new = apply_governance(
+        etype,
+        owner,
+        spec,
+        new,
+        estimate=None,
+        expire_seconds=settings.approvals.expire_hours * 3600,
     )
     return new, window, resolved
 

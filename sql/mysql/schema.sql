@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `tenant_id` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `app_code` varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
   `requested_by` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
-  `status` varchar(16) NOT NULL,
+  `status` varchar(32) NOT NULL,
   `phase` varchar(16) NOT NULL,
   `processed_rows` bigint(20) NOT NULL,
   `total_rows` bigint(20) DEFAULT NULL,
@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   `schedule_id` bigint(20) DEFAULT NULL,
   `notify_json` text DEFAULT NULL,
   `expiry_notified_at` datetime(3) DEFAULT NULL,
+  `row_ceiling` bigint(20) DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_task_task_no` (`task_no`),
   UNIQUE KEY `uq_export_task_tenant_id_requested_by_request_id` (`tenant_id`,`requested_by`,`request_id`),
@@ -61,7 +62,9 @@ CREATE TABLE IF NOT EXISTS `export_task` (
   KEY `ix_export_task_lease` (`status`,`lease_until`),
   KEY `ix_export_task_owner` (`tenant_id`,`requested_by`,`id`),
   KEY `ix_export_task_type_status` (`export_type`,`status`),
-  KEY `ix_export_task_owner_status` (`tenant_id`,`requested_by`,`status`)
+  KEY `ix_export_task_owner_status` (`tenant_id`,`requested_by`,`status`),
+  KEY `ix_export_task_quota_created` (`tenant_id`,`requested_at`),
+  KEY `ix_export_task_quota_finished` (`tenant_id`,`completed_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `export_outbox` (

@@ -110,5 +110,5 @@ def test_a_list_of_100_tasks_renders_on_one_page(make_stack, ui):
     assert set(weights) == {"index.html", "app.js", "api.js", "dom.js", "i18n.js", "tasks.js",
                             "form.js", "choices.js", "preview.js", "files_i18n.js", "alerts.js",
                             "inbox.js", "inbox_i18n.js", "schedules_i18n.js",
-                            "notify_settings_i18n.js", "quota.js",
+                            "notify_settings_i18n.js", "quota.js", "approvals_i18n.js",
                             "app.css"}  # fmt: skip

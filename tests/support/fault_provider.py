@@ -75,6 +75,7 @@ class Behaviour:
     requests: list[dict[str, Any]] = field(default_factory=list)
     traceparents: list[str | None] = field(default_factory=list)  # one per HTTP call
     lock: threading.Lock = field(default_factory=threading.Lock)
+    estimate: int | None = None  # totalRows of a schema request (None: unknown); may lie
 
 
 def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
@@ -84,6 +85,10 @@ def flaky_provider(behaviour: Behaviour, token: str) -> ExportProvider:
         Column("note", "Note", "STRING"),
     ]
     provider = ExportProvider("FLAKY", columns, token=token, secret="fault-provider-secret")
+
+    @provider.estimator
+    def estimate(req: BatchRequest) -> int | None:
+        return behaviour.estimate
 
     @provider.fetcher
     def fetch(req: BatchRequest, cursor: Any, snapshot: Any) -> Page:
@@ -201,7 +206,8 @@ class FaultProviderServer:
             batch = behaviour.requests[-1]["batch"] if behaviour.requests else None
             if behaviour.scripted and batch == behaviour.scripted_at_batch:
                 return scripted(response)
-            if behaviour.drip_at_batch == batch and response.status_code == 200:
+            dripping = behaviour.drip_at_batch is not None and behaviour.drip_at_batch == batch
+            if dripping and response.status_code == 200:
                 return StreamingResponse(drip(bytes(response.body)), media_type="application/json")
             if behaviour.change_schema_at_batch is not None and response.status_code == 200:
                 body = orjson.loads(response.body)

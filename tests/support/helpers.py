@@ -21,7 +21,7 @@ from export_center.embedded import ServerThread, build_app, free_port
 from export_center.runtime import Runtime
 from export_center.settings import Settings
 
-TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
+TERMINAL = {"succeeded", "failed", "cancelled", "expired", "rejected"}
 ORDERS_PERMISSION = "export:orders:create"
 
 

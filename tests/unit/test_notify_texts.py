@@ -21,6 +21,8 @@ from export_center.notify.texts import (
 from tests.support.notify_messages import FILE_URL, TASK_URL, failed, succeeded
 
 TITLES = {
+    "export.approved": ("Export approved: Weekly orders", "导出申请已通过：Weekly orders"),
+    "export.rejected": ("Export not approved: Weekly orders", "导出申请未通过：Weekly orders"),
     "export.succeeded": ("Export ready: Weekly orders", "导出任务已完成：Weekly orders"),
     "export.failed": ("Export failed: Weekly orders", "导出任务失败：Weekly orders"),
     "export.cancelled": ("Export cancelled: Weekly orders", "导出任务已取消：Weekly orders"),

@@ -66,6 +66,8 @@ def test_enums_for_format_state_and_phase(schema):
         "failed",
         "cancelled",
         "expired",
+        "awaiting_approval",
+        "rejected",
     ]
     assert public["phase"]["enum"] == ["queued", "fetch", "render", "store"]
     assert models["ExportCreate"]["properties"]["format"]["enum"] == public["format"]["enum"]

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, update
 from export_center import repository
 from export_center.db import db_now_plus, make_engine
 from export_center.repository import Recovery, StoredFile
+from export_center.repository.rows import ApprovalNeed
 from export_center.repository.tables import TASKS
 from export_center.runtime import upgrade_database
 from export_center.states import ALLOWED_TRANSITIONS, Phase, TaskStatus
@@ -248,6 +249,54 @@ def test_attempt_writes_refuse_another_owner_or_version(engine):
                 is None
             )
     assert status(engine, task_id) == TaskStatus.RUNNING
+
+
+def waiting_task(engine: Engine) -> int:
+    """A task created AWAITING_APPROVAL (no outbox row)."""
+    need = ApprovalNeed(approver_permission="a:b:c", reasons="x", expire_seconds=60)
+    with engine.begin() as conn:
+        result = repository.create_task(
+            conn,
+            repository.NewTask(
+                export_type="ORDERS",
+                format="CSV",
+                task_name="x",
+                parameters={"n": id(conn)},
+                tenant_id="t",
+                app_code="PLATFORM",
+                requested_by="u",
+                max_attempts=3,
+                approval=need,
+            ),
+            topic=TOPIC,
+            tag=TAG,
+            limits=repository.CreateLimits(max_active_per_user=99, max_active_per_type=99),
+        )
+    assert result.task.status == TaskStatus.AWAITING_APPROVAL
+    return result.task.id
+
+
+def test_approval_decisions_and_cancel_move_along_allowed_edges(engine):
+    from export_center.repository import approvals
+
+    approved = waiting_task(engine)
+    step(engine, approved, lambda c: approvals.decide_approve(c, approved, by="v", reason=None))
+    assert status(engine, approved) == TaskStatus.PENDING
+    # A second decision finds nothing awaiting: the status fences it.
+    assert (
+        step(engine, approved, lambda c: approvals.decide_reject(c, approved, by="v", reason="r"))
+        is None
+    )
+    rejected = waiting_task(engine)
+    step(engine, rejected, lambda c: approvals.decide_reject(c, rejected, by="v", reason="no"))
+    assert status(engine, rejected) == TaskStatus.REJECTED
+    assert (
+        step(engine, rejected, lambda c: approvals.decide_approve(c, rejected, by="v", reason=None))
+        is None
+    )
+    cancelled = waiting_task(engine)
+    step(engine, cancelled, lambda c: repository.request_cancel(c, cancelled))
+    assert status(engine, cancelled) == TaskStatus.CANCELLED
 
 
 def test_the_transition_table_has_no_edge_the_repository_never_takes():

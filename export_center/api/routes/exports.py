@@ -49,7 +49,10 @@ router = APIRouter(prefix="/api/v1/exports", tags=["exports"], dependencies=[Dep
 CREATE_ERRORS = errors(
     BODY,
     AUTH,
-    {403: ["PERMISSION_DENIED"], 409: ["EXPORT_TYPE_DISABLED", "IDEMPOTENCY_KEY_REUSED"]},
+    {
+        403: ["PERMISSION_DENIED", "ROW_CEILING"],
+        409: ["EXPORT_TYPE_DISABLED", "IDEMPOTENCY_KEY_REUSED"],
+    },
     {
         422: [
             "MISSING_FIELD",
@@ -84,6 +87,7 @@ CREATE_ERRORS = errors(
         ],
         429: ["TOO_MANY_ACTIVE_TASKS", "TOO_MANY_ACTIVE_TASKS_FOR_TYPE", "QUOTA_EXCEEDED"],
     },
+    {502: ["PROVIDER_CONTRACT", "PROVIDER_REJECTED"], 503: ["PROVIDER_UNAVAILABLE"]},
 )
 #: The 200 of a create that returns an existing task (replayed key or duplicate request).
 CREATE_REPLAYED: dict[int | str, dict[str, Any]] = {

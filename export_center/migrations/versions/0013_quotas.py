@@ -2,7 +2,7 @@
 export_task indexes the daily counts read
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-12-02
 """
 
@@ -13,7 +13,7 @@ from sqlalchemy.dialects import mysql
 from export_center.db import ExactString
 
 revision = "0013"
-down_revision = "0011"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

@@ -93,6 +93,8 @@ _TEMPLATE = {
     "export.cancelled": "grey",
     "export.expiring": "orange",
     "schedule.paused": "orange",
+    "export.approved": "green",
+    "export.rejected": "red",
 }
 
 

@@ -11,6 +11,7 @@ import { Inbox } from './inbox.js';
 import { QuotaLine } from './quota.js';
 import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
 import './notify_settings_i18n.js'; // so is the Notifications tab
+import './approvals_i18n.js'; // so is the Approvals tab (shown to approvers)
 
 const { t } = i18n;
 const POLL_MS = 2000; // at most one list request every 2 s, only while something is active
@@ -23,7 +24,7 @@ const HOST = document.documentElement.dataset.auth === 'host'; // a proxy adds A
 const DEV_KEY = 'ec.devSignIn';
 const SIZE_KEY = 'ec.pageSize';
 const FILTERS_KEY = 'ec.filters';
-const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
+const STATES = ['awaiting_approval', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired', 'rejected'];
 
 function readJson(key) {
   try { return JSON.parse(localStorage.getItem(key) || 'null'); } catch { return null; }
@@ -302,6 +303,8 @@ async function enter() {
   // The list is asked for at the same time: one round trip less before the first row.
   const listing = api.call(listPath());
   listing.catch(() => {}); // a 401 or an outage is handled once, below
+  // Whether the Approvals tab shows: false when it cannot be asked.
+  const approver = api.call('/api/v1/approvals').then((a) => Boolean(a.data?.canApprove), () => false);
   try {
     const answers = await Promise.all([api.call('/api/v1/me'), api.call('/api/v1/export-types')]);
     [me, types] = answers.map((answer) => answer.data);
@@ -316,6 +319,7 @@ async function enter() {
   }
   setOnline();
   app.me = me;
+  app.canApprove = await approver;
   app.types = types;
   for (const x of types) app.typesSeen.set(x.exportType, x);
   form.setTypes(types);
@@ -333,7 +337,7 @@ async function enter() {
     if (history.replaceState) history.replaceState(null, '', location.pathname + location.search);
     inbox.showTask(linked[1]);
   }
-  if ((me.isAdmin && location.hash === '#ops') || location.hash === '#schedules' || location.hash === '#notify') {
+  if ((me.isAdmin && location.hash === '#ops') || ['#schedules', '#notify', '#approvals'].includes(location.hash)) {
     listing.catch(() => {});
     return showView(location.hash.slice(1));
   }
@@ -345,8 +349,9 @@ async function enter() {
 let ops = null; // the operations view (ops.js), loaded the first time an admin opens it
 let schedules = null; // the schedules view (schedules.js), loaded the first time it opens
 let notifySettings = null; // the notifications view (notify_settings.js), likewise
+let approvalsView = null; // the approvals view (approvals.js), for approvers
 
-const VIEWS = ['exports', 'schedules', 'notify', 'ops'];
+const VIEWS = ['exports', 'schedules', 'notify', 'approvals', 'ops'];
 
 /** Show the exports list, the schedules or (admins) the operations view; the others stop
  * asking. */
@@ -359,6 +364,7 @@ async function showView(name, { focus = true, listing } = {}) {
   $('exports-view').hidden = view !== 'exports';
   $('schedules').hidden = view !== 'schedules';
   $('notify-settings').hidden = view !== 'notify';
+  $('approvals').hidden = view !== 'approvals';
   $('ops').hidden = view !== 'ops';
   if (history.replaceState) history.replaceState(null, '', view === 'exports' ? location.pathname + location.search : `#${view}`);
   if (view === 'exports') {
@@ -389,6 +395,14 @@ async function showView(name, { focus = true, listing } = {}) {
       $('schedules-title').focus();
     }
     return schedules.start();
+  }
+  if (view === 'approvals') {
+    ops?.stop();
+    const module = await import('./approvals.js');
+    approvalsView ||= new module.ApprovalsView({ typeTitle, notify, notifyError, onUnauthorized: unauthorized, onDecided: () => refresh() });
+    await approvalsView.start();
+    if (focus) $('approvals-title')?.focus();
+    return undefined;
   }
   if (view === 'notify') {
     ops?.stop();
@@ -457,6 +471,8 @@ function renderChrome() {
   ops?.relabel();
   schedules?.relabel();
   notifySettings?.relabel();
+  approvalsView?.relabel();
+  for (const tab of document.querySelectorAll('#views [data-view="approvals"]')) tab.hidden = !app.canApprove;
 }
 
 function filtered() {

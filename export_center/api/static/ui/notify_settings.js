@@ -12,13 +12,14 @@ import * as i18n from './i18n.js';
 import * as api from './api.js';
 import { describe, errorNodes } from './form.js';
 import './notify_settings_i18n.js';
+import './approvals_i18n.js'; // the approval events' labels
 
 const { t } = i18n;
 
 /** The permission that shows the webhook endpoints section. */
 export const WEBHOOKS_MANAGE = 'platform:webhooks:manage';
 /** The events a person chooses from, in this order. */
-const EVENTS = ['export.succeeded', 'export.failed', 'export.cancelled', 'export.expiring', 'schedule.paused'];
+const EVENTS = ['export.succeeded', 'export.failed', 'export.cancelled', 'export.expiring', 'schedule.paused', 'export.approved', 'export.rejected'];
 /** What a new target gets (the server's default events). */
 const DEFAULT_EVENTS = ['export.succeeded', 'export.failed', 'schedule.paused'];
 

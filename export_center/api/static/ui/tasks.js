@@ -3,11 +3,12 @@
 
 import { h, icon } from './dom.js';
 import * as i18n from './i18n.js';
+import { rejectedText } from './approvals_i18n.js';
 
 const { t } = i18n;
 
 export const ACTIVE = new Set(['queued', 'running']);
-export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired', 'rejected']);
 
 /** Runs in parts (day windows, checkpointed): a retry resumes, "Start over" does not. */
 export function sharded(task) {
@@ -19,7 +20,7 @@ export function sharded(task) {
 export function actionsOf(task, canCreate) {
   const list = [];
   if (task.state === 'succeeded' && task.downloadUrl) list.push('download');
-  if (ACTIVE.has(task.state)) list.push('cancel');
+  if (ACTIVE.has(task.state) || task.state === 'awaiting_approval') list.push('cancel');
   if (task.state === 'failed' && task.retryable !== false) {
     list.push('retry');
     if (sharded(task)) list.push('restart');
@@ -74,6 +75,8 @@ export function explain(task, spec, viewer) {
   }
   if (task.state === 'expired') return { kind: 'info', text: t('expiredNote') };
   if (task.state === 'cancelled') return { kind: 'info', text: cancelledBy(task, viewer) };
+  if (task.state === 'awaiting_approval') return { kind: 'info', text: t('awaitingNote') };
+  if (task.state === 'rejected') return { kind: 'error', text: rejectedText(task), detail: null };
   const error = task.error;
   if (!error) return null;
   if (task.state !== 'failed') {
