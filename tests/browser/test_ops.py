@@ -449,6 +449,7 @@ def test_every_audit_action_and_outcome_has_a_text_in_both_languages(stack, ui):
     outcomes = {o.value for o in (*Recovery, *QuarantineOutcome)} | {
         "requeued", "cancelled", "stop_requested", "resumed", "restarted",
         "missing_properties", "reloaded", "refused", "released",
+        "set", "cleared", "revoked", "awaiting", "approved", "rejected", "expired",
     }  # fmt: skip
     keys = [f"action.{a.value}" for a in AuditAction] + [f"outcome.{o}" for o in outcomes]
     page = ui(stack).open().page

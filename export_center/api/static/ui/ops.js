@@ -95,6 +95,14 @@ i18n.extend({
   'outcome.failed': 'marked failed',
   'outcome.reloaded': 'reloaded',
   'outcome.refused': 'refused; the previous types stay',
+  'action.link_revoke': 'Download links revoked',
+  'action.approval_requested': 'Approval requested',
+  'action.approval_decision': 'Approval decided',
+  'outcome.revoked': 'revoked; the links answer 410',
+  'outcome.awaiting': 'waiting for an approver',
+  'outcome.approved': 'approved; the export is queued',
+  'outcome.rejected': 'rejected',
+  'outcome.expired': 'no decision in time; rejected',
 }, {
   'ops.title': '运维',
   'ops.intro.tenant': '租户 {tenant} 的运行指标、失败任务和操作记录，打开此页面时每隔几秒自动刷新。',
@@ -174,6 +182,14 @@ i18n.extend({
   'outcome.failed': '已标记为失败',
   'outcome.reloaded': '已重新加载',
   'outcome.refused': '被拒绝，沿用原有的导出类型',
+  'action.link_revoke': '撤销下载链接',
+  'action.approval_requested': '提交审批',
+  'action.approval_decision': '审批处理',
+  'outcome.revoked': '已撤销，链接不再可用',
+  'outcome.awaiting': '等待审批人处理',
+  'outcome.approved': '已批准，导出已排队',
+  'outcome.rejected': '已驳回',
+  'outcome.expired': '超时未审批，已自动驳回',
 });
 
 function maybe(key, fallback) {
