@@ -248,8 +248,7 @@ class ExportType:
     batch_timeout_seconds: int | None = None
     title_zh: str = ""
     shards: ShardSpec | None = None
-    columns: tuple[Column, ...] = ()
-    """The declared columns (empty: ask the provider with a schema request)."""
+    columns: tuple[Column, ...] = ()  # declared columns (empty: ask with a schema request)
     files: FileRules = FileRules()  # links and trace_footer: export_center.link_limits
     row_ceilings: gov.RowCeilings = gov.RowCeilings()  # per permission (governance_rules)
     approval: gov.ApprovalRule | None = None  # when exports wait for approval
