@@ -111,8 +111,22 @@ def links_revoke(
     actor = operations.operator_actor()
     try:
         found = operations.find_task(ctx, task, tenant)
-        download_ops.revoke_task_links(ctx.engine, found, link, actor=actor, reason=reason)
+        download_ops.revoke_task_links(
+            ctx.engine,
+            found,
+            link,
+            secret=ctx.settings.download_secret,
+            actor=actor,
+            reason=reason,
+        )
     except RequestError as exc:
+        if exc.code == "LINK_NOT_FOUND":  # link ids are bound to the server's secret
+            exc = type(exc)(
+                f"{exc} (or this command does not read the API's download secret: "
+                "EXPORT_CENTER_API__DOWNLOAD_SECRET or the data directory's "
+                "download-secret.txt)",
+                code=exc.code,
+            )
         raise _fail(exc) from None
     which = f"link {link}" if link else "every link"
     typer.echo(visible(f"{found.task_no}: {which} revoked; recorded in the audit trail as {actor}"))

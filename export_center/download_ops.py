@@ -2,7 +2,8 @@
 
 * :func:`task_downloads`: a task's download rows, newest first.
 * :func:`revoke_task_links`: revoke one link of a task, or every link issued so far;
-  written to ``export_link_revocation`` and the audit trail in one transaction. From the
+  a link id that was not minted for the task is refused (404 ``LINK_NOT_FOUND``: link
+  ids carry an HMAC of their task, :func:`export_center.links.is_link_of`); written to ``export_link_revocation`` and the audit trail in one transaction. From the
   commit on, every API process answers the link 410 ``LINK_REVOKED`` (each download reads
   the revocations from the database; there is no cache).
 * :func:`trace_file`: which task produced a file, from its bytes (SHA-256) alone, with
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from export_center.db import reading
-from export_center.errors import ValidationFailed
-from export_center.links import is_link_id
+from export_center.errors import NotFound, ValidationFailed
+from export_center.links import is_link_id, is_link_of
 from export_center.repository import Task, read_task
 from export_center.repository.downloads import (
     DownloadRow,
@@ -71,14 +72,29 @@ def checked_link_id(link_id: str | None) -> str | None:
 
 
 def revoke_task_links(
-    engine: Engine, task: Task, link_id: str | None, *, actor: str, reason: str | None
+    engine: Engine,
+    task: Task,
+    link_id: str | None,
+    *,
+    secret: str,
+    actor: str,
+    reason: str | None,
 ) -> None:
     """Revoke the link ``link_id`` of ``task``, or (None) every link issued so far.
 
+    Args:
+        secret: the download-link secret (it tells the task's link ids from others).
+
     Raises:
         ValidationFailed: ``INVALID_VALUE`` for a malformed link id.
+        NotFound: ``LINK_NOT_FOUND`` for a well-formed id that is no link of ``task``
+            (another task's link, or one made up): nothing is recorded.
     """
     checked = checked_link_id(link_id)
+    if checked is not None and not is_link_of(secret, task.task_no, checked):
+        raise NotFound(
+            f"{checked} is not a download link of task {task.task_no}", code="LINK_NOT_FOUND"
+        )
     with engine.begin() as conn:
         revoke_links(conn, task, checked, actor=actor, reason=reason)
 

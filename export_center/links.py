@@ -5,7 +5,8 @@ A link is ``/api/v1/exports/{taskId}/download?expires=<unix s>&user=<id>&tenant=
 HMAC-SHA256 over the task id and everything that decides visibility: the user it was
 issued to, their tenant and app, whether they saw the task as its owner (``own``) or
 through the download-all permission (``all``), the expiry, and the link's own id (16
-hex digits, random) and issue time (Unix ms, this process's clock), by which it is
+hex digits: 8 random, then 8 of an HMAC binding them to the task, so a revocation can
+tell a link of the task from any other id, :func:`is_link_of`) and issue time (Unix ms, this process's clock), by which it is
 revoked (:func:`export_center.repository.downloads.link_revoked`: its own id, or every
 link of its task revoked at or after its issue time, database clock; the two clocks are
 assumed synchronised, as NTP keeps them). Links signed before links had ids (no ``link``
@@ -33,6 +34,7 @@ from export_center.errors import Forbidden
 __all__ = [
     "LinkGrant",
     "is_link_id",
+    "is_link_of",
     "link_expiry",
     "new_link_id",
     "sign_download",
@@ -77,9 +79,24 @@ def _mac(
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def new_link_id() -> str:
-    """A new random link id: 16 lowercase hex digits."""
-    return secrets.token_hex(8)
+def _link_tag(secret: str, task_no: str, nonce: str) -> str:
+    message = "\n".join(["link-id-v1", task_no, nonce]).encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:8]
+
+
+def new_link_id(secret: str, task_no: str) -> str:
+    """A new link id of task ``task_no``: 16 lowercase hex digits, 8 random (32 bits)
+    and 8 of HMAC-SHA256(``secret``, task, random part)."""
+    nonce = secrets.token_hex(4)
+    return nonce + _link_tag(secret, task_no, nonce)
+
+
+def is_link_of(secret: str, task_no: str, link_id: str) -> bool:
+    """True when ``link_id`` is a link id minted for task ``task_no`` with ``secret``
+    (:func:`new_link_id`); False for a malformed id or one of another task."""
+    if not is_link_id(link_id):
+        return False
+    return hmac.compare_digest(link_id[8:], _link_tag(secret, task_no, link_id[:8]))
 
 
 def is_link_id(value: str) -> bool:
@@ -111,14 +128,14 @@ def sign_download(
         scope: the scope in which that user sees the task (own, or all of the tenant).
         ttl_seconds: lifetime of the link in seconds.
         now: the current Unix time (default: the clock).
-        link_id: the link's id (default: a new random one).
+        link_id: the link's id (default: a new one of the task, :func:`new_link_id`).
 
     Returns:
         A path with its query (relative to the API's base URL).
     """
     moment = now if now is not None else time.time()
     expires = link_expiry(ttl_seconds, now=moment)
-    link = (link_id or new_link_id(), int(moment * 1000))
+    link = (link_id or new_link_id(secret, task_no), int(moment * 1000))
     query = urlencode(
         {
             "expires": expires,

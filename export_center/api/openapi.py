@@ -247,6 +247,10 @@ CATALOGUE: dict[str, tuple[str, str | None]] = {
     ),
     "LINK_USED_UP": ("this download link was used 3 times, as many as this type allows", None),
     "LINK_EXPIRED": ("the download link has expired; ask for a new one", None),
+    "LINK_NOT_FOUND": (
+        "0123456789abcdef is not a download link of task exp_01KB7Z3Y4V8N2Q6R0S1T2U3V4W",
+        None,
+    ),
     "LINK_NOT_YOURS": ("this download link was issued to another user", None),
     "NO_FILE": ("the export has already failed; it has no file", None),
     "NOT_READY": ("the export is running; its file is not ready yet", None),

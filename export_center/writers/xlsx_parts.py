@@ -257,9 +257,14 @@ def _app_xml(sheet_count: int) -> str:
     )
 
 
+def _written_at() -> str:
+    """When the package is written: now in UTC, ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _core_xml() -> str:
-    """``docProps/core.xml``: creator and creation time (UTC)."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``docProps/core.xml``: creator, the file's mark (if any) and creation time (UTC)."""
+    now = _written_at()
     return (
         f"{_XML_HEAD}<cp:coreProperties "
         'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from export_center import repository
-from export_center.auth import DOWNLOAD_ALL
+from export_center.auth import ADMIN, DOWNLOAD_ALL
 from export_center.db import reading
 from export_center.registry_source import default_registry_path
 from tests.support.helpers import ORDERS_PERMISSION, create, wait_state
@@ -136,6 +136,17 @@ def test_a_revoked_link_answers_410_and_revoking_all_reaches_every_older_link(ma
     assert anonymous.get(link_of(alice, task_id)).status_code == 200  # a new link works
     bad = alice.post(revoke, json={"linkId": "not-a-link"})
     assert (bad.status_code, bad.json()["code"]) == (422, "INVALID_VALUE")
+    # A link id of another task, or one made up, is no link of this task: 404, nothing
+    # recorded, and the other task's link keeps working.
+    other = link_of(alice, succeeded(stack, alice))
+    root = stack.client("root", perms=[ADMIN])
+    for foreign in (link_id(other), "0123456789abcdef"):
+        for who, path in ((alice, revoke), (root, f"/api/v1/admin{revoke[7:]}")):
+            body = {"linkId": foreign, "reason": "wrong task"}
+            answer = who.post(path, json=body)
+            assert (answer.status_code, answer.json()["code"]) == (404, "LINK_NOT_FOUND")
+            assert foreign in answer.json()["message"]
+    assert anonymous.get(other).status_code == 200
     # Both revocations are in the audit trail, with who and why.
     with reading(stack.runtime.engine) as conn:
         task = repository.read_task_by_no(conn, task_id)

@@ -130,6 +130,10 @@ def test_the_cli_and_admin_api_show_downloads_and_revoke_links(make_stack):
     assert reasons == ["leaked in a ticket", "left the company"]
     assert [d["type"] for d in report["downloads"]][-2:] == ["link", "bearer"]
     assert downloads(alice, task_id)[0]["code"] == "LINK_REVOKED"
+    foreign = run_cli(
+        ["links", "revoke", task_id, "--link", "0123456789abcdef", "--reason", "wrong"], env
+    )
+    assert foreign.returncode == 1 and last_line(foreign).startswith("LINK_NOT_FOUND: ")
     missing = run_cli(["links", "revoke", "exp_01M8QZKN3RQRYV1AQSV6Q4X3RZ", "--reason", "xyz"], env)
     assert missing.returncode == 1 and last_line(missing).startswith("TASK_NOT_FOUND: ")
     anonymous.close()

@@ -6,7 +6,9 @@ import bisect
 import csv
 import datetime as dt
 import io
+import re
 import time
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,3 +187,24 @@ def in_shard_order(
         return sorted(key for _day, key in rows)
     keyed = sorted((bisect.bisect_right(starts, day) - 1, key) for day, key in rows)
     return [key for _shard, key in keyed]
+
+
+MARKED_ENTRIES = frozenset({"docProps/core.xml", "docProps/custom.xml"})
+_MARK_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def assert_same_workbook_but_its_mark(a: bytes, b: bytes, task_a: str, task_b: str) -> None:
+    """Two XLSX files of two tasks are the same package entry for entry, byte for byte,
+    except the document properties that name their own task (``writers.file_mark``):
+    those differ only by the task id and its creation time, and each names its task."""
+    with zipfile.ZipFile(io.BytesIO(a)) as za, zipfile.ZipFile(io.BytesIO(b)) as zb:
+        assert za.namelist() == zb.namelist()
+        for name in za.namelist():
+            ea, eb = za.read(name), zb.read(name)
+            if name not in MARKED_ENTRIES:
+                assert ea == eb, name
+                continue
+            assert task_a.encode() in ea and task_b.encode() in eb, name
+            norm_a = _MARK_TIME.sub(b"T", ea.replace(task_a.encode(), b"ID"))
+            norm_b = _MARK_TIME.sub(b"T", eb.replace(task_b.encode(), b"ID"))
+            assert norm_a == norm_b, name

@@ -12,7 +12,7 @@ import pytest
 from export_center.access import Scope
 from export_center.errors import Forbidden
 from export_center.link_limits import LinkLimits, file_rules, link_ttl
-from export_center.links import is_link_id, sign_download, verify_download
+from export_center.links import is_link_id, is_link_of, new_link_id, sign_download, verify_download
 
 SECRET = "s" * 32
 SCOPE = Scope(tenant_id="t1", app_code="PLATFORM", owner="alice")
@@ -53,6 +53,20 @@ def test_a_link_carries_a_signed_id_and_issue_time() -> None:
     for dropped in ("link", "issued"):
         with pytest.raises(Forbidden):
             _verify({k: v for k, v in fields.items() if k != dropped})
+
+
+def test_a_link_id_is_bound_to_its_task_and_secret() -> None:
+    ids = {new_link_id(SECRET, "exp_1") for _ in range(200)}
+    assert len(ids) == 200 and all(is_link_id(i) for i in ids)
+    assert all(is_link_of(SECRET, "exp_1", i) for i in ids)
+    signed = _fields(sign_download(SECRET, "exp_1", "alice", SCOPE, 60, now=NOW))["link"]
+    assert is_link_of(SECRET, "exp_1", signed)
+    # Another task, another secret, a changed digit, a made-up or malformed id: no.
+    assert sum(is_link_of(SECRET, "exp_2", i) for i in ids) <= 1  # 32-bit tag
+    assert not any(is_link_of("t" * 32, "exp_1", i) for i in ids)
+    flipped = signed[:-1] + ("0" if signed[-1] != "0" else "1")
+    for bad in (flipped, "0123456789abcdef", "", "XYZ", signed.upper()):
+        assert not is_link_of(SECRET, "exp_1", bad)
 
 
 def test_a_link_signed_before_links_had_ids_verifies_without_an_id() -> None:

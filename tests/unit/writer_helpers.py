@@ -66,11 +66,11 @@ def frozen_package_time() -> Iterator[None]:
     ``docProps/core.xml``'s creation time are "now"; within the block they are one
     fixed moment.
     """
-    core = xlsx_parts._core_xml()
+    written = xlsx_parts._written_at()
     clock = types.SimpleNamespace(time=lambda: 1_700_000_000.0, localtime=time.localtime)
     with (
         mock.patch.object(zipfile, "time", clock),
-        mock.patch.object(xlsx_parts, "_core_xml", lambda: core),
+        mock.patch.object(xlsx_parts, "_written_at", lambda: written),
     ):
         yield
 

@@ -110,7 +110,9 @@ def _tenant_task(runtime: RuntimeDep, user: Identity, task_no: str) -> Task:
 @router.post(
     "/exports/{task_id}/links/revoke",
     response_model=RevokedPublic,
-    responses=errors(GUARD, AUTH, BODY, _ADMIN, _TASK, {422: ["INVALID_VALUE"]}),
+    responses=errors(
+        GUARD, AUTH, BODY, _ADMIN, _TASK, {404: ["LINK_NOT_FOUND"], 422: ["INVALID_VALUE"]}
+    ),
 )
 def admin_revoke(
     task_id: str, body: AdminRevokeBody, user: CurrentUser, runtime: RuntimeDep
@@ -119,7 +121,12 @@ def admin_revoke(
     (audit trail)."""
     task = _tenant_task(runtime, user, task_id)
     download_ops.revoke_task_links(
-        runtime.engine, task, body.linkId, actor=service.actor_of(user), reason=body.reason
+        runtime.engine,
+        task,
+        body.linkId,
+        secret=runtime.settings.download_secret,
+        actor=service.actor_of(user),
+        reason=body.reason,
     )
     return RevokedPublic(
         taskId=task.task_no, linkId=body.linkId, scope="link" if body.linkId else "all"

@@ -46,6 +46,7 @@ def downloads(task_id: str, user: CurrentUser, runtime: RuntimeDep) -> Downloads
         GUARD,
         AUTH,
         _TASK,
+        {404: ["LINK_NOT_FOUND"]},
         {422: ["UNKNOWN_FIELD", "TOO_LONG", "INVALID_TYPE", "INVALID_VALUE"]},
     ),
 )
@@ -60,6 +61,11 @@ def revoke(
     link_id = body.linkId if body is not None else None
     reason = body.reason if body is not None else None
     download_ops.revoke_task_links(
-        runtime.engine, task, link_id, actor=service.actor_of(user), reason=reason
+        runtime.engine,
+        task,
+        link_id,
+        secret=runtime.settings.download_secret,
+        actor=service.actor_of(user),
+        reason=reason,
     )
     return RevokedPublic(taskId=task.task_no, linkId=link_id, scope="link" if link_id else "all")
