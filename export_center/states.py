@@ -57,8 +57,10 @@ class OutboxStatus(StrEnum):
 
 
 class Phase(StrEnum):
-    """Where a task is: ``queued`` before a claim, then ``fetch``, ``render``, ``store``."""
+    """Where a task is: ``approval`` while it waits for (or ended at) an approver's
+    decision, ``queued`` before a claim, then ``fetch``, ``render``, ``store``."""
 
+    APPROVAL = "approval"
     QUEUED = "queued"
     FETCH = "fetch"
     RENDER = "render"

@@ -31,8 +31,9 @@ State = Literal[
     "awaiting_approval",
     "rejected",
 ]
-#: Where a task is: waiting, fetching from the provider, writing the file, storing it.
-PhaseName = Literal["queued", "fetch", "render", "store"]
+#: Where a task is: at approval (awaiting it, or rejected there), waiting for a worker,
+#: fetching from the provider, writing the file, storing it.
+PhaseName = Literal["approval", "queued", "fetch", "render", "store"]
 
 __all__ = [
     "ActorPublic",

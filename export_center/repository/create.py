@@ -181,7 +181,7 @@ def create_task(
             app_code=new.app_code,
             requested_by=new.requested_by,
             status=(TaskStatus.PENDING if new.approval is None else AWAITING).value,
-            phase=Phase.QUEUED.value,
+            phase=(Phase.QUEUED if new.approval is None else Phase.APPROVAL).value,
             processed_rows=0,
             dispatch_version=1,
             attempt_count=0,

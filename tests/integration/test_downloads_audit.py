@@ -191,8 +191,12 @@ def test_a_type_limits_how_often_and_how_long_a_link_works(make_stack, tmp_path)
     assert expires - time.time() <= 60  # minutes: 1
     detail = alice.get(f"/api/v1/exports/{task_id}").json()
     assert int(parse_qs(urlsplit(detail["downloadUrl"]).query)["expires"][0]) - time.time() <= 60
-    assert [anonymous.get(url).status_code for _ in range(2)] == [200, 200]
-    third = anonymous.get(url)
+    # Each GET is a use, a range included (a ranged GET is how the rest of a file comes).
+    ranged = anonymous.get(url, headers={"range": "bytes=10-"})
+    assert ranged.status_code == 206
+    assert anonymous.head(url).status_code == 200  # HEAD is free
+    assert anonymous.get(url).status_code == 200
+    third = anonymous.get(url, headers={"range": "bytes=20-"})
     assert (third.status_code, third.json()["code"]) == (410, "LINK_USED_UP")
     assert anonymous.get(link_of(alice, task_id)).status_code == 200  # a new link
     anonymous.close()

@@ -69,7 +69,7 @@ def test_enums_for_format_state_and_phase(schema):
         "awaiting_approval",
         "rejected",
     ]
-    assert public["phase"]["enum"] == ["queued", "fetch", "render", "store"]
+    assert public["phase"]["enum"] == ["approval", "queued", "fetch", "render", "store"]
     assert models["ExportCreate"]["properties"]["format"]["enum"] == public["format"]["enum"]
     assert models["ExportAccepted"]["properties"]["state"]["enum"] == public["state"]["enum"]
 

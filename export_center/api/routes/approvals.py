@@ -1,7 +1,7 @@
 """``/api/v1/approvals``: the approval queue of the caller's tenant, approve and reject.
 
 * ``GET /api/v1/approvals``: ``{canApprove, items: [{taskId, exportType, taskName,
-  requestedBy, requestedAt, expiresAt, reasons, estimatedRows, format, parameters,
+  requestedBy, requestedAt, expiresAt, reasons (one sentence per rule), rules, estimatedRows, format, parameters,
   columns}]}``, oldest first: the tasks of the caller's tenant and app awaiting approval
   whose approver permission the caller holds (empty, ``canApprove: false``, for anyone
   else);
@@ -30,6 +30,7 @@ from export_center.api.schemas import ExportPublic
 from export_center.api.service import actor_of
 from export_center.auth import Identity
 from export_center.filespec import FileSpec
+from export_center.governance_rules import reason_text
 
 __all__ = ["ApprovalPublic", "ApprovalsPublic", "DecisionBody", "requester_of", "router"]
 
@@ -43,7 +44,12 @@ class DecisionBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(None, max_length=approvals.MAX_REASON_CHARS)
+    reason: str | None = Field(
+        None,
+        max_length=approvals.MAX_REASON_CHARS,
+        description="Why: optional on approve, required (not blank) on reject; kept in the "
+        "audit trail and the approval record, and told to the requester",
+    )
 
 
 class ApprovalPublic(BaseModel):
@@ -56,7 +62,10 @@ class ApprovalPublic(BaseModel):
     requestedBy: str
     requestedAt: datetime | None
     expiresAt: datetime | None
-    reasons: str = Field(description="Why it needs approval (English)")
+    reasons: list[str] = Field(
+        description="Why it needs approval: one English sentence per matched rule (the "
+        "page words them from ``rules`` in its own language)"
+    )
     rules: list[dict[str, Any]] = Field(
         description='The rules that matched: {"rule": "always"}, {"rule": "rows_over", '
         '"limit": N, "estimate": E or null}, {"rule": "columns", "columns": [...]}'
@@ -88,6 +97,7 @@ def approval_public(item: approvals.Pending) -> ApprovalPublic:
     """The API shape of a waiting task."""
     task, request = item.task, item.approval
     spec = FileSpec.from_text(task.file_spec_json)
+    rules = orjson.loads(request.rules_json) if request.rules_json else []
     return ApprovalPublic(
         taskId=task.task_no,
         exportType=task.export_type,
@@ -96,8 +106,8 @@ def approval_public(item: approvals.Pending) -> ApprovalPublic:
         requestedBy=task.requested_by,
         requestedAt=utc(request.requested_at),
         expiresAt=utc(request.expires_at),
-        reasons=request.reasons,
-        rules=orjson.loads(request.rules_json) if request.rules_json else [],
+        reasons=[reason_text(r) for r in rules] or [request.reasons],
+        rules=rules,
         estimatedRows=request.estimated_rows,
         parameters=orjson.loads(task.parameters_json),
         columns=[c.key for c in spec.columns],

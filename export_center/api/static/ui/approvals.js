@@ -80,7 +80,7 @@ export class ApprovalsView {
       h('td', {}, h('div', {}, item.taskName), h('div', { class: 'sub' }, `${this.ctx.typeTitle(item.exportType)} · ${item.format.toUpperCase()}`), h('div', { class: 'sub' }, columns)),
       h('td', {}, item.requestedBy),
       h('td', {}, item.requestedAt ? i18n.dateTimeShort(item.requestedAt) : ''),
-      h('td', {}, item.rules?.length ? h('div', {}, item.rules.map(ruleText).join(t('ap.sep'))) : h('div', { lang: 'en' }, item.reasons), rows ? h('div', { class: 'sub' }, rows) : null),
+      h('td', {}, item.rules?.length ? h('div', {}, item.rules.map(ruleText).join(t('ap.sep'))) : h('div', { lang: 'en' }, (item.reasons || []).join('; ')), rows ? h('div', { class: 'sub' }, rows) : null),
       h('td', {}, item.expiresAt ? i18n.dateTimeShort(item.expiresAt) : ''),
       h('td', {}, decision));
   }
