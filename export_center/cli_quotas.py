@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from export_center import operations
 from export_center.api.quota_schemas import (
@@ -21,6 +22,7 @@ from export_center.auth import TENANT_ID_MAX_LENGTH, USER_ID_MAX_LENGTH
 from export_center.cli_ops import JsonOption, ReasonOption, _Context, _group
 from export_center.db import reading
 from export_center.repository import quotas as qrepo
+from export_center.settings_quotas import QuotaSettings
 from export_center.terminal import console, print_json, print_table, visible
 
 __all__ = ["quotas_app"]
@@ -63,7 +65,20 @@ def _limit(value: int | None) -> str:
     return "no limit" if value is None else f"{value:,}"
 
 
-def _show(report: TenantQuotaPublic) -> None:
+def _defaults_note(quotas: QuotaSettings) -> str:
+    """Where the default limits come from: this command's settings, which must be the
+    API's for the figures to be the API's (a default unset here says "no limit")."""
+    named = ", ".join(
+        f"EXPORT_CENTER_QUOTAS__{name.upper()}={_limit(getattr(quotas, name))}"
+        for name in QuotaSettings.model_fields
+    )
+    return (
+        f"defaults (read by this command, not from the API): {named}; run it with the "
+        "API's environment, or the limits shown are not the ones the API applies"
+    )
+
+
+def _show(report: TenantQuotaPublic, quotas: QuotaSettings) -> None:
     who = report.tenant + (f" / {report.user}" if report.user else "")
     rows = []
     for name, fig in (("exports", report.quota.tasks), ("rows", report.quota.rows)):
@@ -71,6 +86,7 @@ def _show(report: TenantQuotaPublic) -> None:
     print_table(out, f"quota of {who} today", ["", "used", "limit", "left", "resets at"], rows)
     overrides = [o for o in (report.tenantOverride, report.userOverride) if o is not None]
     _overrides(overrides)
+    out.print(Text(visible(_defaults_note(quotas))))
 
 
 def _overrides(found: list[OverridePublic]) -> None:
@@ -108,7 +124,7 @@ def quotas_show(tenant: TenantArg, user: UserOption = None, as_json: JsonOption 
     if as_json:
         print_json(report)
     else:
-        _show(report)
+        _show(report, ctx.settings.quotas)
 
 
 @quotas_app.command("list")
@@ -157,7 +173,7 @@ def quotas_set(
     if as_json:
         print_json(report)
         return
-    _show(report)
+    _show(report, ctx.settings.quotas)
     typer.echo(visible(f"recorded in the audit trail as {actor}"))
 
 

@@ -1,11 +1,12 @@
 """What the API, the admin API and the operator CLI do with downloads, links and files.
 
 * :func:`task_downloads`: a task's download rows, newest first.
-* :func:`revoke_task_links`: revoke one link of a task, or every link issued so far;
-  a link id that was not minted for the task is refused (404 ``LINK_NOT_FOUND``: link
-  ids carry an HMAC of their task, :func:`export_center.links.is_link_of`); written to ``export_link_revocation`` and the audit trail in one transaction. From the
-  commit on, every API process answers the link 410 ``LINK_REVOKED`` (each download reads
-  the revocations from the database; there is no cache).
+* :func:`revoke_task_links`: revoke one link of a task, or every link issued so far; a
+  link id that was not minted for the task is refused (404 ``LINK_NOT_FOUND``: link ids
+  carry an HMAC of their task, :func:`export_center.links.is_link_of`); written to
+  ``export_link_revocation`` and the audit trail in one transaction. From the commit on,
+  every API process answers the link 410 ``LINK_REVOKED`` (each download reads the
+  revocations from the database; there is no cache).
 * :func:`trace_file`: which task produced a file, from its bytes (SHA-256) alone, with
   the task's requester and every download of the task. Bytes whose hash no task stored
   (an edited file, a file from elsewhere) are unknown: never matched to a task by any

@@ -4,12 +4,14 @@ A link is ``/api/v1/exports/{taskId}/download?expires=<unix s>&user=<id>&tenant=
 &app=<code>&scope=own|all&link=<id>&issued=<unix ms>&signature=<hex>``. The signature is
 HMAC-SHA256 over the task id and everything that decides visibility: the user it was
 issued to, their tenant and app, whether they saw the task as its owner (``own``) or
-through the download-all permission (``all``), the expiry, and the link's own id (16
-hex digits: 8 random, then 8 of an HMAC binding them to the task, so a revocation can
-tell a link of the task from any other id, :func:`is_link_of`) and issue time (Unix ms, this process's clock), by which it is
-revoked (:func:`export_center.repository.downloads.link_revoked`: its own id, or every
-link of its task revoked at or after its issue time, database clock; the two clocks are
-assumed synchronised, as NTP keeps them). Links signed before links had ids (no ``link``
+through the download-all permission (``all``), the expiry, and the link's own id (16 hex
+digits: 8 random, then 8 of an HMAC binding them to the task, so a revocation can tell a
+link of the task from any other id, :func:`is_link_of`) and issue time (Unix ms, this
+process's clock), by which it is revoked
+(:func:`export_center.repository.downloads.link_revoked`: its own id, or every link of
+its task revoked at or after its issue time, database clock; the two clocks are assumed
+synchronised, as NTP keeps them).
+Links signed before links had ids (no ``link``
 and ``issued``) are still accepted until they expire; they have no id, so only a
 revocation of every link of their task reaches them. Changing any of them, or using the
 link after ``expires``, is refused with 403, and serving the file applies the same

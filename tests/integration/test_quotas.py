@@ -195,6 +195,11 @@ def test_operator_overrides_through_the_cli(make_stack):
     assert shown.returncode == 0, shown.stderr
     figures = json.loads(shown.stdout)["quota"]["tasks"]
     assert (figures["used"], figures["limit"], figures["remaining"]) == (1, 1, 0)
+    # The text names where the defaults come from: this command's settings.
+    text = run_cli(["quotas", "show", "--tenant", "t1"], env).stdout
+    assert "EXPORT_CENTER_QUOTAS__TENANT_TASKS_PER_DAY=1" in text
+    assert "EXPORT_CENTER_QUOTAS__USER_TASKS_PER_DAY=no limit" in text
+    assert "not the ones the API applies" in text
     raised = run_cli(
         ["quotas", "set", "--tenant", "t1", "--tasks-per-day", "5", "--reason", "big month"],
         env,

@@ -1,10 +1,10 @@
 """``/api/v1/approvals``: the approval queue of the caller's tenant, approve and reject.
 
 * ``GET /api/v1/approvals``: ``{canApprove, items: [{taskId, exportType, taskName,
-  requestedBy, requestedAt, expiresAt, reasons (one sentence per rule), rules, estimatedRows, format, parameters,
-  columns}]}``, oldest first: the tasks of the caller's tenant and app awaiting approval
-  whose approver permission the caller holds (empty, ``canApprove: false``, for anyone
-  else);
+  requestedBy, requestedAt, expiresAt, reasons (one sentence per rule), rules,
+  estimatedRows, format, parameters, columns}]}``, oldest first: the tasks of the
+  caller's tenant and app awaiting approval whose approver permission the caller holds
+  (empty, ``canApprove: false``, for anyone else);
 * ``POST /api/v1/approvals/{taskId}/approve`` (optional ``{reason}``) and ``/reject``
   (``{reason}`` required): the task as ``GET /api/v1/exports/{taskId}`` shows it
   (``queued`` or ``rejected``). 403 ``SELF_APPROVAL`` for the requester's own request,
