@@ -92,6 +92,10 @@ class RequestError(ExportCenterError):
 
     status = 400
     code = "BAD_REQUEST"
+    #: The same sentence in Chinese, for the refusals a person in the page meets with
+    #: their own figures in it (quotas, row ceilings); None elsewhere (the page words
+    #: every code itself). Answered as ``messageZh`` when set.
+    message_zh: str | None = None
 
     def __init__(self, message: str, *, code: str | None = None, field: str | None = None):
         super().__init__(message)

@@ -12,7 +12,9 @@ The rule:
   (unset: no limit), each replaced by the tenant's override (``export_quota`` row with
   ``user_id=''``: the tenant's totals) or the user's (a row for that user: the user's
   limits) where that override names a number.
-* **Tasks created** are the tasks of the day in ``export_task`` (any status); **rows
+* **Tasks created** are the tasks of the day in ``export_task`` (any status but
+  ``REJECTED``: a request an approver refused, or that expired unapproved, never ran,
+  so it gives its slot back; one awaiting approval counts, it may yet run); **rows
   exported** are the rows written by the exports that succeeded that day, counted when
   they finish (:mod:`export_center.repository.quotas`). An idempotent replay, an active
   duplicate returned for a repeated create, and a refused create make no task row, so
@@ -67,9 +69,10 @@ class QuotaExceeded(TooManyActiveTasks):
 
     code = "QUOTA_EXCEEDED"
 
-    def __init__(self, message: str, *, reason: str, retry_after: int):
+    def __init__(self, message: str, *, reason: str, retry_after: int, message_zh: str):
         super().__init__(message, code="QUOTA_EXCEEDED", retry_after=retry_after)
         self.reason = reason
+        self.message_zh = message_zh
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +219,14 @@ def _count(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
-def _refuse(reason: str, text: str, day: Day) -> QuotaExceeded:
+def _refuse(reason: str, text: str, day: Day, text_zh: str) -> QuotaExceeded:
     metrics.QUOTA_REFUSALS.labels(reason).inc()
     when = day.resets_at.strftime("%Y-%m-%d %H:%M")
     zone = day.zone.key
     return QuotaExceeded(
         f"{text}; the quota starts again at {when} ({zone}), in {day.seconds_left} s",
+        message_zh=f"{text_zh}，本次未创建导出。额度将于 {when}（{zone}）恢复，"
+        f"还有 {day.seconds_left} 秒",
         reason=reason,
         retry_after=day.seconds_left,
     )
@@ -247,6 +252,8 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
                 f"your organization ({new.tenant_id}) has created {_count(tenant.tasks, 'export')} "
                 f"today, its daily quota of {limits.tenant_tasks}",
                 day,
+                f"贵组织（{new.tenant_id}）今日已创建 {tenant.tasks:,} 个导出，"
+                f"已达每日额度 {limits.tenant_tasks:,} 个",
             )
         if limits.tenant_rows is not None and tenant.rows >= limits.tenant_rows:
             raise _refuse(
@@ -255,6 +262,8 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
                 f"{_count(tenant.rows, 'row')} today, its daily quota of "
                 f"{_count(limits.tenant_rows, 'row')}",
                 day,
+                f"贵组织（{new.tenant_id}）今日导出已写入 {tenant.rows:,} 行，"
+                f"已达每日额度 {limits.tenant_rows:,} 行",
             )
     if limits.user_tasks is not None or limits.user_rows is not None:
         user = qrepo.usage(conn, new.tenant_id, new.requested_by, day.start, day.end)
@@ -264,6 +273,7 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
                 f"you have created {_count(user.tasks, 'export')} today, your daily quota of "
                 f"{limits.user_tasks}",
                 day,
+                f"您今日已创建 {user.tasks:,} 个导出，已达每日额度 {limits.user_tasks:,} 个",
             )
         if limits.user_rows is not None and user.rows >= limits.user_rows:
             raise _refuse(
@@ -271,4 +281,5 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
                 f"your exports have written {_count(user.rows, 'row')} today, your daily "
                 f"quota of {_count(limits.user_rows, 'row')}",
                 day,
+                f"您今日的导出已写入 {user.rows:,} 行，已达每日额度 {limits.user_rows:,} 行",
             )

@@ -161,11 +161,11 @@ def create_app(
             headers["WWW-Authenticate"] = 'Bearer realm="export-center"'
         elif isinstance(exc, TooManyActiveTasks):
             headers["Retry-After"] = str(exc.retry_after)
-        return JSONResponse(
-            {"code": exc.code, "message": exc.message, "field": exc.field},
-            status_code=exc.status,
-            headers=headers,
-        )
+        body: dict[str, str | None] = {"code": exc.code, "message": exc.message}
+        body["field"] = exc.field
+        if exc.message_zh is not None:
+            body["messageZh"] = exc.message_zh
+        return JSONResponse(body, status_code=exc.status, headers=headers)
 
     @app.exception_handler(StorageError)
     async def _storage_error(_: Request, exc: StorageError) -> JSONResponse:

@@ -28,6 +28,10 @@ class RowCeilingExceeded(Forbidden):
 
     code = "ROW_CEILING"
 
+    def __init__(self, message: str, *, message_zh: str) -> None:
+        super().__init__(message)
+        self.message_zh = message_zh
+
 
 def row_ceiling_of(etype: ExportType, user: Identity) -> int | None:
     """The caller's row ceiling for ``etype`` (None: no ceiling but ``max_rows``)."""
@@ -54,7 +58,9 @@ def apply_governance(
         raise RowCeilingExceeded(
             f"this export would have about {estimate:,} rows, more than your row ceiling "
             f"of {ceiling:,} for {etype.code} exports; narrow the filters or ask for a "
-            "permission with a higher ceiling"
+            "permission with a higher ceiling",
+            message_zh=f"此导出约有 {estimate:,} 行，超过您 {etype.code} 导出的行数上限 "
+            f"{ceiling:,} 行，本次未创建导出。请缩小筛选范围，或申请上限更高的权限",
         )
     need = None
     rule = etype.approval

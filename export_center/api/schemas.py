@@ -483,3 +483,8 @@ class ErrorBody(BaseModel):
     code: str
     message: str
     field: str | None = None
+    messageZh: str | None = Field(
+        default=None,
+        description="The sentence in Chinese, where the refusal carries the caller's own "
+        "figures (QUOTA_EXCEEDED, ROW_CEILING); absent elsewhere",
+    )

@@ -96,9 +96,14 @@ def database_now(conn: Connection) -> datetime:
 def usage(
     conn: Connection, tenant_id: str, user_id: str | None, start: datetime, end: datetime
 ) -> Usage:
-    """Tasks created and rows exported in ``[start, end)`` (naive UTC) by the tenant, or
-    by one of its users when ``user_id`` is given."""
-    created = [T.c.tenant_id == tenant_id, T.c.requested_at >= start, T.c.requested_at < end]
+    """Tasks created (but not rejected at approval) and rows exported in ``[start, end)``
+    (naive UTC) by the tenant, or by one of its users when ``user_id`` is given."""
+    created = [
+        T.c.tenant_id == tenant_id,
+        T.c.requested_at >= start,
+        T.c.requested_at < end,
+        T.c.status != TaskStatus.REJECTED.value,  # never ran: its slot is given back
+    ]
     finished = [
         T.c.tenant_id == tenant_id,
         T.c.completed_at >= start,

@@ -234,3 +234,29 @@ def test_a_schedule_run_waits_for_approval_like_a_create(make_stack, faulty, tmp
     assert item["reasons"] == ["the row count is unknown (approval above 1,000)"]
     assert bob.post(f"/api/v1/approvals/{run['taskId']}/approve", json={}).status_code == 200
     assert wait_state(alice, run["taskId"], timeout=60)["state"] == "succeeded"
+
+
+def test_a_rejected_request_gives_its_daily_quota_slot_back(make_stack, faulty, tmp_path):
+    """Quotas count requests awaiting approval (they may run) but not rejected ones."""
+    stack = approval_stack(
+        make_stack,
+        faulty,
+        tmp_path,
+        quotas={"user_tasks_per_day": 2},
+        limits={"duplicate_window_seconds": 0},
+    )
+    faulty.reset(rows=50, estimate=50)
+    alice = stack.client("alice", perms=[CREATE])
+    first = flaky(alice, taskName="first").json()["taskId"]  # every column: awaits
+    assert alice.get(f"/api/v1/exports/{first}").json()["state"] == "awaiting_approval"
+    assert alice.get("/api/v1/me/quota").json()["tasks"]["remaining"] == 1
+    second = flaky(alice, taskName="second")
+    assert second.status_code == 202, second.text
+    refused = flaky(alice, taskName="third")
+    assert (refused.status_code, refused.json()["code"]) == (429, "QUOTA_EXCEEDED")
+    bob = stack.client("bob", perms=[APPROVE])
+    rejected = bob.post(f"/api/v1/approvals/{first}/reject", json={"reason": "no PII today"})
+    assert rejected.status_code == 200, rejected.text
+    assert alice.get("/api/v1/me/quota").json()["tasks"]["remaining"] == 1
+    again = flaky(alice, taskName="third")
+    assert again.status_code == 202, again.text

@@ -53,12 +53,15 @@ def tasks_in_db(stack: Stack, tenant: str = "t1") -> int:
         )
 
 
-def assert_refused(answer: Any, stack: Stack, *, words: str) -> None:
+def assert_refused(answer: Any, stack: Stack, *, words: str, zh: str) -> None:
     assert answer.status_code == 429, answer.text
     body = answer.json()
     assert body["code"] == "QUOTA_EXCEEDED"
     assert words in body["message"] and "starts again at" in body["message"]
     seconds = int(answer.headers["Retry-After"])
+    # The same sentence in Chinese, with the same figures and moment.
+    assert zh in body["messageZh"] and "本次未创建导出" in body["messageZh"], body
+    assert f"（{ZONE}）恢复" in body["messageZh"]
     day = the_day(stack)
     assert abs(seconds - (day.end - day.now).total_seconds()) <= 5
     # the next midnight in the zone, at most a day away
@@ -77,7 +80,7 @@ def test_user_tasks_quota_refuses_with_retry_after_and_replays_do_not_count(make
     for _ in range(2):
         assert create(alice).status_code == 202
     refused = create(alice, requestId="k-4")
-    assert_refused(refused, stack, words="your daily quota of 3")
+    assert_refused(refused, stack, words="your daily quota of 3", zh="已达每日额度 3 个")
     assert create(alice, requestId="k-4").status_code == 429  # a refusal did not count
     # A replay of a key that made a task is answered even with the quota used up.
     replay = create(alice, requestId="k-1")
@@ -108,7 +111,7 @@ def test_the_stricter_of_user_and_tenant_applies(make_stack):
     mine = alice.get("/api/v1/me/quota").json()["tasks"]
     assert (mine["used"], mine["limit"], mine["remaining"]) == (1, 2, 1)  # the tenant's
     assert create(bob).status_code == 202
-    assert_refused(create(alice), stack, words="your organization (t1)")
+    assert_refused(create(alice), stack, words="your organization (t1)", zh="贵组织（t1）")
     assert alice.get("/api/v1/me/quota").json()["tasks"]["remaining"] == 0
     # Another tenant is not touched.
     other = stack.client("carol", "t2")
@@ -126,7 +129,7 @@ def test_rows_count_when_exports_succeed_and_then_refuse(make_stack):
     assert rows > 0
     quota = alice.get("/api/v1/me/quota").json()["rows"]
     assert (quota["used"], quota["limit"], quota["remaining"]) == (rows, 1, 0)
-    assert_refused(create(alice), stack, words="rows today")
+    assert_refused(create(alice), stack, words="rows today", zh="行，已达每日额度")
     # bob's rows are his own
     assert create(stack.client("bob")).status_code == 202
 
@@ -145,7 +148,7 @@ def test_operator_overrides_through_the_admin_api_are_audited(make_stack):
     assert got["tenantOverride"]["updatedBy"] == "user:platform/ops"
     assert got["quota"]["tasks"]["limit"] == 1
     assert create(alice).status_code == 202
-    assert_refused(create(alice), stack, words="its daily quota of 1")
+    assert_refused(create(alice), stack, words="its daily quota of 1", zh="已达每日额度 1 个")
     # A user override does not lift the tenant's total: the stricter applies.
     user_set = ops.put(
         "/api/v1/admin/quotas/t1", json={"user": "alice", "tasksPerDay": 10, **reason}

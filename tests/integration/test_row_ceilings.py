@@ -43,6 +43,7 @@ def test_an_estimate_above_the_ceiling_is_refused_before_a_task_exists(
     body = answer.json()
     assert body["code"] == "ROW_CEILING"
     assert "1,000" in body["message"] and "2,500" in body["message"], body
+    assert "约有 2,500 行" in body["messageZh"] and "上限 1,000 行" in body["messageZh"]
     assert task_count(stack) == 0
     # The strongest permission held applies: the bulk ceiling lets the same export run.
     client = stack.client("bob", perms=[CREATE, BULK])
