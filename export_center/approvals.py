@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from export_center import metrics, repository
 from export_center.commands import COMMAND_TAG
@@ -166,6 +166,21 @@ def _reason(reason: str | None, *, required: bool) -> str | None:
     return text or None
 
 
+def _told(conn: Connection, task: Task, *, actor: str, outcome: str, reason: str | None) -> None:
+    """In the decision's transaction: the requester's event (``export.approved`` or
+    ``export.rejected``, shown in the page whatever their targets) and the audit row."""
+    event = "export.approved" if outcome == "approved" else "export.rejected"
+    enqueue_task_event(conn, task.id, event, page_always=True)
+    repository.record_audit(
+        conn,
+        actor=actor,
+        action=repository.AuditAction.APPROVAL_DECISION,
+        outcome=outcome,
+        task=task,
+        reason=reason,
+    )
+
+
 def approve(ctx: ServiceContext, who: Requester, task_no: str, reason: str | None = None) -> Task:
     """Approve a waiting export: it is queued (PENDING) with its first outbox row, in the
     transaction that checks it still waits; audited.
@@ -183,15 +198,7 @@ def approve(ctx: ServiceContext, who: Requester, task_no: str, reason: str | Non
             repository.insert_outbox(
                 conn, queued, topic=ctx.settings.command_topic, tag=COMMAND_TAG
             )
-            enqueue_task_event(conn, queued.id, "export.approved", page_always=True)
-            repository.record_audit(
-                conn,
-                actor=who.actor,
-                action=repository.AuditAction.APPROVAL_DECISION,
-                outcome="approved",
-                task=queued,
-                reason=text,
-            )
+            _told(conn, queued, actor=who.actor, outcome="approved", reason=text)
     if queued is None:
         raise _not_waiting(ctx.engine, task)
     metrics.APPROVAL_DECISIONS.labels(task.export_type, "approved").inc()
@@ -213,15 +220,7 @@ def reject(ctx: ServiceContext, who: Requester, task_no: str, reason: str | None
     with ctx.engine.begin() as conn:
         done = store.decide_reject(conn, task.id, by=who.user, reason=message)
         if done is not None:
-            enqueue_task_event(conn, done.id, "export.rejected", page_always=True)
-            repository.record_audit(
-                conn,
-                actor=who.actor,
-                action=repository.AuditAction.APPROVAL_DECISION,
-                outcome="rejected",
-                task=done,
-                reason=text,
-            )
+            _told(conn, done, actor=who.actor, outcome="rejected", reason=text)
     if done is None:
         raise _not_waiting(ctx.engine, task)
     metrics.APPROVAL_DECISIONS.labels(task.export_type, "rejected").inc()
@@ -243,15 +242,8 @@ def expire_due(engine: Engine, limit: int = 100) -> int:
             )
             if ended is None:
                 continue
-            enqueue_task_event(conn, ended.id, "export.rejected", page_always=True)
-            repository.record_audit(
-                conn,
-                actor="system:reconciler",
-                action=repository.AuditAction.APPROVAL_DECISION,
-                outcome="expired",
-                task=ended,
-                reason="no decision before the request expired",
-            )
+            reason = "no decision before the request expired"
+            _told(conn, ended, actor="system:reconciler", outcome="expired", reason=reason)
             metrics.APPROVAL_DECISIONS.labels(task.export_type, "expired").inc()
             done += 1
     return done

@@ -43,7 +43,6 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
-from export_center.metrics_approvals import ApprovalGauges
 from export_center.storage.base import reported_space
 
 if TYPE_CHECKING:
@@ -216,26 +215,35 @@ class DatabaseGauges(Collector):
                 "export_notification_oldest_age_seconds",
                 "Seconds since the oldest undelivered notification was written (database clock)",
             ),
+            GaugeMetricFamily(
+                "export_approval_awaiting",
+                "Exports waiting for an approver's decision now, by type",
+                labels=["type"],
+            ),
         )
 
     def describe(self) -> Iterable[Metric]:
-        """The seven gauge families without values (no query)."""
+        """The eight gauge families without values (no query)."""
         return self._families()
 
     def collect(self) -> Iterable[Metric]:
-        """The seven gauges: one :func:`queue_figures` call and the notification backlog.
+        """The eight gauges: one :func:`queue_figures` call, the notification backlog and
+        the exports awaiting approval by type (every tenant).
 
         Raises:
             sqlalchemy.exc.SQLAlchemyError: the database did not answer.
         """
         from export_center import repository
         from export_center.db import reading
+        from export_center.repository.approvals import awaiting_by_type
         from export_center.repository.notification_reads import notification_backlog
 
         with reading(self.engine) as conn:
             figures = repository.queue_figures(conn)
             notes_pending, notes_age = notification_backlog(conn)
-        age, pending, oldest, max_attempt, scheduled, n_pending, n_age = self._families()
+            awaiting_counts = awaiting_by_type(conn)
+        families = self._families()
+        age, pending, oldest, max_attempt, scheduled, n_pending, n_age, awaiting = families
         age.add_metric([], figures.queue_age_seconds)
         pending.add_metric([], figures.outbox_pending)
         oldest.add_metric([], figures.outbox_oldest_age_seconds)
@@ -243,7 +251,9 @@ class DatabaseGauges(Collector):
         scheduled.add_metric([], figures.outbox_scheduled)
         n_pending.add_metric([], notes_pending)
         n_age.add_metric([], notes_age)
-        return (age, pending, oldest, max_attempt, scheduled, n_pending, n_age)
+        for export_type, count in sorted(awaiting_counts.items()):
+            awaiting.add_metric([export_type], count)
+        return families
 
 
 class StorageGauges(Collector):
@@ -310,14 +320,12 @@ class ProcessMetrics(Collector):
 
     def __init__(self, engine: Engine, storage: tuple[Storage, int] | None = None) -> None:
         self.database = DatabaseGauges(engine)
-        self.approvals = ApprovalGauges(engine)
         self.storage = StorageGauges(*storage) if storage else None
 
     def collect(self) -> Iterator[Metric]:
         """Every metric family of this process, database and storage gauges computed now."""
         yield from REGISTRY.collect()
         yield from self.database.collect()
-        yield from self.approvals.collect()
         if self.storage is not None:
             yield from self.storage.collect()
 
@@ -384,6 +392,5 @@ def series_names() -> frozenset[str]:
     """
     families: list[Metric] = [f for m in _PROCESS_METRICS for f in m.describe()]
     families.extend(DatabaseGauges._families())
-    families.extend(ApprovalGauges._families())
     families.extend(StorageGauges._families())
     return frozenset(f.name + suffix for f in families for suffix in _SUFFIXES[f.type])

@@ -16,12 +16,12 @@ from fastapi import APIRouter, Depends, Query
 from export_center import approvals
 from export_center.api.deps import CurrentUser, RuntimeDep, strict_query
 from export_center.api.openapi import AUTH, BODY, errors
-from export_center.api.present import one_public
 from export_center.api.routes.admin import admin_tenant
 from export_center.api.routes.approvals import (
     ApprovalsPublic,
     DecisionBody,
     approval_public,
+    decide,
 )
 from export_center.api.schemas import ExportPublic
 from export_center.api.service import actor_of
@@ -74,11 +74,7 @@ def approve(
     task_id: str, user: CurrentUser, runtime: RuntimeDep, body: DecisionBody | None = None
 ) -> ExportPublic:
     """Approve a request of the admin's tenant: the export is queued."""
-    task = approvals.approve(
-        runtime, _admin(runtime, user), task_id, body.reason if body is not None else None
-    )
-    runtime.publish_soon()
-    return one_public(runtime, task, user)
+    return decide(runtime, user, _admin(runtime, user), task_id, body, approved=True)
 
 
 @router.post(
@@ -90,7 +86,4 @@ def reject(
     task_id: str, user: CurrentUser, runtime: RuntimeDep, body: DecisionBody | None = None
 ) -> ExportPublic:
     """Reject a request of the admin's tenant with a reason."""
-    task = approvals.reject(
-        runtime, _admin(runtime, user), task_id, body.reason if body is not None else None
-    )
-    return one_public(runtime, task, user)
+    return decide(runtime, user, _admin(runtime, user), task_id, body, approved=False)

@@ -32,7 +32,14 @@ from export_center.auth import Identity
 from export_center.filespec import FileSpec
 from export_center.governance_rules import reason_text
 
-__all__ = ["ApprovalPublic", "ApprovalsPublic", "DecisionBody", "requester_of", "router"]
+__all__ = [
+    "ApprovalPublic",
+    "ApprovalsPublic",
+    "DecisionBody",
+    "decide",
+    "requester_of",
+    "router",
+]
 
 router = APIRouter(
     prefix="/api/v1/approvals", tags=["approvals"], dependencies=[Depends(strict_query)]
@@ -114,6 +121,30 @@ def approval_public(item: approvals.Pending) -> ApprovalPublic:
     )
 
 
+def decide(
+    runtime: RuntimeDep,
+    user: Identity,
+    who: approvals.Requester,
+    task_no: str,
+    body: DecisionBody | None,
+    *,
+    approved: bool,
+) -> ExportPublic:
+    """Approve (then publish the command at once) or reject ``task_no`` as ``who``, and
+    answer the task as ``user`` sees it.
+
+    Raises:
+        RequestError: what :func:`export_center.approvals.approve` / ``reject`` raise.
+    """
+    reason = body.reason if body is not None else None
+    if approved:
+        task = approvals.approve(runtime, who, task_no, reason)
+        runtime.publish_soon()
+    else:
+        task = approvals.reject(runtime, who, task_no, reason)
+    return one_public(runtime, task, user)
+
+
 _DECIDE: dict[int, list[str]] = {
     403: ["PERMISSION_DENIED", "SELF_APPROVAL"],
     404: ["TASK_NOT_FOUND"],
@@ -139,11 +170,7 @@ def approve(
     task_id: str, user: CurrentUser, runtime: RuntimeDep, body: DecisionBody | None = None
 ) -> ExportPublic:
     """Approve an export awaiting approval: it is queued and runs."""
-    task = approvals.approve(
-        runtime, requester_of(user), task_id, body.reason if body is not None else None
-    )
-    runtime.publish_soon()
-    return one_public(runtime, task, user)
+    return decide(runtime, user, requester_of(user), task_id, body, approved=True)
 
 
 @router.post(
@@ -155,7 +182,4 @@ def reject(
     task_id: str, user: CurrentUser, runtime: RuntimeDep, body: DecisionBody | None = None
 ) -> ExportPublic:
     """Reject an export awaiting approval, with a reason the requester reads."""
-    task = approvals.reject(
-        runtime, requester_of(user), task_id, body.reason if body is not None else None
-    )
-    return one_public(runtime, task, user)
+    return decide(runtime, user, requester_of(user), task_id, body, approved=False)
