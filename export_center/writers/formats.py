@@ -16,7 +16,7 @@ assembler that joins the parts into the writer's file byte for byte; a compresse
 format also gives the writer of a part cut by bytes (:class:`SizedWriter`). The call
 shapes of these parts and each format's adapters to its writers are in
 ``writers.openers``. The download center's page lists its formats itself (a radio
-button in ``api/static/ui/index.html``, labels in ``i18n.js``).
+button in ``api/static/ui/index.html``, labels in ``strings_en.js`` and ``strings_zh.js``).
 
 The formats, in table order:
 

@@ -1,7 +1,8 @@
-// The download center: sign-in, the task list with live progress, actions, the create
-// form. Served by the export center itself (no build step); see README "Download center".
+// The download center: sign-in, the task list with live progress, the views and the
+// create form (a row's actions are in actions.js, toasts and dialogs in messages.js).
+// Served by the export center itself (no build step); see README "Download center".
 
-import { $, h, icon } from './dom.js';
+import { $, h, icon, stored } from './dom.js';
 import * as i18n from './i18n.js';
 import * as api from './api.js';
 import { ACTIVE, TaskTable, cancelledBy, failureText, sharded } from './tasks.js';
@@ -9,6 +10,9 @@ import { CreateForm, describe } from './form.js';
 import { Alerts } from './alerts.js';
 import { Inbox } from './inbox.js';
 import { QuotaLine } from './quota.js';
+import { announce, confirmDialog, notify, notifyError } from './messages.js';
+import { copyLink, created, downloadFresh, finished, onAction, stopped, wire } from './actions.js';
+import { show, showSignIn, wire as wireSignIn } from './signin.js';
 import './schedules_i18n.js'; // the Schedules tab is labelled before its view loads
 import './notify_settings_i18n.js'; // so is the Notifications tab
 import './approvals_i18n.js'; // so is the Approvals tab (shown to approvers)
@@ -21,17 +25,12 @@ const HIDDEN_POLL_MS = 12000;
 const WATCH_MS = 4000; // an admin's list: every 4 s, others' new exports show up by themselves
 const OFFLINE_MAX_MS = 5000; // out of reach: ask again every 2, 4, then 5 s
 const HOST = document.documentElement.dataset.auth === 'host'; // a proxy adds Authorization
-const DEV_KEY = 'ec.devSignIn';
 const SIZE_KEY = 'ec.pageSize';
 const FILTERS_KEY = 'ec.filters';
 const STATES = ['awaiting_approval', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired', 'rejected'];
 
-function readJson(key) {
-  try { return JSON.parse(localStorage.getItem(key) || 'null'); } catch { return null; }
-}
-
 function savedFilters() {
-  const saved = readJson(FILTERS_KEY) || {};
+  const saved = stored(FILTERS_KEY) || {};
   const text = (value) => (typeof value === 'string' ? value : '');
   // The owner filter is not kept: only some accounts may use it.
   return { state: STATES.includes(saved.state) ? saved.state : '', exportType: text(saved.exportType), owner: '' };
@@ -41,7 +40,7 @@ const app = {
   me: null,
   types: [],
   filters: savedFilters(),
-  pageSize: [20, 50, 100].includes(readJson(SIZE_KEY)) ? readJson(SIZE_KEY) : 20,
+  pageSize: [20, 50, 100].includes(stored(SIZE_KEY)) ? stored(SIZE_KEY) : 20,
   cursors: [null],
   page: 0,
   items: [],
@@ -67,68 +66,6 @@ const app = {
   stopping: new Map(), // taskId -> its "Stopping…" toast, gone when the export ends
 };
 
-// ---------------------------------------------------------------- messages
-
-/** A toast; returns it. `action` `{label, onClick}` adds a button (the toast goes when it
- * is pressed), `extra` an element under the text; `sticky` toasts stay until dismissed. */
-function notify(kind, text, detail, { action, extra, sticky = kind === 'error' } = {}) {
-  const box = $('toasts');
-  const close = h('button', { type: 'button', class: 'icon-btn', 'aria-label': t('dismiss') }, icon('close'));
-  const button = action
-    ? h('button', { type: 'button', class: 'btn small primary toast-action' }, action.icon ? icon(action.icon) : null, action.label)
-    : null;
-  const toast = h(
-    'div',
-    { class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' },
-    h(
-      'div',
-      {},
-      h('p', {}, text),
-      detail ? h('p', { class: 'detail', lang: 'en' }, t('detail', { message: detail })) : null,
-      extra || null,
-      button,
-    ),
-    close,
-  );
-  close.addEventListener('click', () => toast.remove());
-  button?.addEventListener('click', (event) => {
-    toast.remove();
-    action.onClick(event);
-  });
-  box.append(toast);
-  while (box.children.length > 3) box.firstElementChild.remove();
-  if (!sticky) setTimeout(() => toast.remove(), 8000);
-  return toast;
-}
-
-function notifyError(error) {
-  const { text, detail } = describe(error);
-  notify('error', text, detail);
-}
-
-/** A confirmation in the page's language (a <dialog>): resolves to true or false. */
-function confirmDialog({ title, text, yes, no }) {
-  const dialog = $('confirm');
-  $('confirm-title').textContent = title;
-  $('confirm-text').textContent = text;
-  $('confirm-yes').textContent = yes;
-  $('confirm-no').textContent = no;
-  dialog.returnValue = '';
-  dialog.showModal();
-  $('confirm-no').focus(); // the safe answer is the default one
-  return new Promise((resolve) => {
-    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes'), { once: true });
-  });
-}
-
-let announceTimer = 0;
-function announce(message) {
-  const live = $('live');
-  live.textContent = '';
-  clearTimeout(announceTimer);
-  announceTimer = setTimeout(() => { live.textContent = message; }, 50);
-}
-
 function setOffline(retry, reason = 'network') {
   app.offline = true;
   app.retry = retry;
@@ -145,116 +82,7 @@ function setOnline() {
   $('banner').hidden = true;
 }
 
-// ---------------------------------------------------------------- sign-in
-
-function show(section) {
-  $('booting').hidden = true;
-  $('signin').hidden = section !== 'signin';
-  $('center').hidden = section !== 'center';
-}
-
-async function showSignIn(message) {
-  stopPolling();
-  ops?.stop();
-  inbox.stop();
-  clearTimeout(app.expiryTimer);
-  app.me = null;
-  table.clear();
-  app.loaded = false;
-  $('who').hidden = true;
-  $('sign-out').hidden = true;
-  const notice = $('signin-notice');
-  notice.textContent = message || '';
-  notice.hidden = !message;
-  try {
-    const { data } = await api.call('/api/v1/dev/sign-in', { bearer: null });
-    app.devAvailable = Boolean(data?.available);
-    setOnline();
-  } catch (error) {
-    if (error instanceof api.Unreachable) return unreachableAt(() => showSignIn(message), error.reason);
-    app.devAvailable = false;
-  }
-  $('dev-form').hidden = !app.devAvailable;
-  $('token-box').open = !app.devAvailable || app.method === 'token';
-  const saved = readJson(DEV_KEY) || {};
-  $('dev-user').value = saved.user || 'alice';
-  $('dev-tenant').value = saved.tenant || 'acme';
-  $('dev-app').value = saved.app || 'PLATFORM';
-  const role = document.querySelector(`#dev-form input[name="role"][value="${saved.role === 'admin' ? 'admin' : 'user'}"]`);
-  role.checked = true;
-  show('signin');
-  $('signin-title').setAttribute('tabindex', '-1');
-  $('signin-title').focus();
-}
-
-function fieldError(id, text) {
-  const box = $(`${id}-error`);
-  box.textContent = text || '';
-  box.hidden = !text;
-  const input = $(id);
-  if (text) {
-    input.setAttribute('aria-invalid', 'true');
-    input.setAttribute('aria-describedby', `${id}-error`);
-  } else input.removeAttribute('aria-invalid');
-}
-
-async function devSignIn(event) {
-  event.preventDefault();
-  $('signin-notice').hidden = true; // "You have signed out." is old news now
-  const body = {
-    user: $('dev-user').value.trim(),
-    tenant: $('dev-tenant').value.trim(),
-    app: $('dev-app').value,
-    role: document.querySelector('#dev-form input[name="role"]:checked').value,
-  };
-  fieldError('dev-user', body.user ? '' : t('required'));
-  fieldError('dev-tenant', body.tenant ? '' : t('required'));
-  $('dev-error').hidden = true;
-  if (!body.user) return $('dev-user').focus();
-  if (!body.tenant) return $('dev-tenant').focus();
-  let minted;
-  try {
-    minted = (await api.call('/api/v1/dev/sign-in', { method: 'POST', body, bearer: null })).data;
-  } catch (error) {
-    if (!(error instanceof api.ApiError || error instanceof api.Unreachable)) throw error;
-    const { text, detail } = describe(error);
-    const message = detail ? `${text} ${t('detail', { message: detail })}` : text;
-    const field = error.field === 'user' || error.field === 'tenant' ? `dev-${error.field}` : null;
-    if (field) {
-      fieldError(field, message);
-      $(field).focus();
-    } else {
-      $('dev-error').textContent = message;
-      $('dev-error').hidden = false;
-    }
-    return;
-  }
-  try { localStorage.setItem(DEV_KEY, JSON.stringify(body)); } catch { /* not remembered */ }
-  app.method = 'dev';
-  api.setToken(minted.token);
-  await enter();
-}
-
-async function tokenSignIn(event) {
-  event.preventDefault();
-  $('signin-notice').hidden = true;
-  const input = $('token-input');
-  const value = input.value.trim().replace(/^bearer\s+/i, '');
-  fieldError('token-input', value ? '' : t('tokenEmpty'));
-  if (!value) return input.focus();
-  try {
-    await api.call('/api/v1/me', { bearer: value });
-  } catch (error) {
-    if (!(error instanceof api.ApiError || error instanceof api.Unreachable)) throw error;
-    const { text } = describe(error);
-    fieldError('token-input', text);
-    return input.focus();
-  }
-  input.value = ''; // the token lives in sessionStorage only, not in the form
-  app.method = 'token';
-  api.setToken(value);
-  await enter();
-}
+// ---------------------------------------------------------------- sign-in (signin.js)
 
 function signOut() {
   api.setToken(null);
@@ -619,214 +447,6 @@ function setFilters(change) {
   refresh();
 }
 
-// ---------------------------------------------------------------- actions
-
-async function onAction(action, task, event) {
-  if (action === 'download') return download(task, event);
-  if (action === 'again') return form.open(task);
-  const button = event.currentTarget;
-  const name = task.taskName;
-  if (button.dataset.busy) return;
-  if (action === 'cancel' && task.state === 'running') {
-    const done = i18n.number(task.processed || 0);
-    const sure = await confirmDialog({
-      title: t('confirmTitle', { name }),
-      text: task.total ? t('confirmText', { done, total: i18n.number(task.total) }) : t('confirmTextSoFar', { done }),
-      yes: t('confirmYes'),
-      no: t('confirmKeep'),
-    });
-    if (!sure) return button.isConnected && button.focus();
-  }
-  if (action === 'restart') {
-    const sure = await confirmDialog({
-      title: t('restartTitle', { name }),
-      text: t('restartText'),
-      yes: t('restart'),
-      no: t('restartKeep'),
-    });
-    if (!sure) return button.isConnected && button.focus();
-  }
-  if (button.dataset.busy) return;
-  button.dataset.busy = '1';
-  app.focusTask = task.taskId;
-  if (button.isConnected) button.focus();
-  button.setAttribute('aria-disabled', 'true'); // not `disabled`: that would drop the focus
-  button.setAttribute('aria-busy', 'true');
-  try {
-    // Start over is the retry that drops a sharded export's finished parts.
-    const path = action === 'restart' ? 'retry?fresh=true' : action;
-    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}/${path}`, { method: 'POST' });
-    if (action === 'cancel') {
-      if (data.state === 'cancelled') notify('ok', t('cancelledNow', { name }));
-      else if (ACTIVE.has(data.state)) {
-        app.cancelling.add(task.taskId);
-        // Until the export ends: then "is cancelled" (or "finished first") replaces it.
-        stopped(task.taskId);
-        app.stopping.set(task.taskId, notify('ok', t('cancelling', { name }), null, { sticky: true }));
-      }
-    } else {
-      const said = action === 'restart' ? 'restarted' : sharded(task) ? 'resumed' : 'retried';
-      app.acted.add(task.taskId);
-      notify('ok', t(said, { name }));
-    }
-    app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
-    renderList();
-  } catch (error) {
-    if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
-    if (error instanceof api.Unreachable) setOffline(refresh, error.reason);
-    if (!(action === 'cancel' && error.code === 'NOT_CANCELLABLE' && await finishedFirst(task))) notifyError(error);
-  } finally {
-    delete button.dataset.busy;
-    button.removeAttribute('aria-disabled');
-    button.removeAttribute('aria-busy');
-  }
-  refresh();
-}
-
-/** The signed link is followed by the browser; a stale one is renewed first. So the
- * button works until the file's retention ends ("Download until"), whatever the age of
- * the link it holds. */
-async function download(task, event) {
-  const now = Date.now();
-  if (task.expiresAt && Date.parse(task.expiresAt) <= now) {
-    event.preventDefault();
-    notify('error', t('err.FILE_EXPIRED'));
-    return refresh();
-  }
-  if (!task.downloadExpiresAt || Date.parse(task.downloadExpiresAt) - now > 10000) return;
-  event.preventDefault();
-  notify('info', t('refreshingLink'));
-  await downloadFresh(task);
-}
-
-/** Ask for the task again (a link signed now) and let the browser follow it. */
-async function downloadFresh(task) {
-  try {
-    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`);
-    if (data.downloadUrl) {
-      const link = h('a', { href: api.url(data.downloadUrl), download: '', rel: 'noreferrer', hidden: true });
-      document.body.append(link);
-      link.click();
-      link.remove();
-    } else notify('error', t(data.state === 'expired' ? 'err.FILE_EXPIRED' : 'err.NO_FILE'));
-  } catch (error) {
-    if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
-    notifyError(error);
-  }
-  refresh();
-}
-
-/** Copy the task's link and say how long it works (a copied link is a credential of its
- * own, valid until downloadExpiresAt; the page's button renews its link by itself). */
-async function copyLink(task) {
-  let { downloadUrl: url, downloadExpiresAt: until } = task;
-  if (!until || Date.parse(until) - Date.now() < 3600 * 1000) {
-    try {
-      ({ data: { downloadUrl: url, downloadExpiresAt: until } } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`));
-    } catch (error) {
-      if (error instanceof api.ApiError && error.status === 401) return unauthorized(error);
-      return notifyError(error);
-    }
-    if (!url) return notify('error', t('err.NO_FILE'));
-  }
-  const href = api.url(url);
-  if (await copied(href)) return notify('ok', t('linkCopied', { time: i18n.dateTimeShort(until) }), null, { sticky: true });
-  const box = h('input', { class: 'copy-box', readonly: true, value: href, 'aria-label': t('copyLink'), onfocus: (e) => e.target.select() });
-  notify('error', t('linkNotCopied'), null, { extra: box });
-  box.focus();
-}
-
-async function copied(text) {
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    // No Clipboard API (a page on plain http from another host): the old way.
-    const area = h('textarea', { class: 'sr-only', readonly: true }, text);
-    document.body.append(area);
-    area.select();
-    let done = false;
-    try { done = document.execCommand('copy'); } catch { done = false; }
-    area.remove();
-    return done;
-  }
-}
-
-/** A cancel refused because the export had just succeeded: tell the person who pressed
- * Cancel that the file is ready (true), instead of "it cannot be cancelled". */
-async function finishedFirst(task) {
-  try {
-    const { data } = await api.call(`/api/v1/exports/${encodeURIComponent(task.taskId)}`);
-    if (data.state !== 'succeeded') return false;
-    app.cancelling.add(task.taskId); // finished() then says it lost the race
-    app.items = app.items.map((x) => (x.taskId === data.taskId ? data : x));
-    renderList();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The "Stopping…" toast of `taskId` is over (the export ended, or a new one replaces it). */
-function stopped(taskId) {
-  app.stopping.get(taskId)?.remove();
-  app.stopping.delete(taskId);
-}
-
-/** An export ended while this page watched it: say so, with the next step. Returns true
- * when a toast told it (the table then does not announce it a second time). */
-function finished(task) {
-  if (task.state === 'succeeded') quota.load(); // its rows count now
-  const name = task.taskName;
-  const cancelling = app.cancelling.has(task.taskId) || app.stopping.has(task.taskId);
-  stopped(task.taskId);
-  const mine = task.owner === app.me?.user || app.acted.has(task.taskId) || cancelling;
-  const downloadIt = { label: t('download'), icon: 'download', onClick: () => downloadFresh(task) };
-  if (task.state === 'succeeded' && mine) {
-    // A cancel that lost the race tells the person who cancelled that the file is there.
-    const text = cancelling ? t('raceToast', { name }) : t('doneToast', { name });
-    notify('ok', text, null, { action: downloadIt, sticky: true });
-    alerts.ended('ready', t('doneToast', { name }), t('notifyReadyBody'), `export-${task.taskId}`);
-    return true;
-  }
-  if (task.state === 'failed' && mine) {
-    const why = failureText(task, app.typesSeen.get(task.exportType));
-    const again = Boolean(task.lastRetry);
-    notify('error', t(again ? 'failedAgainToast' : 'failedToast', { name, why }));
-    alerts.ended('failed', t(again ? 'failedAgainTitle' : 'failedTitle', { name }), why, `export-${task.taskId}`);
-    return true;
-  }
-  if (task.state === 'cancelled') {
-    if (cancelling) {
-      notify('ok', t('cancelledNow', { name }));
-      return true;
-    }
-    // Someone else stopped one of my exports: worth a word.
-    if (mine && task.cancelledBy?.user !== app.me?.user) {
-      notify('info', t('cancelledToast', { name, who: cancelledBy(task, app.me?.user) }));
-      return true;
-    }
-  }
-  return false;
-}
-
-function created(answer, body) {
-  const { status, data, headers } = answer;
-  let text = t('created', { name: body.taskName });
-  if (status === 200) text = t(headers.get('Duplicate-Of-Active-Task') ? 'duplicate' : 'replayed');
-  else app.created.add(data.taskId);
-  const f = app.filters;
-  const hidden = (f.state && !f.state.split(',').includes(data.state))
-    || (f.exportType && f.exportType !== body.exportType)
-    || (f.owner && f.owner !== app.me.user);
-  notify('ok', hidden ? `${text} ${t('hiddenByFilters')}` : text);
-  quota.load();
-  app.fresh = data.taskId;
-  app.cursors = [null];
-  app.page = 0;
-  refresh();
-}
-
 // ---------------------------------------------------------------- wiring
 
 const table = new TaskTable($('tasks-head'), $('tasks-body'), {
@@ -878,6 +498,15 @@ const form = new CreateForm({
   onUnreachable: (reason) => unreachableAt(refresh, reason), // the list asks again soon
 });
 
+wire({ app, form, quota, alerts, renderList, refresh, unauthorized, setOffline });
+wireSignIn({
+  app,
+  leave: () => { stopPolling(); ops?.stop(); inbox.stop(); table.clear(); },
+  setOnline,
+  unreachableAt,
+  enter,
+});
+
 function switchLanguage() {
   i18n.setLocale(i18n.locale === 'zh-CN' ? 'en' : 'zh-CN');
   renderChrome();
@@ -895,8 +524,6 @@ function switchLanguage() {
 let ownerTimer = 0;
 $('lang-switch').addEventListener('click', switchLanguage);
 $('sign-out').addEventListener('click', signOut);
-$('dev-form').addEventListener('submit', devSignIn);
-$('token-form').addEventListener('submit', tokenSignIn);
 $('new-export').addEventListener('click', () => form.open());
 $('refresh').addEventListener('click', () => refresh());
 $('banner-retry').addEventListener('click', () => (app.retry || refresh)());

@@ -21,6 +21,12 @@ export function h(tag, props = {}, ...children) {
 
 export const $ = (id) => document.getElementById(id);
 
+/** The JSON value this browser keeps under `key` (localStorage), or null when there is
+ * none, it does not parse, or storage is refused. */
+export function stored(key) {
+  try { return JSON.parse(localStorage.getItem(key) || 'null'); } catch { return null; }
+}
+
 const SVG = 'http://www.w3.org/2000/svg';
 const PATHS = {
   queued: 'M12 7v5l3 2M21 12a9 9 0 1 1-18 0 9 9 0 0 1 18 0Z',
