@@ -29,7 +29,7 @@ __all__ = [
     "GUARD_ROW_ID",
 ]
 
-#: Primary key of the single row of ``export_task_guard``.
+#: Primary key of the row of ``export_task_guard`` the first migration writes.
 GUARD_ROW_ID = "GLOBAL_CREATE"
 
 
@@ -141,7 +141,10 @@ class ExportOutbox(Base):
 
 
 class ExportTaskGuard(Base):
-    """The single row that task creation locks (``SELECT ... FOR UPDATE``)."""
+    """Create-guard rows that task creation locks (``SELECT ... FOR UPDATE``): one per
+    requester, tenant or export type, made on first use (``repository/guards.py``), and
+    ``GLOBAL_CREATE``, which the first migration writes (start-up and ``doctor`` check
+    it to tell a migrated schema)."""
 
     __tablename__ = "export_task_guard"
 

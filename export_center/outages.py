@@ -36,6 +36,7 @@ __all__ = [
     "Backoff",
     "OutageLog",
     "is_database_blip",
+    "is_deadlock",
     "outage_log",
     "retry_transaction",
 ]
@@ -96,6 +97,15 @@ def is_database_blip(exc: BaseException) -> bool:
     # breaks before a MySQL error packet arrives.
     name = type(orig).__name__
     return name == "InterfaceError" or ("connection" in text and "lost" in text)
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """True when ``exc`` is MySQL/MariaDB error 1213: the server chose this transaction
+    as a deadlock victim and rolled it back whole, so running it again at once is safe
+    and usually works (the other transaction has the locks now and will finish)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    args: tuple[object, ...] = getattr(orig, "args", ())
+    return len(args) > 0 and args[0] == 1213
 
 
 def _one_line(exc: BaseException) -> str:

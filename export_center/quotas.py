@@ -24,9 +24,10 @@ The rule:
   tenant has created as many tasks as allowed, or when the rows of the day already
   reached the user's or the tenant's rows quota (a running export may take the day past
   it: its rows are only known when it ends). The check runs in the create transaction,
-  after the create guard is locked, so 50 parallel creates at the edge of a quota make
-  exactly the quota. Scheduled fires go through the same create and are refused alike
-  (the run records ``QUOTA_EXCEEDED``).
+  after the requester's create guard row is locked (and the tenant's, when a tenant quota
+  applies), so 50 parallel creates at the edge of a quota make exactly the quota.
+  Scheduled fires go through the same create and are refused alike (the run records
+  ``QUOTA_EXCEEDED``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from sqlalchemy import Connection
 from export_center import metrics
 from export_center.errors import TooManyActiveTasks
 from export_center.repository import quotas as qrepo
+from export_center.repository.guards import lock_scope
 from export_center.repository.rows import NewTask
 from export_center.settings import Settings
 
@@ -234,8 +236,9 @@ def _refuse(reason: str, text: str, day: Day, text_zh: str) -> QuotaExceeded:
 
 def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
     """Refuse the create of ``new`` when a daily quota of its requester or tenant is used
-    up; call it in the create transaction after the guard row is locked (the counts are
-    exact only there). Reads only; costs one query when no limit applies.
+    up; call it in the create transaction after the requester's guard row is locked (the
+    counts are exact only there). Locks the tenant's guard row when a tenant quota
+    applies; otherwise reads only, one query when no limit applies.
 
     Raises:
         QuotaExceeded: 429 ``QUOTA_EXCEEDED``, ``retry_after`` to the next day boundary.
@@ -245,6 +248,8 @@ def check_create(conn: Connection, settings: Settings, new: NewTask) -> None:
         return
     day = day_of(qrepo.database_now(conn), settings.task.time_zone)
     if limits.tenant_tasks is not None or limits.tenant_rows is not None:
+        # Other users of the tenant count toward it too: their creates wait here.
+        lock_scope(conn, "tenant", new.tenant_id)
         tenant = qrepo.usage(conn, new.tenant_id, None, day.start, day.end)
         if limits.tenant_tasks is not None and tenant.tasks >= limits.tenant_tasks:
             raise _refuse(

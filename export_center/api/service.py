@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy.exc import DBAPIError
+
 from export_center import metrics, operations, repository
 from export_center.access import Scope, in_scope, link_scope, scope_of
 from export_center.api.create_rules import create_in, new_task_of
@@ -44,6 +46,7 @@ from export_center.links import LinkGrant, sign_download, verify_download
 from export_center.notify.targets import (
     targets_json,
 )
+from export_center.outages import is_deadlock
 from export_center.repository import CreateReason, Task
 from export_center.runtime import Runtime
 from export_center.states import TaskStatus, state_phrase
@@ -200,8 +203,7 @@ def create_export(
     new = new_task_for(runtime, user, body, idempotency_key, trace_id, accept_language)
     key_name = "requestId" if body.requestId is not None else "Idempotency-Key"
     try:
-        with runtime.engine.begin() as conn:
-            result = create_in(conn, runtime.settings, new)
+        result = _create_once(runtime, new)
     except repository.LimitReached as exc:
         raise _limit_error(runtime, user, new.export_type, exc) from None
     if result.reason is CreateReason.KEY_REUSED:
@@ -210,6 +212,20 @@ def create_export(
         metrics.TASKS_CREATED.labels(new.export_type).inc()
         runtime.publish_soon()  # the outbox row is committed: dispatch it now
     return Created(result.task, result.reason)
+
+
+def _create_once(runtime: Runtime, new: repository.NewTask) -> repository.CreateResult:
+    """Run the create transaction; a deadlock victim (two creates making the same new
+    guard row at once) is rolled back whole by the server and run again, up to 3 tries."""
+    tries = 3
+    while True:
+        tries -= 1
+        try:
+            with runtime.engine.begin() as conn:
+                return create_in(conn, runtime.settings, new)
+        except DBAPIError as exc:
+            if tries == 0 or not is_deadlock(exc):
+                raise
 
 
 def _limit_error(

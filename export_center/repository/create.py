@@ -1,10 +1,13 @@
-"""Creating a task: the guard row, idempotency keys, the duplicate window, the limits.
+"""Creating a task: the guard rows, idempotency keys, the duplicate window, the limits.
 
-One create is one transaction: the guard row is locked (``SELECT ... FOR UPDATE`` on
-MySQL; on SQLite the ``BEGIN IMMEDIATE`` write transaction already serializes), then
-the idempotency key, the duplicate window and the active limits are checked, and the
-task and its first outbox row are inserted together (the transactional outbox: no
-command without its task, no task without its command).
+One create is one transaction: the requester's guard row is locked (``SELECT ... FOR
+UPDATE`` on MySQL, :mod:`export_center.repository.guards`; on SQLite the ``BEGIN
+IMMEDIATE`` write transaction already serializes), then the idempotency key, the
+duplicate window, the daily quotas and the per-user limit are checked; the export type's
+guard row is locked last for the per-type limit, and the task and its first outbox row
+are inserted together (the transactional outbox: no command without its task, no task
+without its command). Creates of different requesters share only the type's row, and
+only from the per-type count to the commit.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from export_center.ids import new_task_no, new_trace_id
 from export_center.models import GUARD_ROW_ID
 from export_center.repository._common import first_task
 from export_center.repository.approvals import insert_approval
+from export_center.repository.guards import lock_scope
 from export_center.repository.outbox import insert_outbox
 from export_center.repository.reads import read_task
 from export_center.repository.rows import (
@@ -53,18 +57,9 @@ def canonical_parameters(parameters: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def guard_row_exists(conn: Connection) -> bool:
-    """True when the single create-guard row is there (the migrations write it)."""
+    """True when the ``GLOBAL_CREATE`` row of ``export_task_guard`` is there: the first
+    migration writes it, so its absence says the schema was made some other way."""
     return conn.execute(select(G.c.id).where(G.c.id == GUARD_ROW_ID)).first() is not None
-
-
-def _lock_guard(conn: Connection) -> None:
-    # On MySQL this serializes creators on one row; on SQLite the BEGIN IMMEDIATE that
-    # opened the transaction already holds the write lock.
-    stmt = select(G.c.id).where(G.c.id == GUARD_ROW_ID)
-    if conn.dialect.name != "sqlite":
-        stmt = stmt.with_for_update()
-    if conn.execute(stmt).first() is None:
-        raise RuntimeError("export_task_guard row GLOBAL_CREATE is missing; run db upgrade")
 
 
 def _record_key(conn: Connection, new: NewTask, task_id: int) -> None:
@@ -95,22 +90,25 @@ def create_task(
 
     Runs inside the caller's transaction, in this order:
 
-    1. lock the guard row;
+    1. lock the requester's guard row (tenant, requester);
     2. a known idempotency key (tenant, requester, key) returns the task it answered
        before: ``idempotent`` when the export is the same (type, format, normalized
        parameters, time zone, file spec, notify targets), else ``key_reused``;
     3. an active task of the same requester and export (the same six), younger than
        the duplicate window, is returned as ``duplicate`` (and the key, if any, is
        bound to it): a request that asks to tell other people is not a repeat;
-    4. ``check`` (the daily quotas, :func:`export_center.quotas.check_create`), then
-       the per-requester and per-type active limits;
+    4. ``check`` (the daily quotas, :func:`export_center.quotas.check_create`, which
+       locks the tenant's guard row when a tenant quota applies), then the
+       per-requester active limit; then the export type's guard row is locked and the
+       per-type active limit checked (last: creates of other requesters wait for it
+       only from here to the commit);
     5. insert the task, its key and its outbox row (``created``).
 
     Raises:
         LimitReached: a per-user or per-type active limit is reached.
         Exception: whatever ``check`` raises (nothing is written then).
     """
-    _lock_guard(conn)
+    lock_scope(conn, "user", new.tenant_id, new.requested_by)
     params_json, params_hash = canonical_parameters(new.parameters)
     if new.request_id is not None:
         existing = first_task(
@@ -213,7 +211,8 @@ def create_task(
 
 def _check_limits(conn: Connection, new: NewTask, limits: CreateLimits) -> None:
     """Raise :class:`LimitReached` when the requester or the export type has too many
-    queued or running tasks."""
+    queued or running tasks; locks the type's guard row before counting its tasks (the
+    requester's is held already)."""
     per_user = conn.execute(
         select(func.count()).where(
             T.c.tenant_id == new.tenant_id,
@@ -223,6 +222,7 @@ def _check_limits(conn: Connection, new: NewTask, limits: CreateLimits) -> None:
     ).scalar_one()
     if per_user >= limits.max_active_per_user:
         raise LimitReached("user", limits.max_active_per_user)
+    lock_scope(conn, "type", new.export_type)
     per_type = conn.execute(
         select(func.count()).where(T.c.export_type == new.export_type, T.c.status.in_(_ACTIVE))
     ).scalar_one()

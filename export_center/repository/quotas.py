@@ -27,9 +27,8 @@ import orjson
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from export_center.db import db_now
-from export_center.models import GUARD_ROW_ID
+from export_center.repository.guards import lock_scope
 from export_center.repository.tables import AUDIT as A
-from export_center.repository.tables import CREATE_GUARD as G
 from export_center.repository.tables import QUOTAS as Q
 from export_center.repository.tables import TASKS as T
 from export_center.states import TaskStatus
@@ -173,12 +172,15 @@ def _audit(
 
 
 def _before(conn: Connection, tenant_id: str, user_id: str) -> Override | None:
-    """The override now, after locking the create guard row: two operators writing the
-    same new override wait on each other instead of one failing on the unique key, and
-    a create sees the override before or after the change, never in between (on SQLite
-    the write transaction already serializes)."""
-    if conn.dialect.name != "sqlite":
-        conn.execute(select(G.c.id).where(G.c.id == GUARD_ROW_ID).with_for_update())
+    """The override now, after locking its scope's create guard row (the user's, or the
+    tenant's for ``user_id=''``): two operators writing the same new override wait on
+    each other instead of one failing on the unique key, and a create counting that
+    scope's quota sees the override before or after the change, never in between (on
+    SQLite the write transaction already serializes)."""
+    if user_id:
+        lock_scope(conn, "user", tenant_id, user_id)
+    else:
+        lock_scope(conn, "tenant", tenant_id)
     row = conn.execute(select(Q).where(Q.c.tenant_id == tenant_id, Q.c.user_id == user_id)).first()
     return None if row is None else _override(row)
 

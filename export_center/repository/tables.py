@@ -51,7 +51,7 @@ __all__ = [
 TASKS = cast(Table, ExportTask.__table__)
 #: ``export_outbox``: one command per dispatch version, written with the task change.
 OUTBOX = cast(Table, ExportOutbox.__table__)
-#: ``export_task_guard``: the single row that serializes creates.
+#: ``export_task_guard``: the create-guard rows, one per scope (repository/guards.py).
 CREATE_GUARD = cast(Table, ExportTaskGuard.__table__)
 #: ``export_request_key``: idempotency keys and the task each answered.
 REQUEST_KEYS = cast(Table, ExportRequestKey.__table__)
