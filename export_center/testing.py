@@ -43,6 +43,7 @@ from export_center.writers import ExportWriter
 
 __all__ = [
     "DatabaseOutage",
+    "DeadlockVictim",
     "FaultInjectingAttempt",
     "FaultInjectingRun",
     "MemoryTransport",
@@ -241,3 +242,49 @@ class DatabaseOutage:
             2003, "Can't connect to MySQL server on '127.0.0.1' (injected outage)"
         )
         raise OperationalError(statement, None, refused)
+
+
+class DeadlockVictim:
+    """Makes the next ``times`` statements of ``engine`` whose SQL contains ``sql`` fail
+    as MariaDB's deadlock victim (error 1213, the transaction rolled back whole) or, with
+    ``code=1205``, as a lock wait timeout; every other statement runs.
+
+    Args:
+        engine: the engine to hit.
+        sql: a piece of the statement's text (``"SET lease_until"``: lease renewals).
+        times: how many matching statements fail.
+        code: 1213 (deadlock) or 1205 (lock wait timeout).
+
+    Attributes:
+        failed: how many statements failed so far.
+    """
+
+    _TEXT: ClassVar[dict[int, str]] = {
+        1213: "Deadlock found when trying to get lock; try restarting transaction",
+        1205: "Lock wait timeout exceeded; try restarting transaction",
+    }
+
+    def __init__(self, engine: Engine, sql: str, *, times: int, code: int = 1213) -> None:
+        self.engine = engine
+        self.sql = sql
+        self.code = code
+        self.failed = 0
+        self._left = times
+        self._lock = threading.Lock()
+        event.listen(engine, "before_cursor_execute", self._fail)
+
+    def close(self) -> None:
+        """Remove the hook from the engine."""
+        if event.contains(self.engine, "before_cursor_execute", self._fail):
+            event.remove(self.engine, "before_cursor_execute", self._fail)
+
+    def _fail(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if self.sql not in statement:
+            return
+        with self._lock:
+            if self._left <= 0:
+                return
+            self._left -= 1
+            self.failed += 1
+        error = pymysql.err.OperationalError(self.code, self._TEXT[self.code] + " (injected)")
+        raise OperationalError(statement, None, error)

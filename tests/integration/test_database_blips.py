@@ -33,7 +33,7 @@ from export_center.attempt.watchdog import Watchdog
 from export_center.db import db_now_plus
 from export_center.errors import WorkerInterrupted
 from export_center.models import ExportTask
-from export_center.testing import DatabaseOutage, FaultInjectingRun
+from export_center.testing import DatabaseOutage, DeadlockVictim, FaultInjectingRun
 from tests.conftest import SAMPLE_SCALE
 from tests.support.helpers import (
     ORDERS_PERMISSION,
@@ -206,6 +206,38 @@ def test_the_watchdog_renews_through_a_blip_and_stops_when_the_lease_may_be_gone
     finally:
         outage.close()
         dog.stop()
+
+
+@pytest.mark.parametrize("code", [1213, 1205])
+def test_a_renewal_chosen_as_a_deadlock_victim_is_tried_again(make_stack, code):
+    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False})
+    client = stack.client(perms=[CUSTOMERS_PERMISSION])
+    task, owner = _claimed(stack, client)
+    engine = stack.runtime.engine
+    victim = DeadlockVictim(engine, "SET lease_until", times=3, code=code)
+    dog = Watchdog(
+        engine,
+        task_id=task.id,
+        version=1,
+        owner=owner,
+        lease_seconds=4,
+        heartbeat_seconds=0.3,
+        name=task.task_no,
+    )
+    dog.start()
+    try:
+        deadline = time.monotonic() + 10
+        while dog.renewals < 2 and not dog.aborted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dog.check()  # not a lost lease: the attempt goes on
+        assert victim.failed == 3 and dog.renewals >= 2 and not dog.aborted
+        assert dog.lease_left() > 3
+    finally:
+        victim.close()
+        dog.stop()
+    with engine.connect() as conn:
+        state = repository.attempt_state(conn, task.id)
+    assert state is not None and state.lease_owner == owner and state.dispatch_version == 1
 
 
 def test_a_claim_that_meets_a_blip_is_tried_again(make_stack):
