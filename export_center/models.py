@@ -211,7 +211,9 @@ class ExportShard(Base):
     its part as numbered segments in storage. The row is written in the same
     transaction as the task's progress and only while the writing attempt holds the
     task's lease (owner and dispatch version), so a checkpoint always names segments
-    that are stored: ``segments_json`` lists ``[dispatch_version, bytes]`` per segment,
+    that are stored: ``segments_json`` holds ``{"runs": [[dispatch_version, count]]}``
+    (consecutive segments of one attempt folded; rows written before the runs list
+    ``[dispatch_version, bytes]`` per segment and are read alike),
     ``bytes`` and ``checksum`` (CRC-32 of the part so far, as 8 hex digits) cover
     exactly those segments, and ``cursor`` is where the next page starts. A shard in
     status ``DONE`` is reused by every later attempt; the others resume from here.

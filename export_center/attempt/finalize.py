@@ -45,7 +45,7 @@ def read_part(run: Attempt, cp: ShardCheckpoint) -> Iterator[bytes]:
         StorageError: the part read back does not match its checkpoint's CRC-32.
     """
     crc = 0
-    for number, (version, _size) in enumerate(cp.segments or []):
+    for number, version in enumerate(cp.segments or []):
         run.watchdog.check()
         key = part_key(run.task.task_no, cp.shard_no, number, version)
         for chunk in run.ctx.storage.read_part(key):

@@ -519,7 +519,7 @@ class ShardedProducer:
                 run.ctx.storage.put_part(key, data)
             except OSError as exc:
                 raise storage_error(exc, f"cannot store {key}") from exc
-            segments.append((run.version, len(data)))
+            segments.append(run.version)
         cp.segments = segments
         cp.bytes += len(data)
         cp.checksum = crc32(data, cp.checksum)

@@ -28,6 +28,8 @@ __all__ = [
     "load_shards",
     "plan_task_shards",
     "save_checkpoint",
+    "segment_runs",
+    "segments_of",
 ]
 
 
@@ -54,7 +56,8 @@ class ShardCheckpoint:
         pages: provider pages fetched into the stored segments.
         bytes: bytes in the stored segments.
         checksum: CRC-32 of those bytes (0 for none).
-        segments: ``[(dispatch_version, bytes)]`` per stored segment, in order.
+        segments: the dispatch version of each stored segment, in segment order (the
+            segment's key names both); stored as runs (:func:`segment_runs`).
         stats: the part writer's counts (JSON-able) as of the checkpoint.
     """
 
@@ -69,7 +72,7 @@ class ShardCheckpoint:
     pages: int = 0
     bytes: int = 0
     checksum: int = 0
-    segments: list[tuple[int, int]] | None = None
+    segments: list[int] | None = None
     stats: dict[str, Any] | None = None
 
     @property
@@ -91,11 +94,40 @@ class ShardCheckpoint:
             "pages": self.pages,
             "bytes": self.bytes,
             "checksum": f"{self.checksum:08x}",
-            "segments_json": orjson.dumps(self.segments or []).decode(),
+            "segments_json": orjson.dumps({"runs": segment_runs(self.segments or [])}).decode(),
             "stats_json": None if self.stats is None else orjson.dumps(self.stats).decode(),
             "dispatch_version": version,
             "updated_at": db_now() if now is None else now,
         }
+
+
+def segment_runs(versions: Sequence[int]) -> list[list[int]]:
+    """Fold the segments' dispatch versions into runs ``[[version, count], ...]`` of
+    consecutive segments written by one attempt: a checkpoint stays a few entries long
+    (one per attempt that wrote the shard) however many pages the shard has, instead of
+    one entry per segment rewritten at every page."""
+    runs: list[list[int]] = []
+    for version in versions:
+        if runs and runs[-1][0] == version:
+            runs[-1][1] += 1
+        else:
+            runs.append([version, 1])
+    return runs
+
+
+def segments_of(stored: Any) -> list[int]:
+    """The segments' dispatch versions from ``segments_json`` as parsed: ``{"runs":
+    [[version, count], ...]}``, or the list ``[[version, bytes], ...]`` (one entry per
+    segment) that checkpoints written before the runs hold.
+
+    Raises:
+        ValueError: neither shape.
+    """
+    if isinstance(stored, dict) and isinstance(stored.get("runs"), list):
+        return [int(v) for v, count in stored["runs"] for _ in range(int(count))]
+    if isinstance(stored, list):
+        return [int(v) for v, _bytes in stored]
+    raise ValueError(f"segments_json holds neither runs nor a segment list: {stored!r:.80}")
 
 
 def _row(row: Any) -> ShardCheckpoint:
@@ -111,7 +143,7 @@ def _row(row: Any) -> ShardCheckpoint:
         pages=int(row.pages),
         bytes=int(row.bytes),
         checksum=int(row.checksum, 16),
-        segments=[(int(v), int(n)) for v, n in orjson.loads(row.segments_json)],
+        segments=segments_of(orjson.loads(row.segments_json)),
         stats=None if row.stats_json is None else orjson.loads(row.stats_json),
     )
 

@@ -27,7 +27,7 @@ def test_checkpoints_are_fenced_by_owner_and_version(engine: Engine) -> None:
     shards, replaced = answer
     assert not replaced and [s.key for s in shards] == ["2024-01-01", "2024-01-02", "2024-01-03"]
     first = shards[0]
-    first.cursor, first.rows_written, first.segments = "c-1", 500, [(1, 1234)]
+    first.cursor, first.rows_written, first.segments = "c-1", 500, [1]
     first.bytes, first.checksum, first.snapshot_token = 1234, 0xDEADBEEF, "snap"
     first.stats = {"writer": {"rows": 500}}
     with engine.begin() as conn:
@@ -37,7 +37,7 @@ def test_checkpoints_are_fenced_by_owner_and_version(engine: Engine) -> None:
         assert repository.plan_task_shards(conn, task_id, 1, "w/other", _plan(3)) is None
     with engine.connect() as conn:
         [stored, *_rest] = repository.load_shards(conn, task_id)
-    assert (stored.cursor, stored.rows_written, stored.segments) == ("c-1", 500, [(1, 1234)])
+    assert (stored.cursor, stored.rows_written, stored.segments) == ("c-1", 500, [1])
     assert (stored.bytes, stored.checksum, stored.snapshot_token) == (1234, 0xDEADBEEF, "snap")
     assert stored.stats == {"writer": {"rows": 500}} and stored.status == ShardStatus.PENDING
 
@@ -49,7 +49,7 @@ def test_the_same_plan_is_kept_and_another_replaces_it(engine: Engine) -> None:
         answer = repository.plan_task_shards(conn, task_id, 1, "w/1", _plan(3))
         assert answer is not None
         done = answer[0][1]
-        done.status, done.rows_written, done.segments = ShardStatus.DONE, 7, [(1, 10)]
+        done.status, done.rows_written, done.segments = ShardStatus.DONE, 7, [1]
         assert repository.save_checkpoint(conn, task_id, 1, "w/1", done)
         again = repository.plan_task_shards(conn, task_id, 1, "w/1", _plan(3))
         assert again is not None and not again[1] and again[0][1].done
