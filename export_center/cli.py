@@ -26,7 +26,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from export_center import cli_approvals, cli_downloads, cli_ops, cli_quotas, cli_verify
+from export_center import (
+    cli_approvals,
+    cli_downloads,
+    cli_ops,
+    cli_quotas,
+    cli_serve,
+    cli_verify,
+)
 from export_center.auth import (
     ADMIN,
     DOWNLOAD_ALL,
@@ -36,8 +43,12 @@ from export_center.auth import (
     issue_token,
     language_of,
 )
+from export_center.cli_serve import check_port_free as _check_port_free
+from export_center.cli_serve import check_startup as _check_startup
+from export_center.cli_serve import registry_permissions as _registry_permissions
+from export_center.cli_serve import settings_from_env as _settings
 from export_center.places import announce as _announce
-from export_center.settings import Settings, private_dir, settings_problems
+from export_center.settings import private_dir, settings_problems
 from export_center.terminal import cell
 
 __all__ = ["app", "main"]
@@ -77,6 +88,7 @@ cli_approvals.register(app)
 app.add_typer(registry_app, name="registry")
 app.add_typer(cli_quotas.quotas_app, name="quotas")
 app.command("verify")(cli_verify.verify)
+app.command(help=cli_serve.SERVE_HELP)(cli_serve.serve)
 console = Console(stderr=False)
 
 
@@ -103,46 +115,6 @@ def _main(
     ~/.local/share/export-center) and prints where that is. `export-center COMMAND
     --help` lists a command's options.
     """
-
-
-def _settings(**overrides: Any) -> Settings:
-    base = Settings()
-    data = base.model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings.model_validate(data)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    """Refuse to start, before any loop runs, when the port is taken."""
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            typer.echo(f"cannot start: {host}:{port} is not free ({exc.strerror})", err=True)
-            raise typer.Exit(2) from None
-
-
-def _check_startup(settings: Settings) -> None:
-    """Refuse to start, with one line and exit code 2, on settings that would fail later."""
-    try:
-        settings.check_startup()
-    except ValueError as exc:
-        typer.echo(f"cannot start: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-
-def _registry_permissions(settings: Settings) -> list[str]:
-    """The permissions of the registry the settings name (``registry_source``).
-
-    Raises:
-        RegistryError: there is none, or it is invalid.
-    """
-    from export_center.registry_source import open_registry
-
-    return sorted({t.required_permission for t in open_registry(settings)})
 
 
 @app.command()
@@ -296,78 +268,6 @@ def registry_check(
     console.print(
         f"valid: {len(registry.types)} export types ({', '.join(sorted(registry.types))})"
     )
-
-
-SERVE_HELP = (
-    "Run the API, the loops and (embedded default) the sample providers.\n\n"
-    "State lives in EXPORT_CENTER_DATA_DIR (default: ~/.local/share/export-center): the "
-    "SQLite database, the files and the secrets; the command prints where each is. "
-    "Every setting is an EXPORT_CENTER_* variable (docs/settings.md). Logs are JSON lines "
-    "on stderr. SIGHUP reloads the export-type registry (an invalid file keeps the old one)."
-)
-
-
-@app.command(help=SERVE_HELP)
-def serve(
-    host: Annotated[
-        str | None,
-        typer.Option(help="Bind address", show_default="127.0.0.1, or EXPORT_CENTER_API__HOST"),
-    ] = None,
-    port: Annotated[
-        int | None,
-        typer.Option(
-            help="Bind port", min=1, max=65535, show_default="8000, or EXPORT_CENTER_API__PORT"
-        ),
-    ] = None,
-) -> None:
-    """Run the API, the loops and (embedded default) the sample providers (help: SERVE_HELP)."""
-    import signal
-
-    from export_center.embedded import GracefulServer, build_app
-    from export_center.http_server import server_config
-    from export_center.logs import configure_logging
-    from export_center.registry import RegistryError
-    from export_center.registry_source import registry_problem
-
-    settings = _settings()
-    host = host or settings.api.host
-    port = port or settings.api.port
-    self_url = (
-        settings.api.public_base_url
-        or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    )
-    _announce(settings, what="serve", also={"download center": f"{self_url.rstrip('/')}/ui/"})
-    _check_startup(settings)
-    _check_port_free(host, port)
-    try:  # fail before binding, with one line naming the key and the rule
-        _registry_permissions(settings)
-    except RegistryError as exc:
-        typer.echo(f"cannot start: {registry_problem(exc)}", err=True)
-        raise typer.Exit(2) from None
-    configure_logging()
-    app = build_app(settings, self_url=self_url)
-    # uvicorn with a request-receipt deadline and a connection limit (settings
-    # api.request_timeout_seconds, api.max_connections); its log lines go through our
-    # JSON handler.
-    server = GracefulServer(server_config(app, host=host, port=port, api=settings.api))
-
-    def reload_on_sighup(*_: object) -> None:
-        import logging
-
-        from export_center.registry import RegistryError
-
-        runtime = getattr(app.state, "runtime", None)
-        if runtime is None:
-            return
-        try:
-            runtime.reload_registry()  # logs what it loaded
-        except RegistryError as exc:
-            logging.getLogger("export_center.registry").error(
-                "registry reload refused, the previous registry stays: %s", exc
-            )
-
-    signal.signal(signal.SIGHUP, reload_on_sighup)
-    server.run()
 
 
 @app.command()

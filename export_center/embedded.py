@@ -30,7 +30,14 @@ from export_center.runtime import Runtime
 from export_center.sample_process import SampleProviderProcess
 from export_center.settings import ApiSettings, Settings, load_or_create_secret
 
-__all__ = ["request_orders_export", "ServerThread", "build_app", "free_port", "mount_samples"]
+__all__ = [
+    "request_orders_export",
+    "ServerThread",
+    "build_app",
+    "free_port",
+    "mount_samples",
+    "start_sample_providers",
+]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -41,39 +48,63 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def mount_samples(
-    settings: Settings, progress: Callable[[str], None] | None = None
+    settings: Settings,
+    progress: Callable[[str], None] | None = None,
+    *,
+    loads: bool = True,
 ) -> Callable[[FastAPI, Runtime], None]:
-    """Return a mount hook that loads the TPC-H sample (once) and mounts its providers."""
+    """Return a mount hook that mounts the sample providers' routes on the app.
+
+    With ``loads`` (one process: ``serve``, ``demo``) the hook also loads the TPC-H sample
+    (once) and starts the sample-provider child process (:func:`start_sample_providers`).
+    Without it (the API processes of ``serve --workers N``) it only mounts the routes:
+    the parent process did both.
+    """
 
     def mount(app: FastAPI, runtime: Runtime) -> None:
-        from providers import tpch
         from providers.catalog import sample_router
 
+        if loads:
+            start_sample_providers(settings, runtime, progress)
         engine = make_engine(settings.resolved_sample_database_url, immediate=False)
-        if settings.load_sample_data:
-            tpch.ensure_loaded(engine, settings.sample_scale, settings.data_dir, progress=progress)
-        secret = load_or_create_secret(settings.data_dir / "provider-secret.txt")
         app.include_router(
             sample_router(
                 engine,
                 token=settings.internal_token,
-                secret=secret,
+                secret=load_or_create_secret(settings.data_dir / "provider-secret.txt"),
                 snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
             )
         )
-        if settings.sample_providers_process:
-            child = SampleProviderProcess(
-                database_url=settings.resolved_sample_database_url,
-                token=settings.internal_token,
-                secret=secret,
-                snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
-                on_restart=runtime.set_self_url,  # a restarted child on another port
-            )
-            runtime.set_self_url(child.start())  # supervised: restarted when it dies
-            runtime.sample_providers = child
-            runtime.on_stop(child.stop)
 
     return mount
+
+
+def start_sample_providers(
+    settings: Settings, runtime: Runtime, progress: Callable[[str], None] | None = None
+) -> None:
+    """Load the TPC-H sample once (``load_sample_data``) and, with
+    ``sample_providers_process``, start the supervised sample-provider child whose URL the
+    runtime's exports call (a restarted child on another port is handed to the runtime);
+    the child stops with the runtime."""
+    from providers import tpch
+
+    if settings.load_sample_data:
+        engine = make_engine(settings.resolved_sample_database_url, immediate=False)
+        try:
+            tpch.ensure_loaded(engine, settings.sample_scale, settings.data_dir, progress=progress)
+        finally:
+            engine.dispose()
+    if settings.sample_providers_process:
+        child = SampleProviderProcess(
+            database_url=settings.resolved_sample_database_url,
+            token=settings.internal_token,
+            secret=load_or_create_secret(settings.data_dir / "provider-secret.txt"),
+            snapshot_ttl_seconds=settings.provider.snapshot_ttl_seconds,
+            on_restart=runtime.set_self_url,  # a restarted child on another port
+        )
+        runtime.set_self_url(child.start())  # supervised: restarted when it dies
+        runtime.sample_providers = child
+        runtime.on_stop(child.stop)
 
 
 def build_app(
