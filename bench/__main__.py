@@ -48,8 +48,9 @@ written to ``--json`` (default ``bench-results.json``):
 * ``load``: the API under load (``bench.load``): 100,000 ended tasks seeded
   (``--quick``: 10,000), ``export-center serve`` on them, 32 clients for 30 s
   (``--quick``: 5 s) mixing create, detail and list, on SQLite and on MariaDB (its own
-  database ``export_center_bench_load``): p50/p99/max per route, requests/s, 5xx and
-  "database is locked"; and the EXPLAIN of the list, detail, create, publisher and
+  database ``export_center_bench_load``), each with one API process and with ``serve
+  --workers 2``: p50/p99/max per route, requests/s, 5xx, "database is locked" and
+  creates waiting on create-guard rows; and the EXPLAIN of the list, detail, create, publisher and
   reconciler statements (``python -m bench.load --explain`` prints them alone).
 * ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
   S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
@@ -338,14 +339,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 databases.append(("mariadb", url))
         for database, url in databases:
-            load[database] = run_load(
-                data_dir=data_dir,
-                database=database,
-                database_url=url,
-                tasks=sizes["load_tasks"],
-                seconds=sizes["load_seconds"],
-                say=say,
-            )
+            for api_workers in (1, 2):  # one API process, and serve --workers 2 beside it
+                label = database if api_workers == 1 else f"{database}-api{api_workers}"
+                load[label] = run_load(
+                    data_dir=data_dir,
+                    database=label,
+                    database_url=url,
+                    tasks=sizes["load_tasks"],
+                    seconds=sizes["load_seconds"],
+                    api_workers=api_workers,
+                    say=say,
+                )
         results["load"] = dict(sorted(load.items(), key=lambda kv: kv[0] != "sqlite"))
     if "big" in parts:
         formats = tuple(f.strip() for f in args.big_formats.split(",") if f.strip())

@@ -32,16 +32,19 @@ errors4xx, locked, transportErrors, statuses}``; and ``requestsPerSecond``,
 ``cpuSeconds`` (server process, MariaDB server, this client process, the whole
 machine), ``rowLocks`` (MariaDB: InnoDB row lock ``waits`` and their ``ms`` during the
 window, server-wide: other databases' transactions count too; None on SQLite),
-``guardQueue`` (MariaDB: creates waiting for the create guard row, ``{mean, max,
-samples}`` of a count every 0.1 s; None on SQLite), ``created``
+``guardQueue`` (MariaDB: creates waiting for a create-guard row of the requester,
+tenant or export type, ``{mean, max, samples}`` of a count every 0.1 s; None on
+SQLite), ``apiProcesses``, ``created``
 (the load's own tasks by status when the server stopped), ``explain``.
 
 Usage::
 
     python -m bench.load [--quick] [--databases sqlite,mariadb] [--explain]
                          [--tasks N] [--seconds S] [--clients C] [--pause S]
-                         [--json FILE]
+                         [--api-workers 1,2] [--json FILE]
 
+``--api-workers 1,2``: each database once with one API process (``load.<database>``)
+and once with ``serve --workers 2`` (``load.<database>-api2``), same seed, side by side.
 ``--quick``: 10,000 tasks and 5 s. ``--pause S``: each client waits S seconds after
 each answer (a person polling the download center) instead of sending the next
 request at once. ``--explain``: seed and print the plans only
@@ -60,7 +63,6 @@ import os
 import resource
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -76,6 +78,7 @@ from bench.e2e import ROOT
 from bench.load_drive import CLIENTS, LOCKED, MIX, ROUTES, drive
 from bench.load_explain import explain_all, explain_report
 from bench.load_seed import seed_tasks
+from bench.load_serve import children_of, serve, stop
 from bench.procs import CpuMeter, pids_matching
 from bench.tables import markdown_table
 
@@ -182,72 +185,6 @@ def _fresh_sqlite(data_dir: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def _serve(data_dir: Path, database_url: str, secret: str, log: Path) -> tuple[Any, str]:
-    """Start ``export-center serve`` on a free loopback port; returns (process, URL).
-
-    Raises:
-        RuntimeError: it stopped or did not answer ``/healthz`` within 120 s.
-    """
-    from export_center.embedded import free_port
-    from export_center.healthz import NotHealthy, wait_healthy
-
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
-    env.update(
-        {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-            "EXPORT_CENTER_ENVIRONMENT": "embedded",
-            "EXPORT_CENTER_DATA_DIR": str(data_dir),
-            "EXPORT_CENTER_DATABASE_URL": database_url,
-            "EXPORT_CENTER_SAMPLE_SCALE": str(SAMPLE_SCALE),
-            "EXPORT_CENTER_API__JWT_SECRET": secret,
-            "EXPORT_CENTER_INSTANCE_ID": "bench-load",
-            "EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE": "1000000",
-        }
-    )
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "export_center.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, timeout=120, alive=lambda: proc.poll() is None, interval=0.2)
-    except NotHealthy as exc:
-        if exc.stopped:
-            raise RuntimeError(
-                f"export-center serve stopped (exit {proc.returncode}); see {log}"
-            ) from None
-        _stop(proc)
-        raise RuntimeError(
-            f"export-center serve did not answer on {url} within 120 s; see {log}"
-        ) from None
-    return proc, url
-
-
-def _stop(proc: Any) -> None:
-    """SIGINT (uvicorn's graceful stop), then SIGKILL after 60 s."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 def _created(database_url: str) -> dict[str, int]:
     """The load's own tasks (owners ``load-*``) by status."""
     from export_center.db import make_engine
@@ -344,6 +281,7 @@ def run_load(
     seconds: float,
     clients: int = CLIENTS,
     pause: float = 0.0,
+    api_workers: int = 1,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Seed, serve, load and explain one database (module docstring).
@@ -357,6 +295,8 @@ def run_load(
         seconds: length of the measured window.
         clients: concurrent clients.
         pause: seconds each client waits after each answer (0: none).
+        api_workers: API processes (``serve --workers N`` when above 1: the loops run
+            once, in the parent).
 
     Returns:
         The ``load.<database>`` result (module docstring).
@@ -367,8 +307,13 @@ def run_load(
     seeded, seed_info = _prepare(database, url, run_dir, tasks, clients, say)
     secret = secrets.token_urlsafe(32)
     log = run_dir / "serve.log"
-    proc, base = _serve(run_dir, url, secret, log)
-    meter = CpuMeter({"server": [proc.pid], "mariadb": pids_matching("mariadbd")})
+    proc, base = serve(
+        run_dir, url, secret, log, sample_scale=SAMPLE_SCALE, api_workers=api_workers
+    )
+    if api_workers > 1:
+        time.sleep(2.0)  # healthy once one API process serves; let the others start
+    server = [proc.pid, *children_of(proc.pid)]
+    meter = CpuMeter({"server": server, "mariadb": pids_matching("mariadbd")})
     try:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         client_cpu = usage.ru_utime + usage.ru_stime
@@ -389,7 +334,7 @@ def run_load(
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu["client"] = round(usage.ru_utime + usage.ru_stime - client_cpu, 2)
     finally:
-        _stop(proc)
+        stop(proc)
     log_text = log.read_text(encoding="utf-8", errors="replace")
     result: dict[str, Any] = {route: stats[route].summary(elapsed) for route in ROUTES}
     total = sum(result[r]["requests"] for r in ROUTES)
@@ -398,6 +343,7 @@ def run_load(
             "requestsPerSecond": round(total / elapsed, 1),
             "seconds": round(elapsed, 2),
             "clients": clients,
+            "apiProcesses": api_workers,
             "pauseSeconds": pause,
             "mix": dict(zip(ROUTES, MIX, strict=True)),
             "loadAverage": round(load_start, 2),
@@ -496,7 +442,7 @@ def load_report(load: dict[str, Any]) -> str:
             f"the load's tasks when the server stopped: {r['created']}"
             + (f"; InnoDB row lock waits {locks['waits']:,} ({locks['ms']:,} ms)" if locks else "")
             + (
-                f"; creates queued on the guard row: mean {guard['mean']}, max {guard['max']}"
+                f"; creates queued on guard rows: mean {guard['mean']}, max {guard['max']}"
                 if (guard := r.get("guardQueue"))
                 else ""
             )
@@ -536,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pause", type=float, default=0.0, help="seconds a client waits after each answer"
     )
+    parser.add_argument(
+        "--api-workers",
+        default="1",
+        help="API process counts, e.g. 1,2 (N > 1: serve --workers N; result load.<db>-apiN)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     parser.add_argument(
         "--data-dir",
@@ -561,18 +512,24 @@ def main(argv: list[str] | None = None) -> int:
             results[database] = {"explain": explained}
             say("\n" + explain_report(database, explained) + "\n")
             continue
-        say(f"load on {database}: {tasks:,} tasks, {args.clients} clients, {seconds:g} s")
-        results[database] = run_load(
-            data_dir=data_dir,
-            database=database,
-            database_url=url,
-            tasks=tasks,
-            seconds=seconds,
-            clients=args.clients,
-            pause=args.pause,
-            say=say,
-        )
-        say("\n" + explain_report(database, results[database]["explain"]) + "\n")
+        for api_workers in (int(n) for n in args.api_workers.split(",")):
+            label = database if api_workers == 1 else f"{database}-api{api_workers}"
+            say(
+                f"load on {database}: {tasks:,} tasks, {args.clients} clients, {seconds:g} s, "
+                f"{api_workers} API process(es)"
+            )
+            results[label] = run_load(
+                data_dir=data_dir,
+                database=label,
+                database_url=url,
+                tasks=tasks,
+                seconds=seconds,
+                clients=args.clients,
+                pause=args.pause,
+                api_workers=api_workers,
+                say=say,
+            )
+        say("\n" + explain_report(database, results[label]["explain"]) + "\n")
     if not args.explain:
         say(load_report(results))
     if args.json:
