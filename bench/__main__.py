@@ -341,10 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         for database, url in databases:
             for api_workers in (1, 2):  # one API process, and serve --workers 2 beside it
                 label = database if api_workers == 1 else f"{database}-api{api_workers}"
+                # Every run seeds a fresh database: MariaDB's is dropped and created again.
+                fresh = None if url is None else load_mariadb_url()[0]
                 load[label] = run_load(
                     data_dir=data_dir,
                     database=label,
-                    database_url=url,
+                    database_url=fresh,
                     tasks=sizes["load_tasks"],
                     seconds=sizes["load_seconds"],
                     api_workers=api_workers,

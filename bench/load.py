@@ -518,10 +518,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"load on {database}: {tasks:,} tasks, {args.clients} clients, {seconds:g} s, "
                 f"{api_workers} API process(es)"
             )
+            # Every run seeds a fresh database: MariaDB's is dropped and created again.
+            fresh = None if url is None else load_mariadb_url()[0]
             results[label] = run_load(
                 data_dir=data_dir,
                 database=label,
-                database_url=url,
+                database_url=fresh,
                 tasks=tasks,
                 seconds=seconds,
                 clients=args.clients,
