@@ -172,20 +172,25 @@ def _claimed(stack: Any, client: Any) -> tuple[repository.Task, str]:
     return task, "probe/1"
 
 
-def test_the_watchdog_renews_through_a_blip_and_stops_when_the_lease_may_be_gone(make_stack):
-    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False})
-    client = stack.client(perms=[CUSTOMERS_PERMISSION])
-    task, owner = _claimed(stack, client)
-    engine = stack.runtime.engine
-    dog = Watchdog(
+def _watchdog(engine: Any, task: Any, owner: str, *, heartbeat_seconds: float) -> Watchdog:
+    """A watchdog of the claimed task's first dispatch, with a 4 s lease."""
+    return Watchdog(
         engine,
         task_id=task.id,
         version=1,
         owner=owner,
         lease_seconds=4,
-        heartbeat_seconds=0.5,
+        heartbeat_seconds=heartbeat_seconds,
         name=task.task_no,
     )
+
+
+def test_the_watchdog_renews_through_a_blip_and_stops_when_the_lease_may_be_gone(make_stack):
+    stack = make_stack(consumer={"enabled": False}, reconciler={"enabled": False})
+    client = stack.client(perms=[CUSTOMERS_PERMISSION])
+    task, owner = _claimed(stack, client)
+    engine = stack.runtime.engine
+    dog = _watchdog(engine, task, owner, heartbeat_seconds=0.5)
     dog.start()
     outage = DatabaseOutage(engine)
     try:
@@ -215,15 +220,7 @@ def test_a_renewal_chosen_as_a_deadlock_victim_is_tried_again(make_stack, code):
     task, owner = _claimed(stack, client)
     engine = stack.runtime.engine
     victim = DeadlockVictim(engine, "SET lease_until", times=3, code=code)
-    dog = Watchdog(
-        engine,
-        task_id=task.id,
-        version=1,
-        owner=owner,
-        lease_seconds=4,
-        heartbeat_seconds=0.3,
-        name=task.task_no,
-    )
+    dog = _watchdog(engine, task, owner, heartbeat_seconds=0.3)
     dog.start()
     try:
         deadline = time.monotonic() + 10
