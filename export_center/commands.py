@@ -14,6 +14,11 @@ database is the only source of truth):
   (:data:`REQUIRED_PROPERTIES`);
 * tag :data:`COMMAND_TAG`; message key: the task id.
 
+A *shard wake-up* of a distributed export (``kind: "shard"``) has the same fields plus
+``kind`` and ``shardNo``: it asks any worker to claim a shard of that task's dispatch
+version (:func:`encode_shard`; tag :data:`SHARD_TAG`). A body without ``kind`` is a task
+command.
+
 A body that does not parse, or whose ``schemaVersion`` this version does not support,
 raises :class:`InvalidCommand`: the consumer releases such a message unacknowledged so
 that the broker dead-letters it after its redeliveries.
@@ -31,11 +36,14 @@ __all__ = [
     "COMMAND_SCHEMA_VERSION",
     "COMMAND_TAG",
     "Command",
+    "SHARD_KIND",
+    "SHARD_TAG",
     "InvalidCommand",
     "REQUIRED_PROPERTIES",
     "SUPPORTED_SCHEMA_VERSIONS",
     "decode",
     "encode",
+    "encode_shard",
     "properties",
 ]
 
@@ -45,6 +53,10 @@ COMMAND_SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({COMMAND_SCHEMA_VERSION})
 #: Tag of every command message.
 COMMAND_TAG = "EXPORT_TASK"
+#: Tag of every shard wake-up of a distributed export.
+SHARD_TAG = "EXPORT_SHARD"
+#: The ``kind`` of a shard wake-up.
+SHARD_KIND = "shard"
 #: Properties the dead-letter handler needs to find the task of a poison message.
 REQUIRED_PROPERTIES = ("eventId", "taskId", "dispatchVersion", "schemaVersion")
 
@@ -55,13 +67,19 @@ class InvalidCommand(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A decoded command: which event asks to run which version of which task."""
+    """A decoded command: which event asks to run which version of which task.
+
+    ``kind`` is ``task`` (run the attempt) or ``shard`` (claim a shard of the running
+    attempt; ``shard_no`` names the one the wake-up was written for).
+    """
 
     event_id: str
     task_no: str
     dispatch_version: int
     schema_version: int
     trace_id: str | None = None
+    kind: str = "task"
+    shard_no: int | None = None
 
 
 def encode(
@@ -110,9 +128,48 @@ def decode(body: bytes) -> Command:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise InvalidCommand("dispatchVersion must be a positive integer")
     trace = data.get("traceId")
+    kind = data.get("kind", "task")
+    shard_no = data.get("shardNo")
+    if kind not in ("task", SHARD_KIND):
+        raise InvalidCommand(f"unknown kind {kind!r}")
+    if kind == SHARD_KIND and (
+        isinstance(shard_no, bool) or not isinstance(shard_no, int) or shard_no < 0
+    ):
+        raise InvalidCommand("a shard wake-up needs shardNo, a non-negative integer")
     return Command(
-        event_id, task_no, version, int(schema), trace if isinstance(trace, str) else None
+        event_id,
+        task_no,
+        version,
+        int(schema),
+        trace if isinstance(trace, str) else None,
+        kind=kind,
+        shard_no=shard_no if kind == SHARD_KIND else None,
     )
+
+
+def encode_shard(
+    *,
+    event_id: str,
+    task_no: str,
+    export_type: str,
+    dispatch_version: int,
+    trace_id: str | None,
+    shard_no: int,
+) -> str:
+    """The JSON body of the wake-up of shard ``shard_no`` of one dispatch version (the
+    command's fields plus ``kind: "shard"`` and ``shardNo``)."""
+    return orjson.dumps(
+        {
+            "schemaVersion": COMMAND_SCHEMA_VERSION,
+            "eventId": event_id,
+            "taskId": task_no,
+            "exportType": export_type,
+            "dispatchVersion": int(dispatch_version),
+            "traceId": trace_id,
+            "kind": SHARD_KIND,
+            "shardNo": int(shard_no),
+        }
+    ).decode()
 
 
 def properties(

@@ -36,7 +36,8 @@ from sqlalchemy import Connection, Engine
 from export_center import repository
 from export_center.attempt.context import AttemptOutcome, RunContext
 from export_center.attempt.run import ExportRun
-from export_center.commands import Command, InvalidCommand
+from export_center.attempt.shard_unit import run_shard_units
+from export_center.commands import SHARD_KIND, Command, InvalidCommand
 from export_center.commands import decode as parse_command
 from export_center.errors import DatabaseUnavailable
 from export_center.logs import log_context
@@ -78,6 +79,8 @@ class ClaimBranch(StrEnum):
     RUNNING_EXPIRED_LEASE = "running_expired_lease"
     PENDING_BACKOFF = "pending_backoff"
     LOST_RACE = "lost_race"
+    #: A shard wake-up found no shard to claim (all taken, done, or the attempt ended).
+    NO_SHARD = "no_shard"
     #: The process is stopping: acknowledged unexecuted (the reconciler sends it again).
     STOPPING = "stopping"
     #: The body is not a command this version reads: released for redelivery.
@@ -275,6 +278,8 @@ class Consumer:
         # The lease owner names this attempt, not just this process: a restarted process
         # with the same instance id can never renew or commit an old attempt (CASES E24).
         owner = f"{self.owner}/{secrets.token_hex(4)}"
+        if command.kind == SHARD_KIND:
+            return self._handle_shard(command, owner, on_claimed)
         claimed_at = time.monotonic()
         try:
             task, object_key, claimed = self._claim(command, owner)
@@ -319,6 +324,36 @@ class Consumer:
         ).run()
         self.handled.append((command.task_no, ClaimBranch.EXECUTED))
         return ClaimBranch.EXECUTED
+
+    def _handle_shard(
+        self, command: Command, owner: str, on_claimed: Callable[[], None] | None
+    ) -> ClaimBranch:
+        """A shard wake-up: claim and run shards of the task's running attempt
+        (:func:`~export_center.attempt.shard_unit.run_shard_units`). Acknowledged at
+        once: each claim is fenced by the database, and a shard nobody runs is taken
+        over by its coordinator or freed by the reconciler."""
+        if on_claimed is not None:
+            on_claimed()
+        with self.engine.connect() as conn:
+            task = repository.read_task_by_no(conn, command.task_no)
+        if task is None:
+            branch = ClaimBranch.TASK_MISSING
+        elif task.dispatch_version != command.dispatch_version:
+            branch = ClaimBranch.OLDER_VERSION
+        elif task.status != TaskStatus.RUNNING:
+            branch = ClaimBranch.NO_SHARD
+        else:
+            ran = run_shard_units(
+                self.engine,
+                self.context,
+                task,
+                command.dispatch_version,
+                owner,
+                prefer=command.shard_no,
+            )
+            branch = ClaimBranch.EXECUTED if ran else ClaimBranch.NO_SHARD
+        self.handled.append((command.task_no, branch))
+        return branch
 
     def _claim(self, command: Command, owner: str) -> tuple[Task | None, str | None, bool]:
         """Claim the command's attempt for ``owner``, tried again through blips.

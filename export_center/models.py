@@ -130,9 +130,14 @@ class ExportOutbox(Base):
     last_error: Mapped[str | None] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    #: What the row wakes: ``task`` (the command of one dispatch version), or
+    #: ``shard-<no>.<attempt>`` (one shard of a distributed export, migration 0015).
+    unit: Mapped[str] = mapped_column(
+        String(32), nullable=False, default="task", server_default="task"
+    )
 
     __table_args__ = (
-        UniqueConstraint("task_id", "dispatch_version"),
+        UniqueConstraint("task_id", "dispatch_version", "unit"),
         Index("ix_export_outbox_publish", "status", "next_retry_at", "id"),
         Index("ix_export_outbox_task", "task_id", "dispatch_version", "status", "sent_at"),
         # The reconciler's purge of SENT rows past the retention (migration 0007).
@@ -237,6 +242,16 @@ class ExportShard(Base):
     stats_json: Mapped[str | None] = mapped_column(Text)
     dispatch_version: Mapped[int] = mapped_column(Integer, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(Ts, nullable=False)
+    # A distributed shard's own lease and attempts (migration 0015): the worker that
+    # claimed it (any worker of the cluster), until when, how many claims it had, and
+    # why it failed for good.
+    lease_owner: Mapped[str | None] = mapped_column(ExactString(128))
+    lease_until: Mapped[datetime | None] = mapped_column(Ts)
+    attempt_count: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
+    failure_code: Mapped[str | None] = mapped_column(String(64))
+    failure_message: Mapped[str | None] = mapped_column(String(1000))
 
 
 # The schedule, notification, download, quota and governance tables share Base.metadata

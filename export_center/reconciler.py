@@ -54,6 +54,7 @@ from export_center import metrics, repository
 from export_center.approvals import expire_due
 from export_center.commands import COMMAND_TAG
 from export_center.outages import is_database_blip
+from export_center.repository import shard_units
 from export_center.repository.downloads import purge_downloads
 from export_center.settings import ReconcilerSettings
 from export_center.states import TaskStatus
@@ -103,6 +104,7 @@ class Reconciler:
         for step in (
             self._redispatch,
             self._recover_leases,
+            self._recover_shard_leases,
             self._release_outbox,
             self._expire_files,
             self._clean_orphans,
@@ -190,6 +192,30 @@ class Reconciler:
                 # The dead attempt's partial file goes now, not after the orphan age.
                 if task.object_key and self._delete_quietly(task.object_key):
                     done["partial_delete"] += 1
+        return done
+
+    def _recover_shard_leases(self) -> Counter[str]:
+        """**shard_lease_recover**: a shard of a distributed export whose runner stopped
+        renewing its lease (killed, frozen) while the task still runs is freed and a new
+        wake-up for it goes into the outbox, so any worker resumes it from its
+        checkpoint (its coordinator also takes it over if nobody does)."""
+        done: Counter[str] = Counter()
+        with self.engine.connect() as conn:
+            expired = shard_units.expired_shard_leases(conn, self.settings.batch_size)
+        for shard in expired:
+            with self.engine.begin() as conn:
+                task = repository.read_task(conn, shard.task_id)
+                if task is None or not shard_units.free_shard_lease(conn, shard):
+                    continue
+                shard_units.insert_shard_wake(
+                    conn, task, shard.shard_no, shard.attempt_count, topic=self.topic
+                )
+            done["shard_lease_recover"] += 1
+            log.warning(
+                "recovered the expired lease of shard %d",
+                shard.shard_no,
+                extra={"taskId": task.task_no, "dispatchVersion": task.dispatch_version},
+            )
         return done
 
     def _delete_quietly(self, key: str) -> bool:

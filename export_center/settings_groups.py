@@ -143,6 +143,22 @@ class TaskSettings(BaseModel):
         "the type asks (each holds a page in memory, a fetch thread and a DB connection "
         "at checkpoints)",
     )
+    distributed_shards: bool = Field(
+        False,
+        description="Shards of a sharded export are units of work that any worker of the "
+        "cluster claims (its own lease, checkpoint and attempts; woken through the outbox, "
+        "tag EXPORT_SHARD); the worker that claimed the task coordinates, runs "
+        "local_shards of them itself and assembles the file. False: every shard is a "
+        "thread of that one worker (the embedded default: faster on one machine)",
+    )
+    local_shards: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description="Distributed shards: how many the coordinating worker runs at once in "
+        "its own threads (the rest, up to the type's parallel, go to other workers; it "
+        "takes over a shard that nobody runs)",
+    )
     checkpoint_every_seconds: float = Field(
         0.0,
         ge=0,

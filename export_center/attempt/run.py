@@ -33,6 +33,7 @@ from sqlalchemy import Engine
 
 from export_center import metrics, repository
 from export_center.attempt.context import AttemptOutcome, RunContext
+from export_center.attempt.distributed import DistributedProducer
 from export_center.attempt.sharded import ShardedProducer
 from export_center.attempt.single import SingleStreamProducer
 from export_center.attempt.steps import Attempt, Producer
@@ -202,7 +203,9 @@ class ExportRun:
             ExportFailure, ExportCancelled, ...: what the producer raised.
         """
         etype = self.attempt.export_type()
-        if etype.shards is not None:
+        if etype.shards is not None and self.ctx.settings.task.distributed_shards:
+            self.producer = DistributedProducer(self.attempt, etype)
+        elif etype.shards is not None:
             self.producer = ShardedProducer(self.attempt, etype)
         else:
             self.producer = SingleStreamProducer(self.attempt, etype)

@@ -46,13 +46,11 @@ names the shard, its page and its cursor; the other shards stop at their next ch
 from __future__ import annotations
 
 import contextvars
-import io
 import logging
 import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -63,9 +61,10 @@ from export_center.attempt.batches import BatchConverter
 from export_center.attempt.ceiling import check_row_caps
 from export_center.attempt.fetching import BatchFetcher, PageSizer
 from export_center.attempt.finalize import assemble_file, read_part
+from export_center.attempt.shard_state import ShardState, columns_json, columns_of, merged
 from export_center.attempt.shards import Shard, plan_shards
 from export_center.attempt.steps import Attempt
-from export_center.columns import Column, ColumnType
+from export_center.columns import Column
 from export_center.errors import (
     ExportFailure,
     FileTooLarge,
@@ -83,7 +82,7 @@ from export_center.storage.keys import part_key
 from export_center.writers import RowsPartWriter, WriterStats
 from export_center.writers.formats import PartWriter
 
-__all__ = ["SEGMENT_FLUSH_BYTES", "ShardedProducer"]
+__all__ = ["SEGMENT_FLUSH_BYTES", "ShardedProducer", "Stopped"]
 
 log = logging.getLogger(__name__)
 
@@ -93,54 +92,12 @@ _WAIT_SLICE_SECONDS = 0.25
 """How often the attempt's thread checks the watchdog while shards run."""
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """Another shard failed or the attempt stopped: this shard ends quietly."""
 
 
 class _SnapshotExpired(Exception):
     """A resumed shard's snapshot token was refused (410): restart from zero."""
-
-
-def _columns_json(columns: list[Column]) -> list[dict[str, Any]]:
-    return [{**asdict(c), "type": str(c.type)} for c in columns]
-
-
-def _columns_of(raw: list[dict[str, Any]]) -> list[Column]:
-    return [Column(**{**c, "type": ColumnType(c["type"])}) for c in raw]
-
-
-def _merged(first: list[str], more: Any) -> list[str]:
-    """``first`` followed by the items of ``more`` it does not hold yet."""
-    merged = list(first)
-    merged.extend(item for item in more if item not in merged)
-    return merged
-
-
-class _ShardState:
-    """One running shard: its checkpoint, buffer and writer (owned by its thread)."""
-
-    def __init__(self, checkpoint: ShardCheckpoint, shard: Shard) -> None:
-        self.cp = checkpoint
-        self.shard = shard
-        self.buffer = io.BytesIO()
-        self.live_rows = 0  # rows written since the last checkpoint
-        writer = (checkpoint.stats or {}).get("writer")
-        self.resume_from = WriterStats.from_dict(writer) if writer else None
-        known = (checkpoint.stats or {}).get("total")
-        #: The provider's row estimate of this shard (its first page), kept in the
-        #: checkpoint so that a resumed attempt still knows it.
-        self.total: int | None = int(known) if known is not None else None
-        if checkpoint.done:
-            self.total = checkpoint.rows_written
-        self.batch_no = checkpoint.pages
-        kept = (checkpoint.stats or {}).get("totals")
-        #: The control totals of the rows this shard wrote (as of its checkpoint when
-        #: resumed); set when the shard's writer opens.
-        self.totals: ControlTotals | None = ControlTotals.from_dict(kept) if kept else None
-
-    @property
-    def rows(self) -> int:
-        return self.cp.rows_written + self.live_rows
 
 
 class ShardedProducer:
@@ -162,13 +119,16 @@ class ShardedProducer:
         self.settings = run.ctx.settings.task
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.states: list[_ShardState] = []
+        self.states: list[ShardState] = []
         self.columns: list[Column] | None = None
         self.schema_hash: str | None = None
         self.resumed = False
         #: The failure of the shard that failed first (the one :attr:`Attempt.location`
         #: names); raised in place of a sibling's failure seen earlier.
         self.failure: ExportFailure | None = None
+        #: Shards in the plan when :attr:`states` holds only some of them (a shard
+        #: runner of another worker), else None.
+        self.shard_count: int | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -281,17 +241,17 @@ class ShardedProducer:
 
     def _run_shards(self, plan: list[Shard], checkpoints: list[ShardCheckpoint]) -> None:
         run = self.run
-        self.states = [_ShardState(cp, plan[cp.shard_no]) for cp in checkpoints]
+        self.states = [ShardState(cp, plan[cp.shard_no]) for cp in checkpoints]
         for state in self.states:
             stats = state.cp.stats or {}
             if self.columns is None and stats.get("columns"):
-                self.columns = _columns_of(stats["columns"])
+                self.columns = columns_of(stats["columns"])
                 self.schema_hash = stats.get("schemaHash")
         todo = [s for s in self.states if not s.cp.done]
         spec = self.etype.shards
-        parallel = max(1, min(spec.parallel if spec else 1, self.settings.shard_parallel_cap))
         if not todo:
             return
+        parallel = max(1, min(spec.parallel if spec else 1, self.settings.shard_parallel_cap))
         pool = ThreadPoolExecutor(
             max_workers=min(parallel, len(todo)), thread_name_prefix=f"shard-{run.task_id}"
         )
@@ -309,7 +269,7 @@ class ShardedProducer:
                 )
                 for future in finished:
                     error = future.exception()
-                    if error is not None and not isinstance(error, _Stopped):
+                    if error is not None and not isinstance(error, Stopped):
                         raise self._first(error)
                 run.watchdog.check()
         finally:
@@ -317,7 +277,7 @@ class ShardedProducer:
             pool.shutdown(wait=True, cancel_futures=True)
         for future in futures:
             error = future.exception()
-            if error is not None and not isinstance(error, _Stopped):
+            if error is not None and not isinstance(error, Stopped):
                 raise self._first(error)
 
     def _first(self, error: BaseException) -> BaseException:
@@ -347,7 +307,7 @@ class ShardedProducer:
         """Between pages and while waiting: stop when the attempt or a sibling did."""
         self.run.watchdog.check()
         if self.stop.is_set():
-            raise _Stopped
+            raise Stopped
 
     def _request(self, shard: Shard) -> ProviderRequest:
         base = self.run.provider_request(self.etype)
@@ -363,10 +323,10 @@ class ShardedProducer:
             limit=base.limit,
             trace_id=base.trace_id,
             time_zone=base.time_zone,
-            shard=shard.describe(len(self.states)),
+            shard=shard.describe(self.shard_count or len(self.states)),
         )
 
-    def _run_shard(self, state: _ShardState) -> None:
+    def _run_shard(self, state: ShardState) -> None:
         """One shard's thread: page from its checkpoint to its end, checkpointing."""
         run = self.run
         request = self._request(state.shard)
@@ -411,13 +371,13 @@ class ShardedProducer:
                     break
                 state.batch_no += 1
                 batch = fetcher.wait(following)
-        except (_Stopped, _SnapshotExpired):
+        except (Stopped, _SnapshotExpired):
             fetcher.abandon()
             raise
         except ExportFailure as exc:
             fetcher.abandon()
             if self.stop.is_set() and not isinstance(exc, PermanentExportError):
-                raise _Stopped from exc
+                raise Stopped from exc
             self.stop.set()
             with self.lock:
                 if run.location is None:
@@ -431,7 +391,7 @@ class ShardedProducer:
             raise
         fetcher.close()
 
-    def _first_batch(self, fetcher: BatchFetcher, state: _ShardState, resumed: bool) -> Batch:
+    def _first_batch(self, fetcher: BatchFetcher, state: ShardState, resumed: bool) -> Batch:
         try:
             return fetcher.wait(fetcher.submit(state.cp.cursor, state.cp.snapshot_token))
         except ExportFailure as exc:
@@ -440,7 +400,7 @@ class ShardedProducer:
                 raise _SnapshotExpired from exc
             raise
 
-    def _open(self, state: _ShardState, first: Batch) -> tuple[BatchConverter, Any]:
+    def _open(self, state: ShardState, first: Batch) -> tuple[BatchConverter, Any]:
         """The shard's converter and part writer; the first page of the export fixes
         the columns and schema hash every other shard must match."""
         with self.lock:
@@ -477,7 +437,7 @@ class ShardedProducer:
         return BatchConverter(columns, run.chosen_keys), writer
 
     def _write(
-        self, state: _ShardState, writer: Any, converter: BatchConverter, batch: Batch
+        self, state: ShardState, writer: Any, converter: BatchConverter, batch: Batch
     ) -> None:
         run = self.run
         with self.lock:
@@ -495,7 +455,7 @@ class ShardedProducer:
 
     def _checkpoint(
         self,
-        state: _ShardState,
+        state: ShardState,
         writer: Any,
         converter: BatchConverter,
         batch: Batch,
@@ -530,10 +490,10 @@ class ShardedProducer:
         if ended:
             cp.cursor = None
         cp.stats = {
-            "columns": _columns_json(self.columns or []),
+            "columns": columns_json(self.columns or []),
             "schemaHash": self.schema_hash,
             "writer": stats.to_dict(),
-            "notes": _merged((cp.stats or {}).get("notes") or [], converter.notes()),
+            "notes": merged((cp.stats or {}).get("notes") or [], converter.notes()),
             "total": state.rows if ended else state.total,
             "totals": None if state.totals is None else state.totals.to_dict(),
         }
@@ -548,10 +508,21 @@ class ShardedProducer:
         with self.lock:
             processed = sum(s.rows for s in self.states)
             shards = (sum(s.cp.done for s in self.states), len(self.states))
-        # One transaction with the task's progress; a deadlock or lock-wait victim
-        # (against a sibling shard or the lease renewal) is rolled back whole and tried
-        # again, like any database blip, while the lease lasts.
-        run.writes.checkpoint(cp, processed=processed, total=self.total, shards=shards)
+        self.save_checkpoint(cp, processed=processed, shards=shards)
+
+    def save_checkpoint(
+        self, cp: ShardCheckpoint, *, processed: int, shards: tuple[int, int]
+    ) -> None:
+        """Write one shard's checkpoint with the task's progress, in one transaction; a
+        deadlock or lock-wait victim (against a sibling shard or the lease renewal) is
+        rolled back whole and tried again, like any database blip, while the lease
+        lasts. A shard runner of another worker writes only its shard (``shard_unit``).
+
+        Raises:
+            LeaseLost, WorkerInterrupted: the attempt lost its lease, or the database
+                did not answer while it lasted.
+        """
+        self.run.writes.checkpoint(cp, processed=processed, total=self.total, shards=shards)
 
     # ------------------------------------------------------------------ finalize
 
@@ -576,7 +547,7 @@ class ShardedProducer:
                 totals = totals.merge(s.totals)
         notes: list[str] = []
         for s in self.states:
-            notes = _merged(notes, (s.cp.stats or {}).get("notes") or [])
+            notes = merged(notes, (s.cp.stats or {}).get("notes") or [])
         # The first shard's snapshot token stands for the file's (each shard has its own).
         return assemble_file(
             run,

@@ -189,6 +189,9 @@ class Attempt:
             None).
         claimed_at: ``time.monotonic()`` just before the claim was sent (the start of
             the lease by this process's clock; default: now).
+        watchdog_class: the lease the watchdog keeps: the task's (default), or a
+            shard's (:class:`~export_center.attempt.shard_unit.ShardWatchdog`, a shard
+            runner of another worker).
 
     Attributes:
         phase: the phase written with progress and named in a failure message.
@@ -209,6 +212,7 @@ class Attempt:
         *,
         object_key: str | None = None,
         claimed_at: float | None = None,
+        watchdog_class: type[Watchdog] | None = None,
     ) -> None:
         self.engine = engine
         self.ctx = context
@@ -243,7 +247,7 @@ class Attempt:
         self.location: str | None = None
         self._last_progress = 0.0
         settings = context.settings.task
-        self.watchdog = Watchdog(
+        self.watchdog = (watchdog_class or Watchdog)(
             engine,
             task_id=self.task_id,
             version=version,

@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from export_center import repository
 from export_center.attempt.pauses import pause_monitor
@@ -200,13 +200,11 @@ class Watchdog:
                 if time.monotonic() >= next_renewal:
                     sent = time.monotonic()
                     with self.engine.begin() as conn:
-                        renewed, cancel = repository.renew_lease(
-                            conn, self.task_id, self.version, self.owner, self.lease_seconds
-                        )
+                        renewed, cancel = self.renew(conn)
                     self._outages.worked()
                     backoff = Backoff(0.2, 5.0)
                     if not renewed:
-                        self.abort(*self._why_not_renewed())
+                        self.abort(*self.why_not_renewed())
                         return
                     self._lease_base = sent
                     self.renewals += 1
@@ -236,8 +234,23 @@ class Watchdog:
             finally:
                 self._calling_since = None
 
+    def renew(self, conn: Connection) -> tuple[bool, bool]:
+        """One renewal in the open transaction ``conn``: the task's lease (and the
+        leases of the shards this attempt's threads hold).
+
+        Returns:
+            ``(renewed, cancel requested)``.
+        """
+        return repository.renew_lease(
+            conn, self.task_id, self.version, self.owner, self.lease_seconds
+        )
+
     def _sleep(self, next_renewal: float) -> float:
         return max(0.01, min(self.cancel_poll_seconds, next_renewal - time.monotonic()))
+
+    def why_not_renewed(self) -> tuple[str, str | None]:
+        """``(abort reason, detail)`` after a renewal touched no row."""
+        return self._why_not_renewed()
 
     def _why_not_renewed(self) -> tuple[str, str | None]:
         try:

@@ -31,6 +31,7 @@ from export_center.repository.outbox import insert_outbox
 from export_center.repository.reads import read_task
 from export_center.repository.rows import AttemptEnd, StoredFile, Task
 from export_center.repository.tables import OUTBOX as O
+from export_center.repository.tables import SHARDS as S
 from export_center.repository.tables import TASKS as T
 from export_center.states import Phase, TaskStatus
 
@@ -116,6 +117,13 @@ def renew_lease(
         ).rowcount
         == 1
     )
+    if renewed:
+        # Shards of a distributed attempt that its own threads hold live as long as it.
+        conn.execute(
+            update(S)
+            .where(S.c.task_id == task_id, S.c.lease_owner == owner)
+            .values(lease_until=db_now_plus(lease_seconds))
+        )
     cancel = conn.execute(select(T.c.cancel_requested).where(T.c.id == task_id)).scalar()
     return renewed, bool(cancel)
 

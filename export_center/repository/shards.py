@@ -9,12 +9,13 @@ never move a checkpoint. Reads (the task detail's "shards done / total") are unf
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from export_center.db import db_now
 from export_center.repository._common import held_attempt
@@ -25,11 +26,13 @@ __all__ = [
     "ShardCheckpoint",
     "ShardStatus",
     "delete_shards",
+    "hold_attempt",
     "load_shards",
     "plan_task_shards",
     "save_checkpoint",
     "segment_runs",
     "segments_of",
+    "shard_row",
 ]
 
 
@@ -130,7 +133,8 @@ def segments_of(stored: Any) -> list[int]:
     raise ValueError(f"segments_json holds neither runs nor a segment list: {stored!r:.80}")
 
 
-def _row(row: Any) -> ShardCheckpoint:
+def shard_row(row: Any) -> ShardCheckpoint:
+    """The checkpoint of one ``export_shard`` row as read."""
     return ShardCheckpoint(
         shard_no=row.shard_no,
         key=row.shard_key,
@@ -151,10 +155,10 @@ def _row(row: Any) -> ShardCheckpoint:
 def load_shards(conn: Connection, task_id: int) -> list[ShardCheckpoint]:
     """The task's shards in file order (empty when it has none yet)."""
     rows = conn.execute(select(S).where(S.c.task_id == task_id).order_by(S.c.shard_no))
-    return [_row(r) for r in rows]
+    return [shard_row(r) for r in rows]
 
 
-def _hold(conn: Connection, task_id: int, version: int, owner: str) -> bool:
+def hold_attempt(conn: Connection, task_id: int, version: int, owner: str) -> bool:
     """Touch the task row under the attempt's fence (locks it for the transaction)."""
     return (
         conn.execute(
@@ -182,7 +186,7 @@ def plan_task_shards(
         another plan with progress was dropped (its parts are the caller's to delete);
         None when the attempt lost its lease (nothing written).
     """
-    if not _hold(conn, task_id, version, owner):
+    if not hold_attempt(conn, task_id, version, owner):
         return None
     current = load_shards(conn, task_id)
     same = [(s.key, s.window_from, s.window_to) for s in current] == [
@@ -200,6 +204,17 @@ def plan_task_shards(
             ],
         )
         current = [ShardCheckpoint(s.shard_no, s.key, s.window_from, s.window_to) for s in planned]
+    else:
+        # A new attempt: a shard that failed for good is tried again from its
+        # checkpoint, and no lease of an earlier attempt's runners holds.
+        conn.execute(
+            update(S)
+            .where(S.c.task_id == task_id, S.c.status != ShardStatus.DONE)
+            .values(status=ShardStatus.PENDING, lease_owner=None, lease_until=None)
+        )
+        current = [
+            dataclasses.replace(s, status=ShardStatus.PENDING) if not s.done else s for s in current
+        ]
     conn.execute(
         update(T)
         .where(T.c.id == task_id)
@@ -223,13 +238,19 @@ def save_checkpoint(
     Returns:
         False when the attempt lost its lease (nothing written).
     """
-    if not _hold(conn, task_id, version, owner):
+    if not hold_attempt(conn, task_id, version, owner):
         return False
+    values = shard.values(version)
+    if shard.done:
+        values.update(lease_owner=None, lease_until=None)
+    # A distributed shard the attempt's own thread claimed carries the attempt's owner;
+    # a shard run by a thread of a classic attempt has none.
+    mine = or_(S.c.lease_owner.is_(None), S.c.lease_owner == owner)
     return (
         conn.execute(
             update(S)
-            .where(S.c.task_id == task_id, S.c.shard_no == shard.shard_no)
-            .values(**shard.values(version))
+            .where(S.c.task_id == task_id, S.c.shard_no == shard.shard_no, mine)
+            .values(**values)
         ).rowcount
         == 1
     )

@@ -161,7 +161,8 @@ class RocketMQTransport:
         endpoint: proxy gRPC ``host:port``.
         topic: command topic.
         group: worker consumer group.
-        tag: message tag of commands.
+        tag: the tag expression the worker consumes: commands (``EXPORT_TASK``) and
+            the shard wake-ups of distributed exports (``EXPORT_SHARD``).
         invisible_seconds: invisible time of a received command (>= 10 s).
         await_seconds: long-poll wait of one receive.
         request_timeout: gRPC request timeout in seconds.
@@ -174,7 +175,7 @@ class RocketMQTransport:
         topic: str,
         group: str,
         *,
-        tag: str = "EXPORT_TASK",
+        tag: str = "EXPORT_TASK || EXPORT_SHARD",
         invisible_seconds: int = 60,
         await_seconds: int = 5,
         request_timeout: float = 5.0,

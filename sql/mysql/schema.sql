@@ -85,9 +85,10 @@ CREATE TABLE IF NOT EXISTS `export_outbox` (
   `last_error` varchar(1000) DEFAULT NULL,
   `created_at` datetime(3) NOT NULL,
   `updated_at` datetime(3) NOT NULL,
+  `unit` varchar(32) NOT NULL DEFAULT 'task',
   PRIMARY KEY (`id`),
   UNIQUE KEY `uq_export_outbox_event_id` (`event_id`),
-  UNIQUE KEY `uq_export_outbox_task_id_dispatch_version` (`task_id`,`dispatch_version`),
+  UNIQUE KEY `uq_export_outbox_task_id_dispatch_version_unit` (`task_id`,`dispatch_version`,`unit`),
   KEY `ix_export_outbox_publish` (`status`,`next_retry_at`,`id`),
   KEY `ix_export_outbox_task` (`task_id`,`dispatch_version`,`status`,`sent_at`),
   KEY `ix_export_outbox_sent` (`sent_at`)
@@ -146,6 +147,11 @@ CREATE TABLE IF NOT EXISTS `export_shard` (
   `stats_json` text DEFAULT NULL,
   `dispatch_version` int(11) NOT NULL,
   `updated_at` datetime(3) NOT NULL,
+  `lease_owner` varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin DEFAULT NULL,
+  `lease_until` datetime(3) DEFAULT NULL,
+  `attempt_count` int(11) NOT NULL DEFAULT 0,
+  `failure_code` varchar(64) DEFAULT NULL,
+  `failure_message` varchar(1000) DEFAULT NULL,
   PRIMARY KEY (`task_id`,`shard_no`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 

@@ -10,6 +10,7 @@ of it.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -43,6 +44,11 @@ class ServedRows:
 
     app: App
     requests: list[Request] = field(default_factory=list)
+    #: Seconds every batch answer waits first (a slow provider).
+    delay_seconds: float = 0.0
+    #: Per shard id, statuses to answer its next requests with instead of the rows
+    #: (one taken per request, then the provider answers again).
+    fail: dict[str, list[int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def served(self, task_id: str) -> int:
@@ -78,6 +84,20 @@ class ServedRows:
             )
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             seen = Request("?", None, 0, None)
+        if self.delay_seconds:
+            await asyncio.sleep(self.delay_seconds)
+        with self._lock:
+            statuses = self.fail.get(seen.shard or "")
+            status = statuses.pop(0) if statuses else None
+        if status is not None:
+            seen.status = status
+            with self._lock:
+                self.requests.append(seen)
+            error = orjson.dumps({"code": "INJECTED", "message": f"injected {status}"})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": error})
+            return
         replayed = False
 
         async def replay() -> Message:

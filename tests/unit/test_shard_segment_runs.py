@@ -11,9 +11,9 @@ import pytest
 
 from export_center.repository.shards import (
     ShardCheckpoint,
-    _row,
     segment_runs,
     segments_of,
+    shard_row,
 )
 
 
@@ -52,7 +52,7 @@ def test_runs_round_trip_through_the_row(versions):
     cp = _checkpoint(versions)
     values = cp.values(version=1, now="now")
     row = SimpleNamespace(shard_no=cp.shard_no, **values)
-    assert _row(row).segments == versions
+    assert shard_row(row).segments == versions
 
 
 def test_a_checkpoint_written_before_the_runs_is_read_segment_by_segment():
