@@ -118,6 +118,8 @@ class OutboxRow(_Row):
     last_error: str | None
     created_at: datetime
     updated_at: datetime
+    #: ``task`` (the command) or ``shard-<no>.<attempt>`` (a shard wake-up).
+    unit: str
 
 
 @dataclass(frozen=True, slots=True)
