@@ -59,6 +59,7 @@ __all__ = [
     "RECONCILER_ACTIONS",
     "ROWS_PROCESSED",
     "SAMPLE_PROVIDER_EXITS",
+    "SHARDS_RUN",
     "DOWNLOADS",
     "STORAGE_BYTES",
     "TASKS_COMPLETED",
@@ -97,6 +98,13 @@ PROVIDER_FAILURES = Counter(
     "export_provider_failure_total", "Provider requests that failed", ["type", "reason"]
 )
 OUTBOX_SEND_FAILURES = Counter("export_outbox_send_failures_total", "Failed outbox sends")
+SHARDS_RUN = Counter(
+    "export_shards_run_total",
+    "Distributed shards claimed and run in this process, by who ran them (coordinator: "
+    "a thread of the attempt that holds the task; helper: another worker) and how the "
+    "run ended (done, failed, stopped, handed_back)",
+    ["type", "runner", "outcome"],
+)
 RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actions", ["action"])
 DLQ_MESSAGES = Counter("export_dlq_messages_total", "Messages read from the dead-letter queue")
 STORAGE_BYTES = Counter("export_storage_bytes", "Bytes of files stored")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The export center as a cluster on one machine: MariaDB, the RocketMQ broker, S3Proxy
-# (S3-compatible storage), 2 API processes (`export-center serve`) on two ports and
-# 3 workers (`export-center worker --metrics-port`), every process its own Prometheus
-# scrape target. The same process lines are in deploy/cluster/Procfile for honcho or
+# (S3-compatible storage), 2 APIs (`export-center serve --workers 2`: two API processes
+# on each of two ports) and 3 workers (`export-center worker --metrics-port`), every
+# process its own Prometheus scrape target. Sharded exports run distributed: any worker
+# runs any shard of any export (task.distributed_shards). The same process lines are in deploy/cluster/Procfile for honcho or
 # foreman; this script also prepares the servers, the secrets and the schema.
 #
 # Usage: deploy/cluster/run.sh {up|down|status|env|dotenv|token USER TENANT}
@@ -23,7 +24,12 @@
 # Environment (defaults in brackets):
 #   CLUSTER_DIR             state: secrets, logs, pid files [/tmp/export-center-cluster]
 #   CLUSTER_API_PORTS       the two API ports ["8001 8002"]
-#   CLUSTER_METRICS_PORTS   the three workers' metrics ports ["9101 9102 9103"]
+#   CLUSTER_WORKERS         worker processes [3]
+#   CLUSTER_METRICS_PORTS   the workers' metrics ports, one per worker ["9101 9102 9103"]
+#   CLUSTER_API_WORKERS     API processes per API (serve --workers) [2]
+#   CLUSTER_API_METRICS_PORTS  per API the first metrics port: its supervisor (the
+#                           publisher) there, API process k on that port + k ["9201 9211"]
+#   CLUSTER_DISTRIBUTED_SHARDS  shards of one export on every worker [true]
 #   CLUSTER_START_SERVERS   1: start MariaDB, the broker and S3Proxy with scripts/ [1]
 #   CLUSTER_CONCURRENCY     exports run at once per worker [2]
 #   EXPORT_CENTER_DATABASE_URL           [scripts/mariadb.sh url export_center]
@@ -42,6 +48,13 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER_DIR="${CLUSTER_DIR:-/tmp/export-center-cluster}"
 read -r -a API_PORTS <<<"${CLUSTER_API_PORTS:-8001 8002}"
 read -r -a METRICS_PORTS <<<"${CLUSTER_METRICS_PORTS:-9101 9102 9103}"
+read -r -a API_METRICS_PORTS <<<"${CLUSTER_API_METRICS_PORTS:-9201 9211}"
+WORKERS="${CLUSTER_WORKERS:-3}"
+API_WORKERS="${CLUSTER_API_WORKERS:-2}"
+[ "${#METRICS_PORTS[@]}" -ge "$WORKERS" ] || {
+    echo "[cluster] ERROR: CLUSTER_METRICS_PORTS names ${#METRICS_PORTS[@]} ports for $WORKERS workers" >&2
+    exit 2
+}
 PYTHON="${PYTHON:-python}"
 START_TIMEOUT=180
 
@@ -98,6 +111,8 @@ common_env() {
     export EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS="${EXPORT_CENTER_MOUNT_SAMPLE_PROVIDERS:-true}"
     # The providers of this recipe take many exports at once (the default is 5 per type).
     export EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE="${EXPORT_CENTER_LIMITS__MAX_ACTIVE_PER_TYPE:-50}"
+    # One export's shards on every worker, not threads of one interpreter.
+    export EXPORT_CENTER_TASK__DISTRIBUTED_SHARDS="${EXPORT_CENTER_TASK__DISTRIBUTED_SHARDS:-${CLUSTER_DISTRIBUTED_SHARDS:-true}}"
     export PYTHONPATH="${PYTHONPATH:-$REPO_ROOT}"
 }
 
@@ -166,17 +181,23 @@ cmd_up() {
     log "migrations: export-center db upgrade"
     "$PYTHON" -m export_center.cli db upgrade >&2
     local i
+    local serve_metrics
     for i in 0 1; do
         # API: the API, the sample providers and the publisher (a create is sent at once);
-        # no consumer, no reconciler.
+        # no consumer, no reconciler. With serve --workers N the publisher runs once, in
+        # the supervisor, and N API processes share the port.
+        serve_metrics=()
+        if [ "$API_WORKERS" -gt 1 ]; then
+            serve_metrics=(--workers "$API_WORKERS" --metrics-port "${API_METRICS_PORTS[$i]}")
+        fi
         launch "api-$((i + 1))" \
             EXPORT_CENTER_PUBLISHER__ENABLED=true \
             EXPORT_CENTER_CONSUMER__ENABLED=false \
             EXPORT_CENTER_RECONCILER__ENABLED=false \
             EXPORT_CENTER_LOAD_SAMPLE_DATA="${EXPORT_CENTER_LOAD_SAMPLE_DATA:-true}" \
-            "$PYTHON" -m export_center.cli serve --port "${API_PORTS[$i]}"
+            "$PYTHON" -m export_center.cli serve --port "${API_PORTS[$i]}" "${serve_metrics[@]}"
     done
-    for i in 0 1 2; do
+    for ((i = 0; i < WORKERS; i++)); do
         # Worker: consumer, publisher (retries) and reconciler; its providers are the
         # sample providers of one of the two APIs, alternately.
         launch "worker-$((i + 1))" \
@@ -190,21 +211,30 @@ cmd_up() {
     for i in 0 1; do
         wait_http "api-$((i + 1))" "http://127.0.0.1:${API_PORTS[$i]}/readyz"
     done
-    for i in 0 1 2; do
+    for ((i = 0; i < WORKERS; i++)); do
         wait_http "worker-$((i + 1))" "http://127.0.0.1:${METRICS_PORTS[$i]}/metrics"
     done
-    log "up: APIs http://127.0.0.1:${API_PORTS[0]} http://127.0.0.1:${API_PORTS[1]};" \
-        "metrics of the workers on ports ${METRICS_PORTS[*]}"
+    log "up: APIs http://127.0.0.1:${API_PORTS[0]} http://127.0.0.1:${API_PORTS[1]}" \
+        "($API_WORKERS API processes each); metrics of the workers on ports" \
+        "${METRICS_PORTS[*]:0:$WORKERS}"
+}
+
+# The names of the processes this script may have started (also the workers of an
+# earlier `up` with more of them).
+names() {
+    local i
+    echo api-1 api-2
+    for ((i = 1; i <= ${#METRICS_PORTS[@]} || i <= WORKERS; i++)); do echo "worker-$i"; done
 }
 
 cmd_down() {
     local name pid waited
-    for name in api-1 api-2 worker-1 worker-2 worker-3; do
+    for name in $(names); do
         alive "$name" || continue
         pid="$(pid_of "$name")"
         kill -TERM "$pid" 2>/dev/null || true
     done
-    for name in api-1 api-2 worker-1 worker-2 worker-3; do
+    for name in $(names); do
         pid="$(pid_of "$name")"
         waited=0
         while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do
@@ -218,7 +248,7 @@ cmd_down() {
         done
         rm -f "$CLUSTER_DIR/pids/$name.pid"
     done
-    log "the five export-center processes are stopped (servers left running)"
+    log "the export-center processes are stopped (servers left running)"
 }
 
 cmd_status() {
@@ -231,7 +261,7 @@ cmd_status() {
             rc=3
         fi
     done
-    for i in 0 1 2; do
+    for ((i = 0; i < WORKERS; i++)); do
         if alive "worker-$((i + 1))"; then
             echo "worker-$((i + 1)): running (pid $(pid_of "worker-$((i + 1))")), metrics http://127.0.0.1:${METRICS_PORTS[$i]}/metrics"
         else

@@ -41,11 +41,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy import Connection
 
+from export_center import metrics
 from export_center.attempt.ceiling import check_row_caps
 from export_center.attempt.shard_state import ShardState, columns_of
 from export_center.attempt.sharded import ShardedProducer, Stopped
 from export_center.attempt.shards import Shard
 from export_center.errors import (
+    ExportFailure,
     FileTooLarge,
     PermanentExportError,
     SchemaChanged,
@@ -158,11 +160,17 @@ class DistributedProducer(ShardedProducer):
             with self.lock:
                 self.states[claimed.shard_no] = state
                 running.add(claimed.shard_no)
+            outcome = "stopped"
             try:
                 self._run_shard(state)
+                outcome = "done"
+            except ExportFailure:
+                outcome = "failed"
+                raise
             finally:
                 with self.lock:
                     running.discard(claimed.shard_no)
+                metrics.SHARDS_RUN.labels(run.task.export_type, "coordinator", outcome).inc()
 
     # ------------------------------------------------------------------ the cluster's
 

@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from export_center import metrics
 from export_center.attempt.context import RunContext
 from export_center.attempt.shard_state import ShardState, columns_of
 from export_center.attempt.sharded import ShardedProducer, Stopped
@@ -235,12 +236,14 @@ def _run_claimed(
     producer = ShardUnitProducer(attempt, etype, claimed, plan, known)
     attempt.watchdog.start()
     footer = etype.files.trace_footer
+    outcome = "stopped"
     try:
         with marked(
             mark_of(task.task_no, task.tenant_id, task.requested_by, task.requested_at, footer)
         ):
             producer.run_one()
         log.info("shard done: %d rows", producer.states[0].rows, extra=fields)
+        outcome = "done"
         return True
     except (ExportCancelled, LeaseLost, WorkerInterrupted, DeadlinePassed, Stopped) as exc:
         log.info("shard runner stopped: %s", exc, extra=fields)
@@ -248,6 +251,7 @@ def _run_claimed(
     except WorkerStopping:
         _settle(engine, partial(_release, task, owner, claimed.shard_no))
         log.info("shutting down: shard handed back", extra=fields)
+        outcome = "handed_back"
         return False
     except ExportFailure as exc:
         where = attempt.location or f"shard {claimed.key}"
@@ -264,14 +268,17 @@ def _run_claimed(
             permanent=exc.permanent,
         )
         _settle(engine, lambda conn: failed(conn))
+        outcome = "failed"
         return False
     except Exception as error:
         if not is_database_blip(error):
             log.exception("shard runner crashed; the shard is handed back", extra=fields)
         _settle(engine, partial(_release, task, owner, claimed.shard_no))
+        outcome = "handed_back"
         return False
     finally:
         attempt.watchdog.stop()
+        metrics.SHARDS_RUN.labels(task.export_type, "helper", outcome).inc()
 
 
 def _settle(engine: Engine, work: Any) -> None:

@@ -1,11 +1,13 @@
-"""The cluster on one machine (``deploy/cluster/run.sh``): 2 API processes, 3 workers,
-MariaDB, the RocketMQ broker and S3Proxy, all real, all on loopback.
+"""The cluster on one machine (``deploy/cluster/run.sh``): 2 APIs of 2 API processes each
+(``serve --workers 2``), 3 workers running sharded exports distributed, MariaDB, the
+RocketMQ broker and S3Proxy, all real, all on loopback.
 
 * 30 exports from 10 users, created alternately on both APIs (CSV and XLSX, ORDERS of
   one to twelve months), all succeed; each is downloaded through the other API (a
   presigned GET of the bucket) and checked row for row against the database; the
-  bucket holds exactly the 30 files and no unfinished upload; the metrics of the five
-  processes add up to the 30 exports.
+  bucket holds exactly the 30 files and no unfinished upload; the metrics of the nine
+  processes (per API its supervisor and two API processes, and the workers) add up to
+  the 30 exports, and shards of them ran on workers other than their coordinator's.
 * kill -9 of the worker that renders into a multipart upload: the task succeeds on
   another worker, the dead upload is aborted by the reconciler, one file is stored.
 * S3 stopped during an upload: the attempt fails as transient, backs off, and succeeds
@@ -50,7 +52,7 @@ from export_center.registry_source import default_registry_path
 from export_center.writers.formats import FORMATS
 from tests.conftest import _fresh_mariadb, sample_url
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
-from tests.support.helpers import read_csv, read_xlsx
+from tests.support.helpers import free_port_block, read_csv, read_xlsx
 from tests.support.s3 import PrivateS3Proxy, contents, s3_client, s3_keys
 
 pytestmark = [
@@ -76,6 +78,8 @@ class Cluster:
     state: Path
     apis: list[str]
     metrics: list[str]
+    #: Per API: its supervisor's metrics (the publisher), then its two API processes'.
+    api_metrics: list[str]
     database_url: str
     sample_url: str
     s3proxy: PrivateS3Proxy
@@ -138,6 +142,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     key, secret = s3_keys()
     apis = [free_port(), free_port()]
     metrics = [free_port(), free_port(), free_port()]
+    api_metrics = [free_port_block(3), free_port_block(3)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
     env.update(
         {
@@ -147,6 +152,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "CLUSTER_START_SERVERS": "0",
             "CLUSTER_API_PORTS": " ".join(map(str, apis)),
             "CLUSTER_METRICS_PORTS": " ".join(map(str, metrics)),
+            "CLUSTER_API_METRICS_PORTS": " ".join(map(str, api_metrics)),
             "EXPORT_CENTER_DATABASE_URL": database_url,
             "EXPORT_CENTER_SAMPLE_DATABASE_URL": sample,
             "EXPORT_CENTER_LOAD_SAMPLE_DATA": "false",
@@ -174,6 +180,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         state=base / "state",
         apis=[f"http://127.0.0.1:{p}" for p in apis],
         metrics=[f"http://127.0.0.1:{p}/metrics" for p in metrics],
+        api_metrics=[f"http://127.0.0.1:{p + k}/metrics" for p in api_metrics for k in range(3)],
         database_url=database_url,
         sample_url=sample,
         s3proxy=s3proxy,
@@ -378,17 +385,20 @@ def test_thirty_exports_from_ten_users_on_both_apis(cluster: Cluster) -> None:
         assert head["ContentType"] == FORMATS[fmt].content_type
         assert head["ContentDisposition"].startswith("attachment; ")
 
-    # Metrics of the five processes add up to the 30 exports (each counted once).
-    scrapes = [scrape(f"{url}/metrics") for url in cluster.apis] + [
-        scrape(url) for url in cluster.metrics
-    ]
-    created_counts = [total(s, "export_task_created_total") for s in scrapes]
-    succeeded = [total(s, "export_task_completed_total", status="succeeded") for s in scrapes]
-    rows = [total(s, "export_rows_processed_total", type="ORDERS") for s in scrapes]
-    assert sum(created_counts) == 30 and created_counts[2:] == [0, 0, 0], created_counts
-    assert sum(succeeded) == 30 and succeeded[:2] == [0, 0], succeeded
+    # Metrics of the nine processes add up to the 30 exports (each counted once).
+    apis = [scrape(url) for url in cluster.api_metrics]
+    workers = [scrape(url) for url in cluster.metrics]
+    created_counts = [total(s, "export_task_created_total") for s in apis + workers]
+    succeeded = [total(s, "export_task_completed_total", status="succeeded") for s in workers]
+    rows = [total(s, "export_rows_processed_total", type="ORDERS") for s in apis + workers]
+    assert sum(created_counts) == 30 and created_counts[len(apis) :] == [0, 0, 0], created_counts
+    assert created_counts[0] == created_counts[3] == 0  # the supervisors serve no request
+    assert all(total(s, "export_task_completed_total") == 0 for s in apis)
+    assert sum(succeeded) == 30, succeeded
     assert sum(rows) == rows_total
-    assert sum(1 for n in succeeded[2:] if n) >= 2  # the work was spread over the workers
+    assert sum(1 for n in succeeded if n) >= 2  # the work was spread over the workers
+    # Sharded exports ran distributed: shards on workers besides their coordinator's.
+    assert sum(total(s, "export_shards_run_total", runner="helper") for s in workers) > 0
 
 
 def _upload_of(cluster: Cluster, task_id: str, timeout: float = 60) -> tuple[str, str]:

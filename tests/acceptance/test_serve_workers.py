@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from export_center.embedded import free_port
 from export_center.healthz import wait_healthy
 from export_center.registry_source import default_registry_path
 from tests.conftest import _fresh_mariadb, sample_url
-from tests.support.helpers import ORDERS_PERMISSION, create, wait_state
+from tests.support.helpers import ORDERS_PERMISSION, create, free_port_block, wait_state
 
 pytestmark = [pytest.mark.second_process, pytest.mark.timeout(600)]
 
@@ -75,27 +74,6 @@ class Tree:
         )
 
 
-def _free_block(count: int) -> int:
-    """A first port of ``count`` consecutive ports free right now."""
-    for _ in range(200):
-        first = free_port()
-        if first + count > 65535:
-            continue
-        probes = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                probe.bind(("127.0.0.1", port))
-                probes.append(probe)
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError("no block of free ports")
-
-
 def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -132,7 +110,7 @@ def tree(request: pytest.FixtureRequest, tmp_path: Path, sample_dir: Path) -> It
         request.applymarker(pytest.mark.mariadb)
         url, drop = _fresh_mariadb("serve_workers")
         env["EXPORT_CENTER_DATABASE_URL"] = url
-    port, metrics = free_port(), _free_block(3)
+    port, metrics = free_port(), free_port_block(3)
     log = tmp_path / "serve.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "export_center.cli", "serve", "--port", str(port)]

@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import re
+import socket
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -208,3 +209,24 @@ def assert_same_workbook_but_its_mark(a: bytes, b: bytes, task_a: str, task_b: s
             norm_a = _MARK_TIME.sub(b"T", ea.replace(task_a.encode(), b"ID"))
             norm_b = _MARK_TIME.sub(b"T", eb.replace(task_b.encode(), b"ID"))
             assert norm_a == norm_b, name
+
+
+def free_port_block(count: int) -> int:
+    """A first port of ``count`` consecutive ports free right now."""
+    for _ in range(200):
+        first = free_port()
+        if first + count > 65535:
+            continue
+        probes = []
+        try:
+            for port in range(first, first + count):
+                probe = socket.socket()
+                probe.bind(("127.0.0.1", port))
+                probes.append(probe)
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError("no block of free ports")
