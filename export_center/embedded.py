@@ -15,12 +15,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import REGISTRY
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from export_center.api.app import create_app
 from export_center.db import make_engine
@@ -64,6 +67,7 @@ def mount_samples(
     def mount(app: FastAPI, runtime: Runtime) -> None:
         from providers.catalog import sample_router
 
+        _count_served_rows()
         if loads:
             start_sample_providers(settings, runtime, progress)
         engine = make_engine(settings.resolved_sample_database_url, immediate=False)
@@ -77,6 +81,34 @@ def mount_samples(
         )
 
     return mount
+
+
+class _RowsServed(Collector):
+    """``export_sample_provider_rows_served_total{type}``: rows the sample providers
+    mounted in this process answered (every 2xx page, refetches included): the provider's
+    side of an export, to compare with the rows the file holds."""
+
+    def collect(self) -> Iterator[Metric]:
+        from providers.served import rows_served
+
+        family = CounterMetricFamily(
+            "export_sample_provider_rows_served",
+            "Rows the sample providers of this process answered, refetches included",
+            labels=["type"],
+        )
+        for export_type, rows in sorted(rows_served().items()):
+            family.add_metric([export_type], rows)
+        yield family
+
+
+_ROWS_SERVED = _RowsServed()
+_ROWS_SERVED_REGISTERED = threading.Lock()
+
+
+def _count_served_rows() -> None:
+    """Register :class:`_RowsServed` once in this process's registry."""
+    if _ROWS_SERVED_REGISTERED.acquire(blocking=False):
+        REGISTRY.register(_ROWS_SERVED)
 
 
 def start_sample_providers(

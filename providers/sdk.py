@@ -69,6 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
 from providers.schema import MAX_PRECISION, MAX_TITLE_CHARS, TYPES, Column, schema_hash
+from providers.served import count_served
 
 __all__ = [
     "DB_TIMEOUT",
@@ -487,6 +488,7 @@ class ExportProvider:
                 int(_time.time()) + self.snapshot_ttl_seconds,
             )
         row_format, rows = self._rows_body(page.rows)
+        count_served(self.export_type, len(page.rows))
         body: dict[str, Any] = {
             "schemaVersion": self.schema_version,
             "schemaHash": self._hash,
