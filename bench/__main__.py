@@ -55,6 +55,12 @@ written to ``--json`` (default ``bench-results.json``):
 * ``cluster``: the ``deploy/cluster`` recipe (2 APIs, 3 workers, MariaDB, the broker,
   S3): one full CSV export alone, then 8 at once; aggregate rows/s, the ratio, and the
   CPU-seconds of every group of processes (``bench.cluster``).
+* ``distributed`` (only with ``--only``): sharded exports on the cluster recipe with
+  distributed shards (``bench.distributed``): every order of TPC-H scale
+  ``--distributed-scale`` (default 7) in one ``--distributed-format`` export (XLSX) on
+  1 and on 3 workers: seconds, the ratio, the core ceiling, whether the files are the
+  same; then ``--distributed-kills`` (10) CSV exports of the e2e sample, each with one
+  worker holding shards killed -9 at a random moment: exact or not, rows fetched again.
 * ``big`` (only with ``--only``): all orders of TPC-H scale ``--big-scale`` (default
   7: 10,500,000 orders) in one e2e export, CSV and XLSX, on SQLite and MariaDB, against
   the 405,000-order e2e run of the same database and format (``bench.big``): seconds
@@ -76,12 +82,14 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.big import BIG_SCALE, big_mariadb_urls, run_big
 from bench.cluster import broker_endpoint, run_cluster
-from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix
+from bench.distributed import distributed_goals, run_distributed
+from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix, server_database_url
 from bench.file_formats import file_formats_goals, run_file_formats_part
 from bench.goals import CLUSTER_EXPORTS, compute_goals
 from bench.load import load_mariadb_url, run_load
@@ -139,6 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         "--big-prepare-only",
         action="store_true",
         help="big part: only generate and load the samples (timed, disk reported)",
+    )
+    parser.add_argument(
+        "--distributed-scale",
+        type=float,
+        default=BIG_SCALE,
+        help="TPC-H scale of the distributed part's speed-up export (default: the big scale)",
+    )
+    parser.add_argument(
+        "--distributed-format", default="xlsx", help="format of that export (csv, xlsx)"
+    )
+    parser.add_argument(
+        "--distributed-kills", type=int, default=10, help="kill -9 runs of the distributed part"
     )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
@@ -376,16 +396,59 @@ def main(argv: list[str] | None = None) -> int:
         )
         if urls is None:
             results["big"]["mariadb"] = {"skipped": source}
+    if "distributed" in parts:
+        _distributed(args, sizes, data_dir, results, say)
     results["machine"]["loadAverageEnd"] = round(os.getloadavg()[0], 2)
     results["goals"] = compute_goals(results, args.quick)
     if "fileFormats" in results:
         results["goals"] += file_formats_goals(results["fileFormats"])
+    if "distributed" in results:
+        results["goals"] += distributed_goals(results["distributed"])
     report = print_report(results)
     say("")
     say(report)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     say(f"\nresults: {args.json}")
     return 0
+
+
+def _distributed(
+    args: argparse.Namespace,
+    sizes: dict[str, Any],
+    data_dir: Path,
+    results: dict[str, Any],
+    say: Callable[[str], None],
+) -> None:
+    """The ``distributed`` part (only when ``--only`` names it)."""
+    scale = args.distributed_scale
+    kill_url, source = mariadb_url()
+    name = f"export_center_bench_sf{scale:g}".replace(".", "_")
+    big_url, _ = server_database_url(name) if kill_url else (None, source)
+    broker, broker_source = broker_endpoint()
+    server, s3_source = s3_server()
+    missing = [
+        m for m, ok in ((source, big_url), (broker_source, broker), (s3_source, server)) if not ok
+    ]
+    if big_url is None or kill_url is None or broker is None or server is None:
+        results["distributed"] = {"skipped": "; ".join(missing)}
+        say(f"distributed: skipped ({'; '.join(missing)})")
+        return
+    say(
+        f"distributed: TPC-H scale {scale:g} as {args.distributed_format} on 1 and 3 workers, "
+        f"then {args.distributed_kills} kill -9 runs at scale {sizes['e2e_scale']:g}"
+    )
+    results["distributed"] = run_distributed(
+        data_dir=data_dir,
+        sample_url=big_url,
+        kill_sample_url=kill_url,
+        broker=broker,
+        server=server,
+        scale=scale,
+        kill_scale=sizes["e2e_scale"],
+        fmt=args.distributed_format,
+        kills=args.distributed_kills,
+        say=say,
+    )
 
 
 if __name__ == "__main__":
