@@ -86,7 +86,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.big import BIG_SCALE, big_mariadb_urls, run_big
+from bench.big import BIG_DATABASE, BIG_SCALE, big_mariadb_urls, run_big
 from bench.cluster import broker_endpoint, run_cluster
 from bench.distributed import distributed_goals, run_distributed
 from bench.e2e import ROOT, mariadb_url, run_e2e, run_matrix, server_database_url
@@ -422,7 +422,10 @@ def _distributed(
     """The ``distributed`` part (only when ``--only`` names it)."""
     scale = args.distributed_scale
     kill_url, source = mariadb_url()
-    name = f"export_center_bench_sf{scale:g}".replace(".", "_")
+    # The big part's sample when the scale is its own (one 10.5M-order sample for both).
+    name = (
+        BIG_DATABASE if scale == BIG_SCALE else f"export_center_bench_sf{scale:g}".replace(".", "_")
+    )
     big_url, _ = server_database_url(name) if kill_url else (None, source)
     broker, broker_source = broker_endpoint()
     server, s3_source = s3_server()
