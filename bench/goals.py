@@ -17,6 +17,9 @@ __all__ = ["CLUSTER_EXPORTS", "compute_goals"]
 CLUSTER_EXPORTS = 8
 """Exports started at once by the ``cluster`` part."""
 
+BIG_PER_100K_DEVIATION = 0.10
+"""The big export's seconds per 100k rows may differ from the 405k run's by this share."""
+
 
 def _goal(
     goals: list[dict[str, Any]],
@@ -175,8 +178,8 @@ def compute_goals(results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
                 goals,
                 f"{what}: seconds per 100k rows, deviation",
                 per,
-                "within ±0.15",
-                abs(per) <= 0.15,
+                f"within ±{BIG_PER_100K_DEVIATION:g}",
+                abs(per) <= BIG_PER_100K_DEVIATION,
             )
             if fmt == "xlsx":
                 want = expected_sheets(run["rows"])
