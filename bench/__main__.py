@@ -358,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
                 load["mariadb"] = {"skipped": source}
             else:
                 databases.append(("mariadb", url))
+        # With serve --workers 2 the exports run in a separate worker process when the
+        # broker runs (the setting); else in the server's parent, as with one.
+        broker, broker_source = broker_endpoint()
+        if broker is None:
+            say(f"  exports in the server for serve --workers 2: no broker ({broker_source})")
         for database, url in databases:
             for api_workers in (1, 2):  # one API process, and serve --workers 2 beside it
                 label = database if api_workers == 1 else f"{database}-api{api_workers}"
@@ -370,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                     tasks=sizes["load_tasks"],
                     seconds=sizes["load_seconds"],
                     api_workers=api_workers,
+                    broker=broker if api_workers > 1 else None,
                     say=say,
                 )
         results["load"] = dict(sorted(load.items(), key=lambda kv: kv[0] != "sqlite"))

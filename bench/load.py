@@ -78,7 +78,7 @@ from bench.e2e import ROOT
 from bench.load_drive import CLIENTS, LOCKED, MIX, ROUTES, drive
 from bench.load_explain import explain_all, explain_report
 from bench.load_seed import seed_tasks
-from bench.load_serve import children_of, serve, stop
+from bench.load_serve import children_of, serve, start_worker, stop
 from bench.procs import CpuMeter, pids_matching
 from bench.tables import markdown_table
 
@@ -282,6 +282,7 @@ def run_load(
     clients: int = CLIENTS,
     pause: float = 0.0,
     api_workers: int = 1,
+    broker: str | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Seed, serve, load and explain one database (module docstring).
@@ -297,6 +298,9 @@ def run_load(
         pause: seconds each client waits after each answer (0: none).
         api_workers: API processes (``serve --workers N`` when above 1: the loops run
             once, in the parent).
+        broker: a RocketMQ endpoint with the ``bench-`` topics: the exports then run in
+            a separate ``export-center worker`` process (``exportsIn: "worker"``), not
+            in the server's parent.
 
     Returns:
         The ``load.<database>`` result (module docstring).
@@ -308,12 +312,32 @@ def run_load(
     secret = secrets.token_urlsafe(32)
     log = run_dir / "serve.log"
     proc, base = serve(
-        run_dir, url, secret, log, sample_scale=SAMPLE_SCALE, api_workers=api_workers
+        run_dir,
+        url,
+        secret,
+        log,
+        sample_scale=SAMPLE_SCALE,
+        api_workers=api_workers,
+        broker=broker,
     )
-    if api_workers > 1:
-        time.sleep(2.0)  # healthy once one API process serves; let the others start
+    worker = None
+    if broker is not None:
+        worker = start_worker(
+            run_dir,
+            url,
+            secret,
+            run_dir / "worker.log",
+            sample_scale=SAMPLE_SCALE,
+            broker=broker,
+            api_url=base,
+        )
+    if api_workers > 1 or worker is not None:
+        time.sleep(3.0)  # healthy once one API process serves; let the others start
     server = [proc.pid, *children_of(proc.pid)]
-    meter = CpuMeter({"server": server, "mariadb": pids_matching("mariadbd")})
+    groups = {"server": server, "mariadb": pids_matching("mariadbd")}
+    if worker is not None:
+        groups["worker"] = [worker.pid]
+    meter = CpuMeter(groups)
     try:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         client_cpu = usage.ru_utime + usage.ru_stime
@@ -335,6 +359,8 @@ def run_load(
         cpu["client"] = round(usage.ru_utime + usage.ru_stime - client_cpu, 2)
     finally:
         stop(proc)
+        if worker is not None:
+            stop(worker)
     log_text = log.read_text(encoding="utf-8", errors="replace")
     result: dict[str, Any] = {route: stats[route].summary(elapsed) for route in ROUTES}
     total = sum(result[r]["requests"] for r in ROUTES)
@@ -344,6 +370,7 @@ def run_load(
             "seconds": round(elapsed, 2),
             "clients": clients,
             "apiProcesses": api_workers,
+            "exportsIn": "worker" if worker is not None else "serve",
             "pauseSeconds": pause,
             "mix": dict(zip(ROUTES, MIX, strict=True)),
             "loadAverage": round(load_start, 2),
@@ -487,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
         default="1",
         help="API process counts, e.g. 1,2 (N > 1: serve --workers N; result load.<db>-apiN)",
     )
+    parser.add_argument(
+        "--separate-worker",
+        action="store_true",
+        help="with several API processes, run the exports in an export-center worker on "
+        "the scripts/rocketmq.sh broker (bench- topics)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     parser.add_argument(
         "--data-dir",
@@ -520,6 +553,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             # Every run seeds a fresh database: MariaDB's is dropped and created again.
             fresh = None if url is None else load_mariadb_url()[0]
+            broker = None
+            if args.separate_worker and api_workers > 1:
+                from bench.cluster import broker_endpoint
+
+                broker, source = broker_endpoint()
+                if broker is None:
+                    say(f"  exports in the server: no broker ({source})")
             results[label] = run_load(
                 data_dir=data_dir,
                 database=label,
@@ -529,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
                 clients=args.clients,
                 pause=args.pause,
                 api_workers=api_workers,
+                broker=broker,
                 say=say,
             )
         say("\n" + explain_report(database, results[label]["explain"]) + "\n")
