@@ -34,7 +34,7 @@ from sqlalchemy import bindparam, create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.e2e import ROOT, fastest, prepare_sample
-from bench.procs import CpuMeter, peak_rss_mb, pids_matching, read_pid
+from bench.procs import CpuMeter, free_block, peak_rss_mb, pids_matching, read_pid
 from bench.storage import BUCKET, S3Server
 
 __all__ = ["broker_endpoint", "run_cluster"]
@@ -233,6 +233,7 @@ def run_cluster(
 
     api_ports = [free_port(), free_port()]
     metrics_ports = [free_port() for _ in WORKERS]
+    api_metrics = [free_block(3), free_block(3)]
     state = data_dir / "cluster"
     db_url = _fresh_database(sample_url)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
@@ -244,6 +245,7 @@ def run_cluster(
             "CLUSTER_START_SERVERS": "0",
             "CLUSTER_API_PORTS": " ".join(map(str, api_ports)),
             "CLUSTER_METRICS_PORTS": " ".join(map(str, metrics_ports)),
+            "CLUSTER_API_METRICS_PORTS": " ".join(map(str, api_metrics)),
             "CLUSTER_CONCURRENCY": str(PER_WORKER),
             "EXPORT_CENTER_DATABASE_URL": db_url,
             "EXPORT_CENTER_SAMPLE_DATABASE_URL": sample_url,

@@ -45,34 +45,13 @@ from sqlalchemy.engine import make_url
 
 from bench.cluster import TOPIC_PREFIX, _Cluster
 from bench.e2e import ROOT, prepare_sample
+from bench.procs import free_block
 from bench.storage import BUCKET, S3Server
 
-__all__ = ["run_distributed"]
+__all__ = ["distributed_goals", "run_distributed"]
 
 DATABASE = "export_center_bench_distributed"
 ALL_DATES = {"from": "1992-01-01", "to": "1998-12-31"}
-
-
-def _free_block(count: int) -> int:
-    import socket
-
-    from export_center.embedded import free_port
-
-    for _ in range(200):
-        first = free_port()
-        probes: list[socket.socket] = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                probes.append(probe)
-                probe.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise RuntimeError("no block of free ports")
 
 
 class _Run:
@@ -101,7 +80,7 @@ class _Run:
         admin.dispose()
         db_url = base.set(database=DATABASE).render_as_string(hide_password=False)
         api_ports = [free_port(), free_port()]
-        self.api_metrics = [_free_block(3), _free_block(3)]
+        self.api_metrics = [free_block(3), free_block(3)]
         self.metrics = [free_port() for _ in range(workers)]
         state = data_dir / "distributed"
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}

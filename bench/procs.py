@@ -16,6 +16,7 @@ from pathlib import Path
 __all__ = [
     "CpuMeter",
     "cpu_seconds",
+    "free_block",
     "peak_rss_mb",
     "pids_matching",
     "read_pid",
@@ -130,3 +131,26 @@ class CpuMeter:
         if machine is not None and self._machine is not None:
             out["machine"] = round(machine - self._machine, 2)
         return out
+
+
+def free_block(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports free right now."""
+    import socket
+
+    from export_center.embedded import free_port
+
+    for _ in range(200):
+        first = free_port()
+        probes: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise RuntimeError("no block of free ports")

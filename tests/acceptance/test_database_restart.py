@@ -36,6 +36,7 @@ from export_center.embedded import free_port
 from providers import tpch
 from tests.acceptance.test_cluster import BUCKET, RUN, Cluster, check_file, download
 from tests.integration.test_rocketmq_broker import rocketmq_endpoint
+from tests.support.helpers import free_port_block
 from tests.support.s3 import PrivateS3Proxy, s3_client, s3_keys
 
 pytestmark = [
@@ -99,6 +100,7 @@ def restart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
     key, secret = s3_keys()
     apis = [free_port(), free_port()]
     metrics = [free_port(), free_port(), free_port()]
+    api_metrics = [free_port_block(3), free_port_block(3)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPORT_CENTER_")}
     env.update(
         {
@@ -108,6 +110,7 @@ def restart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
             "CLUSTER_START_SERVERS": "0",
             "CLUSTER_API_PORTS": " ".join(map(str, apis)),
             "CLUSTER_METRICS_PORTS": " ".join(map(str, metrics)),
+            "CLUSTER_API_METRICS_PORTS": " ".join(map(str, api_metrics)),
             "CLUSTER_CONCURRENCY": "4",  # the ten exports run at once on three workers
             "EXPORT_CENTER_DATABASE_URL": database_url,
             "EXPORT_CENTER_SAMPLE_DATABASE_URL": database_url,
@@ -133,6 +136,7 @@ def restart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
         state=base / "state",
         apis=[f"http://127.0.0.1:{p}" for p in apis],
         metrics=[f"http://127.0.0.1:{p}/metrics" for p in metrics],
+        api_metrics=[f"http://127.0.0.1:{p + k}/metrics" for p in api_metrics for k in range(3)],
         database_url=database_url,
         sample_url=database_url,
         s3proxy=s3proxy,
