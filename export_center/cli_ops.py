@@ -300,11 +300,12 @@ def tasks_show(
     if manifest is not None:
         manifest_tables(out, manifest)
     _table(
-        "commands (one per dispatch version)",
-        ["version", "event id", "status", "sends", "created", "sent", "last error"],
+        "commands (one per dispatch version) and shard wake-ups",
+        ["version", "wakes", "event id", "status", "sends", "created", "sent", "last error"],
         [
             [
                 r.dispatch_version,
+                "task" if r.unit == "task" else r.unit.replace("-", " "),
                 r.event_id,
                 r.status.lower(),
                 r.attempt_count,

@@ -101,8 +101,8 @@ OUTBOX_SEND_FAILURES = Counter("export_outbox_send_failures_total", "Failed outb
 SHARDS_RUN = Counter(
     "export_shards_run_total",
     "Distributed shards claimed and run in this process, by who ran them (coordinator: "
-    "a thread of the attempt that holds the task; helper: another worker) and how the "
-    "run ended (done, failed, stopped, handed_back)",
+    "a thread of the attempt that holds the task; helper: a runner woken by a shard "
+    "wake-up, in any worker) and how the run ended (done, failed, stopped, handed_back)",
     ["type", "runner", "outcome"],
 )
 RECONCILER_ACTIONS = Counter("export_reconciler_action_total", "Reconciler actions", ["action"])

@@ -151,6 +151,15 @@ class TaskSettings(BaseModel):
         "local_shards of them itself and assembles the file. False: every shard is a "
         "thread of that one worker (the embedded default: faster on one machine)",
     )
+    shard_lease_seconds: int = Field(
+        30,
+        ge=5,
+        le=3600,
+        description="Distributed shards: the lease a worker running another worker's shard "
+        "writes at claim and renews every third of it; a killed runner's shard is taken "
+        "over this long after its last renewal (the coordinator's own shards live with the "
+        "task's lease)",
+    )
     local_shards: int = Field(
         1,
         ge=0,

@@ -103,12 +103,18 @@ class AdminTask(BaseModel):
 
 
 class CommandPublic(BaseModel):
-    """One command (outbox row): one per dispatch version."""
+    """One outbox row: the command of a dispatch version, or a shard wake-up of a
+    distributed export (``unit``)."""
 
     eventId: str
     taskId: str | None
     taskName: str | None = None
     dispatchVersion: int
+    unit: str = Field(
+        "task",
+        description="task: the command; shard-<no>.<claims>: the wake-up of one shard of a "
+        "distributed export",
+    )
     status: str
     sends: int
     ageSeconds: float | None = Field(
@@ -139,6 +145,7 @@ class CommandPublic(BaseModel):
             taskId=task_no or row.message_key,
             taskName=task_name,
             dispatchVersion=row.dispatch_version,
+            unit=row.unit,
             status=row.status.lower(),
             sends=row.attempt_count,
             ageSeconds=age,

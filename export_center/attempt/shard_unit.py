@@ -8,10 +8,11 @@ across the cluster), runs it exactly as a shard thread of a threaded attempt run
 (same pages, same segments, same checkpoints: the part is the same bytes whoever writes
 it), then claims the next free shard, until none is left.
 
-Each claim has its own lease, kept by a :class:`ShardWatchdog`: it renews the shard's
-lease every ``heartbeat_seconds`` and polls the task's cancel flag and deadline like a
-task's watchdog; a renewal that touches no row (another worker took the shard after the
-lease ran out, the attempt ended or moved to another version) stops the runner before it
+Each claim has its own lease (``task.shard_lease_seconds``), kept by a
+:class:`~export_center.attempt.watchdog.ShardWatchdog`: it renews the shard's lease every
+third of it at most and polls the task's cancel flag and deadline like a task's
+watchdog; a renewal that touches no row (another worker took the shard after the lease
+ran out, the attempt ended or moved to another version) stops the runner before it
 stores anything more. Every checkpoint is fenced by the shard's lease owner and the
 attempt's version (:func:`~export_center.repository.shard_units.save_unit_checkpoint`).
 
@@ -43,7 +44,6 @@ from export_center.attempt.shard_state import ShardState, columns_of
 from export_center.attempt.sharded import ShardedProducer, Stopped
 from export_center.attempt.shards import Shard, plan_shards
 from export_center.attempt.steps import Attempt
-from export_center.attempt.watchdog import Watchdog
 from export_center.errors import (
     DeadlinePassed,
     ExportCancelled,
@@ -57,7 +57,7 @@ from export_center.registry import ExportType
 from export_center.repository import ShardCheckpoint, Task, load_shards, shard_units
 from export_center.writers.file_mark import mark_of, marked
 
-__all__ = ["CLAIM_SECONDS", "ShardUnitProducer", "ShardWatchdog", "run_shard_units"]
+__all__ = ["CLAIM_SECONDS", "ShardUnitProducer", "run_shard_units"]
 
 log = logging.getLogger(__name__)
 
@@ -65,28 +65,13 @@ CLAIM_SECONDS = 30.0
 """How long a shard claim is tried again through a database blip."""
 
 
-class ShardWatchdog(Watchdog):
-    """The watchdog of one claimed shard: renews the shards its owner holds on the task
-    (the claimed one) instead of the task's lease; cancel and deadline are the task's."""
-
-    def renew(self, conn: Connection) -> tuple[bool, bool]:
-        """Renew the shard's lease; ``(renewed, cancel requested)``."""
-        renewed, cancel = shard_units.renew_owned_shards(
-            conn, self.task_id, self.version, self.owner, self.lease_seconds
-        )
-        return renewed > 0, cancel
-
-    def why_not_renewed(self) -> tuple[str, str | None]:
-        """The shard was taken by another worker, or the attempt ended."""
-        return "lease", "the shard's lease was taken over or the export's attempt ended"
-
-
 class ShardUnitProducer(ShardedProducer):
     """Runs one claimed shard of a distributed export (:meth:`run_one`); its checkpoints
     write the shard's row only, fenced by the shard's lease.
 
     Args:
-        run: the attempt's steps for this worker (``watchdog`` a :class:`ShardWatchdog`).
+        run: the attempt's steps for this worker (its watchdog a
+            :class:`~export_center.attempt.watchdog.ShardWatchdog`).
         etype: the task's export type.
         claimed: the claimed shard with its checkpoint.
         plan: the attempt's shard plan (the shard's window, the count the provider sees).
@@ -196,7 +181,7 @@ def run_shard_units(
         claimed_at = time.monotonic()
         claimed = retry_transaction(
             engine,
-            partial(_claim, task, version, owner, settings.lease_seconds, parallel, prefer),
+            partial(_claim, task, version, owner, settings.shard_lease_seconds, parallel, prefer),
             what=f"claim a shard of {task.task_no}",
             seconds_left=partial(_left, claimed_at + CLAIM_SECONDS),
             stop=context.stopping,
@@ -228,7 +213,13 @@ def _run_claimed(
         _settle(engine, partial(_release, task, owner, claimed.shard_no))
         return False  # this worker's registry plans otherwise: leave the shard to others
     attempt = Attempt(
-        engine, context, task, version, owner, claimed_at=claimed_at, watchdog_class=ShardWatchdog
+        engine,
+        context,
+        task,
+        version,
+        owner,
+        claimed_at=claimed_at,
+        shard_lease_seconds=context.settings.task.shard_lease_seconds,
     )
     fields: dict[str, Any] = {**attempt.log_fields(), "shard": claimed.key}
     with engine.connect() as conn:

@@ -50,7 +50,7 @@ from export_center.attempt.batches import (
 from export_center.attempt.context import RunContext, change_warning
 from export_center.attempt.fetching import PageSizer
 from export_center.attempt.stream_guard import GuardedStream
-from export_center.attempt.watchdog import Watchdog
+from export_center.attempt.watchdog import ShardWatchdog, Watchdog
 from export_center.attempt.writes import AttemptWrites
 from export_center.columns import Column
 from export_center.errors import PermanentExportError, ProviderContractError
@@ -189,9 +189,10 @@ class Attempt:
             None).
         claimed_at: ``time.monotonic()`` just before the claim was sent (the start of
             the lease by this process's clock; default: now).
-        watchdog_class: the lease the watchdog keeps: the task's (default), or a
-            shard's (:class:`~export_center.attempt.shard_unit.ShardWatchdog`, a shard
-            runner of another worker).
+        shard_lease_seconds: set for a shard runner of another worker: its watchdog
+            keeps the claimed shard's lease of this length
+            (:class:`~export_center.attempt.watchdog.ShardWatchdog`, renewed every third
+            of it at most) instead of the task's.
 
     Attributes:
         phase: the phase written with progress and named in a failure message.
@@ -212,7 +213,7 @@ class Attempt:
         *,
         object_key: str | None = None,
         claimed_at: float | None = None,
-        watchdog_class: type[Watchdog] | None = None,
+        shard_lease_seconds: float | None = None,
     ) -> None:
         self.engine = engine
         self.ctx = context
@@ -247,13 +248,16 @@ class Attempt:
         self.location: str | None = None
         self._last_progress = 0.0
         settings = context.settings.task
-        self.watchdog = (watchdog_class or Watchdog)(
+        lease, heartbeat = float(settings.lease_seconds), settings.heartbeat_seconds
+        if shard_lease_seconds is not None:
+            lease, heartbeat = shard_lease_seconds, min(heartbeat, shard_lease_seconds / 3)
+        self.watchdog = (Watchdog if shard_lease_seconds is None else ShardWatchdog)(
             engine,
             task_id=self.task_id,
             version=version,
             owner=owner,
-            lease_seconds=settings.lease_seconds,
-            heartbeat_seconds=settings.heartbeat_seconds,
+            lease_seconds=lease,
+            heartbeat_seconds=heartbeat,
             stopping=context.stopping,
             claimed_at=claimed_at,
             name=task.task_no,

@@ -48,9 +48,10 @@ from export_center.errors import (
     WorkerStopping,
 )
 from export_center.outages import Backoff, is_database_blip, outage_log
+from export_center.repository import shard_units
 from export_center.states import TaskStatus
 
-__all__ = ["Watchdog"]
+__all__ = ["ShardWatchdog", "Watchdog"]
 
 log = logging.getLogger(__name__)
 
@@ -278,3 +279,19 @@ class Watchdog:
                 "machine paused or starved) and another worker took the task meanwhile"
             )
         return "lease", None
+
+
+class ShardWatchdog(Watchdog):
+    """The watchdog of one claimed shard: renews the shards its owner holds on the task
+    (the claimed one) instead of the task's lease; cancel and deadline are the task's."""
+
+    def renew(self, conn: Connection) -> tuple[bool, bool]:
+        """Renew the shard's lease; ``(renewed, cancel requested)``."""
+        renewed, cancel = shard_units.renew_owned_shards(
+            conn, self.task_id, self.version, self.owner, self.lease_seconds
+        )
+        return renewed > 0, cancel
+
+    def why_not_renewed(self) -> tuple[str, str | None]:
+        """The shard was taken by another worker, or the attempt ended."""
+        return "lease", "the shard's lease was taken over or the export's attempt ended"

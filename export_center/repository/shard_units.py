@@ -29,6 +29,7 @@ the task watchdog's renewal extends those shards' leases with the task's
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,8 @@ from sqlalchemy.exc import IntegrityError
 from export_center import commands
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id
+from export_center.repository.audit import AuditAction, record_audit
+from export_center.repository.reads import read_task
 from export_center.repository.rows import Task
 from export_center.repository.shards import ShardCheckpoint, ShardStatus, shard_row
 from export_center.repository.tables import OUTBOX as O
@@ -64,6 +67,8 @@ __all__ = [
     "shard_board",
     "shard_unit",
 ]
+
+log = logging.getLogger(__name__)
 
 FAILED = "FAILED"
 """``export_shard.status`` of a shard whose runner failed with an error retrying cannot
@@ -158,13 +163,14 @@ def claim_shard(
     ).scalar_one()
     if int(held) >= parallel:
         return None
-    free = select(S.c.shard_no).where(
+    free = select(S.c.shard_no, S.c.shard_key, S.c.lease_owner).where(
         S.c.task_id == task_id, S.c.status == ShardStatus.PENDING, _free()
     )
-    candidates = [r[0] for r in conn.execute(free.order_by(S.c.shard_no))]
+    candidates = {r[0]: r for r in conn.execute(free.order_by(S.c.shard_no))}
     if not candidates:
         return None
-    shard_no = prefer if prefer is not None and prefer in candidates else candidates[0]
+    shard_no = prefer if prefer is not None and prefer in candidates else min(candidates)
+    previous = candidates[shard_no].lease_owner
     claimed = conn.execute(
         update(S)
         .where(
@@ -183,7 +189,29 @@ def claim_shard(
     ).rowcount
     if claimed != 1:
         return None
+    if previous is not None:  # its runner stopped renewing: a takeover, on the record
+        _record_takeover(conn, task_id, candidates[shard_no].shard_key, previous, owner)
     return shard_unit(conn, task_id, shard_no)
+
+
+def _record_takeover(conn: Connection, task_id: int, key: str, previous: str, owner: str) -> None:
+    log.warning(
+        "shard %s: its runner %s stopped renewing its lease; %s takes it over from its checkpoint",
+        key,
+        previous,
+        owner,
+        extra={"shard": key},
+    )
+    record_audit(
+        conn,
+        actor="system:worker",
+        action=AuditAction.LEASE_RECOVERY,
+        outcome="shard_taken_over",
+        task=read_task(conn, task_id),
+        reason=f"the worker {previous} stopped renewing its lease of shard {key}; "
+        f"{owner} resumes it from its checkpoint",
+        details={"shard": key, "previousOwner": previous, "owner": owner},
+    )
 
 
 def shard_unit(conn: Connection, task_id: int, shard_no: int) -> ShardCheckpoint | None:
@@ -422,8 +450,14 @@ def expired_shard_leases(conn: Connection, limit: int) -> list[ExpiredShard]:
 
 def free_shard_lease(conn: Connection, shard: ExpiredShard) -> bool:
     """End the expired lease of ``shard`` (if still the same claim), so a wake-up finds
-    it free; False when someone claimed it meanwhile."""
-    return (
+    it free, and write it in the task's audit trail; False when someone claimed it
+    meanwhile."""
+    row = conn.execute(
+        select(S.c.shard_key, S.c.lease_owner).where(
+            S.c.task_id == shard.task_id, S.c.shard_no == shard.shard_no
+        )
+    ).first()
+    freed = (
         conn.execute(
             update(S)
             .where(
@@ -437,3 +471,15 @@ def free_shard_lease(conn: Connection, shard: ExpiredShard) -> bool:
         ).rowcount
         == 1
     )
+    if freed and row is not None:
+        record_audit(
+            conn,
+            actor="system:reconciler",
+            action=AuditAction.LEASE_RECOVERY,
+            outcome="shard_freed",
+            task=read_task(conn, shard.task_id),
+            reason=f"the worker {row.lease_owner} stopped renewing its lease of shard "
+            f"{row.shard_key}; the shard is offered to the cluster again",
+            details={"shard": row.shard_key, "previousOwner": row.lease_owner},
+        )
+    return freed
