@@ -23,7 +23,7 @@ from sqlalchemy import func, select, update
 from export_center.attempt.shards import plan_shards
 from export_center.db import db_now
 from export_center.errors import StorageError
-from export_center.models import ExportOutbox, ExportShard, ExportTask
+from export_center.models import ExportAudit, ExportOutbox, ExportShard, ExportTask
 from export_center.reconciler import Reconciler
 from export_center.repository import shard_units
 from export_center.settings import ReconcilerSettings
@@ -47,6 +47,7 @@ from tests.support.helpers import (
 from tests.unit.writer_helpers import frozen_package_time
 
 T, S, OB = ExportTask.__table__, ExportShard.__table__, ExportOutbox.__table__
+A = ExportAudit.__table__
 
 DISTRIBUTED = {"distributed_shards": True, "local_shards": 1, "checkpoint_every_seconds": 0.001}
 
@@ -217,6 +218,12 @@ def test_a_dead_runners_shard_is_taken_over_after_its_lease(make_stack, sample_d
     assert keys == _source_by_day(sample_dir, stack)
     assert probe.served(task_id) == ORDERS  # the dead worker fetched nothing
     assert detail["attempts"] == 1
+    with engine.connect() as conn:
+        audit = conn.execute(
+            select(A.c.action, A.c.outcome, A.c.reason).where(A.c.action == "lease_recovery")
+        ).all()
+    assert [a.outcome for a in audit] in (["shard_taken_over"], ["shard_freed"]), audit
+    assert "dead-worker/1" in audit[0].reason
 
 
 def test_a_dead_runners_shard_is_freed_and_woken_by_the_reconciler(make_stack):
@@ -264,6 +271,9 @@ def test_a_dead_runners_shard_is_freed_and_woken_by_the_reconciler(make_stack):
     )
     reconciler.run_once()
     assert reconciler.last["shard_lease_recover"] == 1
+    with engine.connect() as conn:
+        (freed,) = conn.execute(select(A.c.outcome, A.c.reason, A.c.details_json)).all()
+    assert freed.outcome == "shard_freed" and "w1" in freed.reason, freed
     with engine.begin() as conn:
         wake = conn.execute(select(OB.c.unit, OB.c.tag).where(OB.c.unit != "task")).all()
         assert wake == [("shard-0.1", "EXPORT_SHARD")]
@@ -388,3 +398,28 @@ def test_the_finalize_is_claimed_once_and_a_new_attempt_only_assembles(make_stac
             select(func.count()).select_from(T).where(T.c.status == "SUCCEEDED")
         ).scalar_one()
     assert commits == 1
+
+
+def test_a_runner_of_another_workers_shard_keeps_the_short_shard_lease(make_stack):
+    stack = make_stack(
+        publisher={"enabled": False},
+        consumer={"enabled": False},
+        task={"shard_lease_seconds": 9, "heartbeat_seconds": 60},
+    )
+    client = stack.client()
+    task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+    with stack.runtime.engine.connect() as conn:
+        task = conn.execute(select(T).where(T.c.task_no == task_id)).one()
+    from export_center.attempt.steps import Attempt
+    from export_center.attempt.watchdog import ShardWatchdog, Watchdog
+    from export_center.repository import read_task
+
+    with stack.runtime.engine.connect() as conn:
+        row = read_task(conn, task.id)
+    context = stack.runtime.context
+    runner = Attempt(stack.runtime.engine, context, row, 1, "w/1", shard_lease_seconds=9)
+    assert isinstance(runner.watchdog, ShardWatchdog)
+    assert runner.watchdog.lease_seconds == 9 and runner.watchdog.heartbeat_seconds == 3
+    coordinator = Attempt(stack.runtime.engine, context, row, 1, "w/2")
+    assert type(coordinator.watchdog) is Watchdog
+    assert coordinator.watchdog.lease_seconds == 30
