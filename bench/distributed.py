@@ -12,7 +12,7 @@ each count in turn, each worker running 2 exports or shards at once:
   machine (``os.cpu_count()``: one shard is one interpreter's work; the model is in
   ``docs/cluster.md``) and whether the two files are the same bytes (XLSX: every ZIP
   member but ``docProps/``, which names the task).
-* **kill -9.** With 3 workers and short leases (10 s), ``--distributed-kills`` exports
+* **kill -9.** With 3 workers and short leases (10 s, task and shard), ``--distributed-kills`` exports
   of every order (CSV, the ``e2e`` sample); each is killed once: after a random delay
   (0.5 s to 80 % of the unkilled export's time) one of the workers holding a live shard
   lease gets SIGKILL and is started again by ``run.sh up``. Every file must hold every
@@ -268,6 +268,7 @@ def _order_keys(sample_url: str) -> int:
 def _kills(common: dict[str, Any], kills: int, say: Callable[[str], None]) -> dict[str, Any]:
     short = {
         "EXPORT_CENTER_TASK__LEASE_SECONDS": "10",
+        "EXPORT_CENTER_TASK__SHARD_LEASE_SECONDS": "10",
         "EXPORT_CENTER_TASK__HEARTBEAT_SECONDS": "2",
         "EXPORT_CENTER_RECONCILER__LOOP_SECONDS": "2",
         "EXPORT_CENTER_RECONCILER__SENT_STALE_SECONDS": "20",
