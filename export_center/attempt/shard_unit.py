@@ -6,7 +6,9 @@ A worker that receives a shard wake-up (``kind: "shard"``, tag ``EXPORT_SHARD``)
 when it is free, else the first free one, never more than the type's ``parallel``
 across the cluster), runs it exactly as a shard thread of a threaded attempt runs it
 (same pages, same segments, same checkpoints: the part is the same bytes whoever writes
-it), then claims the next free shard, until none is left.
+it), then claims the next free shard, until none is left, unless an export waits for a
+worker: then it hands its consumer slot back, so a busy cluster starts waiting exports
+before it helps a running one further (the coordinator goes on with its own threads).
 
 Each claim has its own lease (``task.shard_lease_seconds``), kept by a
 :class:`~export_center.attempt.watchdog.ShardWatchdog`: it renews the shard's lease every
@@ -124,6 +126,16 @@ class ShardUnitProducer(ShardedProducer):
             run.watchdog.check()
 
 
+def _others_wait(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            return shard_units.exports_waiting(conn)
+    except Exception as exc:
+        if not is_database_blip(exc):
+            raise
+        return True
+
+
 def _left(deadline: float) -> float:
     return deadline - time.monotonic()
 
@@ -194,6 +206,8 @@ def run_shard_units(
             engine, context, task, version, owner, etype, plan, claimed, claimed_at
         ):
             break
+        if _others_wait(engine):
+            break  # exports wait for a worker: this slot goes to them first
     return claimed_count
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "ShardUnit",
     "claim_shard",
     "expired_shard_leases",
+    "exports_waiting",
     "fail_shard",
     "free_shard_lease",
     "insert_shard_wake",
@@ -428,6 +429,17 @@ class ExpiredShard:
     shard_no: int
     attempt_count: int
     lease_until: datetime
+
+
+def exports_waiting(conn: Connection) -> bool:
+    """Whether an export waits for a worker now (a PENDING task past its retry time):
+    a shard runner then hands its consumer slot back after its shard instead of
+    claiming the next one, so the cluster starts waiting exports before it helps a
+    running one further."""
+    due = select(T.c.id).where(
+        T.c.status == TaskStatus.PENDING.value, T.c.next_retry_at <= db_now()
+    )
+    return conn.execute(due.limit(1)).first() is not None
 
 
 def expired_shard_leases(conn: Connection, limit: int) -> list[ExpiredShard]:
