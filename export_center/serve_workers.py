@@ -57,8 +57,9 @@ log = logging.getLogger("export_center.serve")
 #: ``{"selfUrl", "slots", "slotDir", "metricsHost", "metricsPort"}`` (port null: none).
 CHILD_SPEC_VARIABLE = "EXPORT_CENTER_SERVE_CHILD"
 
-API_PROCESS_HEALTH_SECONDS = 60
-"""Seconds a new or running API process may take to answer its supervisor."""
+API_PROCESS_HEALTH_SECONDS = 20
+"""Seconds a new or running API process may take to answer its supervisor (uvicorn's
+``timeout_worker_healthcheck``)."""
 #: How often an API process waiting for a free metrics slot looks again, in seconds.
 _SLOT_POLL_SECONDS = 0.2
 
@@ -275,7 +276,9 @@ def run(
         # How long the supervisor waits for a new API process to answer (SIGHUP
         # replacement) and for a ping of a running one before it kills it: starting one
         # imports the app and builds the registry, seconds on a busy host (uvicorn's
-        # 5 s gave up on a loaded 2-core host and killed healthy children).
+        # 5 s gave up on a loaded 2-core host and killed healthy children). Not much
+        # longer: the supervisor pings its children one after the other, so a dead one
+        # is replaced only after the pings before it.
         timeout_worker_healthcheck=API_PROCESS_HEALTH_SECONDS,
     )
     supervisor = _Supervisor(config, [config.bind_socket()], runtime)
