@@ -12,12 +12,13 @@ each count in turn, each worker running 2 exports or shards at once:
   machine (``os.cpu_count()``: one shard is one interpreter's work; the model is in
   ``docs/cluster.md``) and whether the two files are the same bytes (XLSX: every ZIP
   member but ``docProps/``, which names the task).
-* **kill -9.** With 3 workers and short leases (10 s, task and shard), ``--distributed-kills`` exports
-  of every order (CSV, the ``e2e`` sample); each is killed once: after a random delay
-  (0.5 s to 80 % of the unkilled export's time) one of the workers holding a live shard
-  lease gets SIGKILL and is started again by ``run.sh up``. Every file must hold every
-  order key of the database exactly once; the rows fetched again are the rows the
-  providers answered (``export_sample_provider_rows_served_total`` of the API processes)
+* **kill -9.** With 3 workers and short leases (10 s, task and shard),
+  ``--distributed-kills`` exports of every order (CSV, the ``e2e`` sample); each is
+  killed once: after a random delay (0.5 s to 80 % of the unkilled export's time) one
+  of the workers holding a live shard lease gets SIGKILL and is started again by
+  ``run.sh up``. Every file must hold every order key of the database exactly once;
+  the rows fetched again are the rows the providers answered
+  (``export_sample_provider_rows_served_total`` of the API processes)
   less the rows of the file.
 
 Needs MariaDB, the broker and S3 (as ``bench.cluster``); otherwise skipped with a note.
