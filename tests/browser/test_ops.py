@@ -182,7 +182,11 @@ def test_a_quarantined_command_is_retried_with_a_reason_from_the_view(held, publ
     expect(dialog).to_be_hidden()
     expect(page.locator("#toasts")).to_contain_text(f"Export {task_id} is queued again.")
     publishing.set()  # the new command goes out; a worker runs the export
-    expect(row.locator(".task-state")).to_have_text(re.compile("^(Running|Completed)$"))
+    # The view asks again while on screen; on a loaded host the publisher, the worker and
+    # the next refresh can take longer than expect's 5 s, so both waits get 30 s.
+    expect(row.locator(".task-state")).to_have_text(
+        re.compile("^(Running|Completed)$"), timeout=30_000
+    )
     expect(row.locator(".task-state")).to_have_text("Completed", timeout=30_000)
     expect(row.get_by_role("button")).to_have_count(0)  # nothing left to retry
     audit = page.locator("#ops-audit tr", has_text="broker fixed, message resent")

@@ -165,10 +165,14 @@ def test_a_dead_runners_shard_is_taken_over_after_its_lease(make_stack, sample_d
     # A runner that claimed a shard and died (its lease never renewed): after the lease
     # runs out (4 s) the reconciler frees it and wakes a worker, or the coordinator
     # takes it over; the file is exact and only that shard's rows were fetched twice.
+    # Two consumer threads (the coordinator and one helper) hold at most 2 of the 4
+    # shards the type allows, so the "worker" below finds room at once, however slowly
+    # the host runs.
     stack, probe = _distributed(
         make_stack,
         task={"lease_seconds": 4, "heartbeat_seconds": 0.5},
         reconciler={"enabled": False},
+        consumer={"concurrency": 2},
     )
     _small_pages(stack, 100)
     probe.delay_seconds = 0.01
@@ -177,7 +181,7 @@ def test_a_dead_runners_shard_is_taken_over_after_its_lease(make_stack, sample_d
     stolen: dict[str, Any] = {}
 
     def steal() -> None:  # a "worker" claims the first free shard, then is killed
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not stolen:
             with engine.begin() as conn:
                 task = conn.execute(select(T.c.id, T.c.dispatch_version)).first()
