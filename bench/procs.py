@@ -141,6 +141,8 @@ def free_block(count: int) -> int:
 
     for _ in range(200):
         first = free_port()
+        if first + count > 65536:
+            continue
         probes: list[socket.socket] = []
         try:
             for port in range(first, first + count):

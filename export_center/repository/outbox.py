@@ -97,17 +97,30 @@ def insert_outbox(
         "created_at": db_now(),
         "updated_at": db_now(),
     }
+    return event_id if insert_outbox_once(conn, values) else None
+
+
+def insert_outbox_once(conn: Connection, values: dict[str, Any]) -> bool:
+    """Insert one outbox row unless its unit exists already.
+
+    The unique key ``(task_id, dispatch_version, unit)`` decides: SQLite skips the row
+    (``INSERT OR IGNORE``); MariaDB inserts in a savepoint and rolls only it back on the
+    duplicate key, so the caller's transaction goes on either way.
+
+    Returns:
+        True when the row was written, False when it existed.
+    """
     if conn.dialect.name == "sqlite":
         stmt = insert(O).values(**values).prefix_with("OR IGNORE")
-        return event_id if conn.execute(stmt).rowcount == 1 else None
+        return bool(conn.execute(stmt).rowcount == 1)
     nested = conn.begin_nested()
     try:
         conn.execute(insert(O).values(**values))
     except IntegrityError:
         nested.rollback()
-        return None
+        return False
     nested.commit()
-    return event_id
+    return True
 
 
 def due_outbox_ids(conn: Connection, limit: int) -> list[int]:

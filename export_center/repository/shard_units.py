@@ -35,17 +35,16 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, and_, func, or_, select, update
 
 from export_center import commands
 from export_center.db import db_now, db_now_plus
 from export_center.ids import new_event_id
 from export_center.repository.audit import AuditAction, record_audit
+from export_center.repository.outbox import insert_outbox_once
 from export_center.repository.reads import read_task
 from export_center.repository.rows import Task
 from export_center.repository.shards import ShardCheckpoint, ShardStatus, shard_row
-from export_center.repository.tables import OUTBOX as O
 from export_center.repository.tables import SHARDS as S
 from export_center.repository.tables import TASKS as T
 from export_center.states import OutboxStatus, TaskStatus
@@ -408,17 +407,7 @@ def insert_shard_wake(
         "created_at": db_now(),
         "updated_at": db_now(),
     }
-    if conn.dialect.name == "sqlite":
-        stmt = insert(O).values(**values).prefix_with("OR IGNORE")
-        return event_id if conn.execute(stmt).rowcount == 1 else None
-    nested = conn.begin_nested()
-    try:
-        conn.execute(insert(O).values(**values))
-    except IntegrityError:
-        nested.rollback()
-        return None
-    nested.commit()
-    return event_id
+    return event_id if insert_outbox_once(conn, values) else None
 
 
 @dataclass(frozen=True, slots=True)

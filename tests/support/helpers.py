@@ -7,7 +7,6 @@ import csv
 import datetime as dt
 import io
 import re
-import socket
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 import openpyxl
 
+from bench.procs import free_block
 from export_center.attempt.shards import plan_shards
 from export_center.auth import issue_token
 from export_center.embedded import ServerThread, build_app, free_port
@@ -212,21 +212,6 @@ def assert_same_workbook_but_its_mark(a: bytes, b: bytes, task_a: str, task_b: s
 
 
 def free_port_block(count: int) -> int:
-    """A first port of ``count`` consecutive ports free right now."""
-    for _ in range(200):
-        first = free_port()
-        if first + count > 65535:
-            continue
-        probes = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                probe.bind(("127.0.0.1", port))
-                probes.append(probe)
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError("no block of free ports")
+    """A first port of ``count`` consecutive loopback ports free right now (the bench's
+    search, so the cluster tests and ``python -m bench`` pick ports alike)."""
+    return free_block(count)
