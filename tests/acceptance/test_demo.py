@@ -134,6 +134,7 @@ def _check_files(data_dir: Path, out: Path, summary: dict) -> None:
     assert count == ORDERS and len(seen) == ORDERS
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 def test_demo_on_embedded_sqlite(data_dir: Path, tmp_path: Path) -> None:
     summary = _run_demo(data_dir, tmp_path / "out")
     assert summary["database"] == "sqlite"

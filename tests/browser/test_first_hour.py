@@ -112,6 +112,7 @@ def test_an_export_that_ends_says_so_in_a_toast_with_its_download(make_stack, ui
     expect(page.locator("#live")).not_to_contain_text(done)
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 @pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
 def test_a_hidden_tab_keeps_asking_and_its_title_counts_what_ended(held, ui, locale):
     first = seeded(held, "alice", "running", "Orders A", day=1)

@@ -306,6 +306,7 @@ def test_an_invalid_setting_is_named_in_one_line_never_with_its_value(
     assert "9f3k" not in result.stderr  # a refused value may be a secret: never printed
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 def test_smtp_and_robots_are_checked_without_sending_anything(seeded):
     mailbox = smtp_server.Mailbox()

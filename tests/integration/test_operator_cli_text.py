@@ -175,6 +175,7 @@ ANNOUNCED = [
 ]
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 def test_every_operator_command_says_first_where_it_reads(seeded):
     url = seeded.stack.settings.resolved_database_url
     for args in ANNOUNCED:

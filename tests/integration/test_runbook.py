@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
+import pytest
 import yaml
 
 from tests.support.operator_seed import ROOT
@@ -50,6 +51,7 @@ def test_every_alert_has_a_section_with_what_to_run_and_decide():
         assert f"[{name}](#{name.lower()})" in text  # the table links it
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 def test_every_documented_command_runs_against_a_seeded_database(seeded):
     values = seeded.placeholders()
     ran = 0

@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 from export_center.auth import issue_token
 from tests.support.helpers import create, download, wait_state
@@ -187,6 +188,7 @@ class _Serve:
             self.proc.wait(10)
 
 
+@pytest.mark.second_process  # long: runs beside the rest (scripts/test.sh)
 def test_serve_restarts_a_killed_sample_provider_child_and_exports_work_again(tmp_path, sample_dir):
     from export_center.settings import Settings
     from tests.conftest import sample_url
