@@ -227,9 +227,9 @@ def bounded_protocol(
 def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicorn.Config:
     """uvicorn's configuration of ``serve`` (and of the embedded test servers).
 
-    h11 with the limits of ``api`` (:class:`BoundedH11Protocol`), no WebSocket (the API
-    has none), uvicorn's log lines through the process's own JSON handler, and 30 s of
-    graceful shutdown.
+    h11 with the limits of ``api`` (:class:`BoundedH11Protocol`), idle connections kept
+    ``api.keep_alive_seconds``, no WebSocket (the API has none), uvicorn's log lines
+    through the process's own JSON handler, and 30 s of graceful shutdown.
     """
     return uvicorn.Config(
         app,
@@ -244,6 +244,9 @@ def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicor
         # X-Forwarded-For is read by the download audit, from trusted proxies only.
         proxy_headers=False,
         log_config=None,
+        # uvicorn's 5 s equals httpx's pool expiry: a request sent at 5 s of idleness
+        # met the server closing the connection ("Server disconnected").
+        timeout_keep_alive=api.keep_alive_seconds,
         lifespan="on",
         timeout_graceful_shutdown=30,
     )

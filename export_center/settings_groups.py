@@ -348,6 +348,14 @@ class ApiSettings(BaseModel):
         description="serve: an answer whose client takes none of its bytes for this many "
         "seconds (a download nobody reads) has its connection closed",
     )
+    keep_alive_seconds: int = Field(
+        20,
+        ge=1,
+        le=300,
+        description="serve: an idle connection is closed this many seconds after its last "
+        "answer; longer than the 5 s after which HTTP client pools such as httpx stop "
+        "reusing one, so a client does not send on a connection the server is closing",
+    )
     max_connections: int = Field(
         500,
         ge=2,

@@ -8,6 +8,7 @@ SQLite only: the limits act before the app (and its database) sees a request.
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
 from collections.abc import Iterator
@@ -106,6 +107,28 @@ def test_a_keep_alive_connection_gets_a_new_deadline_per_request_and_long_answer
     assert len(received) == int(r.headers["content-length"])
 
 
+def test_an_idle_connection_outlives_a_client_pools_expiry_then_is_closed(make_stack):
+    # httpx reuses an idle connection for up to 5 s. The server keeps one longer
+    # (api.keep_alive_seconds), so a request sent at 5 s of idleness never meets a
+    # server that is closing it ("Server disconnected without sending a response").
+    stack = make_stack(api={"keep_alive_seconds": 7})
+    conn = http.client.HTTPConnection("127.0.0.1", port_of(stack), timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() and conn.sock is not None
+        first = conn.sock
+        time.sleep(5.5)  # past the pool expiry of httpx, before the server's 7 s
+        conn.request("GET", "/healthz")
+        answer = conn.getresponse()
+        assert answer.status == 200 and answer.read()
+        assert conn.sock is first  # the same connection, not a new one
+        time.sleep(8)  # past the server's keep-alive: it closed the connection
+        first.settimeout(2)
+        assert first.recv(1) == b""
+    finally:
+        conn.close()
+
+
 def test_beyond_the_connection_limit_a_request_gets_a_json_503_at_once(make_stack):
     stack = make_stack(api={"request_timeout_seconds": DEADLINE, "max_connections": 10})
     clients = hold(port_of(stack), 10, interval=0.5, lines=40)
@@ -148,7 +171,9 @@ def _closed_by_the_server(sock: socket.socket, timeout: float) -> bool:
 def test_downloads_nobody_reads_are_cut_and_cannot_lock_everyone_out(make_stack):
     from tests.support.helpers import create, wait_state
 
-    stack = make_stack(api={"send_timeout_seconds": 2.0, "max_connections": 12})
+    stack = make_stack(
+        api={"send_timeout_seconds": 2.0, "max_connections": 12, "keep_alive_seconds": 3}
+    )
     client = stack.client()
     detail = wait_state(client, create(client, "csv").json()["taskId"])
     assert detail["state"] == "succeeded" and detail["sizeBytes"] > 1 << 20
@@ -162,7 +187,9 @@ def test_downloads_nobody_reads_are_cut_and_cannot_lock_everyone_out(make_stack)
             if busy.status_code == 503:
                 break
         assert busy.status_code == 503 and busy.json()["code"] == "SERVER_BUSY"
-        # Each took none of its bytes for 2 s: the server closed them all.
+        # Each took none of its bytes for 2 s: the server closed them all. (The first
+        # answer can fit whole in the loopback buffers: to the server it is done and
+        # its connection idle, closed after the 3 s keep-alive.)
         assert all(_closed_by_the_server(s, 10) for s in stalled)
         health = httpx.get(f"{stack.url}/healthz", timeout=5)
         assert health.status_code == 200
