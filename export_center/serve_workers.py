@@ -272,6 +272,7 @@ def run(
         proxy_headers=False,  # X-Forwarded-For is read by the download audit, from trusted proxies
         log_config=None,
         lifespan="on",
+        timeout_keep_alive=settings.api.keep_alive_seconds,  # as serve (server_config)
         timeout_graceful_shutdown=30,
         # How long the supervisor waits for a new API process to answer (SIGHUP
         # replacement) and for a ping of a running one before it kills it: starting one
