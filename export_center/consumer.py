@@ -334,8 +334,14 @@ class Consumer:
         over by its coordinator or freed by the reconciler."""
         if on_claimed is not None:
             on_claimed()
-        with self.engine.connect() as conn:
-            task = repository.read_task_by_no(conn, command.task_no)
+        until = time.monotonic() + CLAIM_RETRY_SECONDS
+        task = retry_transaction(  # through blips; raises DatabaseUnavailable after them
+            self.engine,
+            lambda conn: repository.read_task_by_no(conn, command.task_no),
+            what=f"read {command.task_no} for a shard wake-up",
+            seconds_left=lambda: until - time.monotonic(),
+            stop=self.context.stopping,
+        )
         if task is None:
             branch = ClaimBranch.TASK_MISSING
         elif task.dispatch_version != command.dispatch_version:

@@ -158,6 +158,10 @@ def _release(task: Task, owner: str, shard_no: int, conn: Connection) -> bool:
     return shard_units.release_shard(conn, task.id, owner, shard_no)
 
 
+def _known(task_id: int, conn: Connection) -> list[ShardCheckpoint]:
+    return load_shards(conn, task_id)
+
+
 def _plan(etype: ExportType, task: Task) -> list[Shard]:
     return plan_shards(etype, orjson.loads(task.parameters_json), task.time_zone)
 
@@ -236,8 +240,19 @@ def _run_claimed(
         shard_lease_seconds=context.settings.task.shard_lease_seconds,
     )
     fields: dict[str, Any] = {**attempt.log_fields(), "shard": claimed.key}
-    with engine.connect() as conn:
-        known = load_shards(conn, task.id)
+    try:  # through blips, as every other read and write of a runner
+        known = retry_transaction(
+            engine,
+            partial(_known, task.id),
+            what=f"read the shards of {task.task_no}",
+            seconds_left=partial(_left, time.monotonic() + CLAIM_SECONDS),
+            stop=context.stopping,
+        )
+    except Exception:
+        log.warning("could not read the shards; the shard is handed back", extra=fields)
+        _settle(engine, partial(_release, task, owner, claimed.shard_no))
+        metrics.SHARDS_RUN.labels(task.export_type, "helper", "handed_back").inc()
+        return False
     producer = ShardUnitProducer(attempt, etype, claimed, plan, known)
     attempt.watchdog.start()
     footer = etype.files.trace_footer

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import threading
 import time
 from typing import Any
@@ -27,7 +28,7 @@ from export_center.models import ExportAudit, ExportOutbox, ExportShard, ExportT
 from export_center.reconciler import Reconciler
 from export_center.repository import shard_units
 from export_center.settings import ReconcilerSettings
-from export_center.testing import FaultInjectingRun
+from export_center.testing import DeadlockVictim, FaultInjectingRun
 from tests.integration.test_shards import (
     ALL_DATES,
     ORDERS,
@@ -427,3 +428,32 @@ def test_a_runner_of_another_workers_shard_keeps_the_short_shard_lease(make_stac
     coordinator = Attempt(stack.runtime.engine, context, row, 1, "w/2")
     assert type(coordinator.watchdog) is Watchdog
     assert coordinator.watchdog.lease_seconds == 30
+
+
+def test_every_runner_reads_its_shards_through_blips(make_stack, sample_dir, caplog):
+    # The reads of the shard rows (all their columns) fail 8 times as lock wait
+    # timeouts: coordinator and helpers ride them out like any other statement, so no
+    # shard is left leased to a runner that gave up, none is taken over, and the file
+    # is exact with nothing fetched twice.
+    stack, probe = _distributed(make_stack)
+    _small_pages(stack, 200)
+    probe.delay_seconds = 0.01
+    victim = DeadlockVictim(stack.runtime.engine, "export_shard.segments_json", times=8, code=1205)
+    try:
+        client = stack.client()
+        task_id = create(client, "csv", parameters=ALL_DATES).json()["taskId"]
+        detail = wait_state(client, task_id)
+    finally:
+        victim.close()
+    assert victim.failed == 8
+    assert detail["state"] == "succeeded", detail
+    assert detail["attempts"] == 1
+    assert _shard_runs(stack, task_id) >= 1  # helpers ran shards
+    keys = [int(r[0]) for r in read_csv(download(client, detail))[1:]]
+    assert keys == _source_by_day(sample_dir, stack)
+    assert probe.served(task_id) == ORDERS
+    with stack.runtime.engine.connect() as conn:
+        recoveries = conn.execute(select(A.c.outcome).where(A.c.action == "lease_recovery")).all()
+    assert recoveries == []
+    failed = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert failed == []  # no "command handling failed": no wake-up was lost to a blip
