@@ -43,7 +43,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from export_center.settings import ApiSettings
 
-__all__ = ["BoundedH11Protocol", "bounded_protocol", "server_config"]
+__all__ = ["BoundedH11Protocol", "bounded_protocol", "server_config", "server_options"]
 
 log = logging.getLogger(__name__)
 
@@ -224,13 +224,27 @@ def bounded_protocol(
     )
 
 
-def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicorn.Config:
-    """uvicorn's configuration of ``serve`` (and of the embedded test servers).
+def server_options(api: ApiSettings) -> dict[str, Any]:
+    """The uvicorn options every API server of ``serve`` shares, one process or
+    ``--workers N``: idle connections kept ``api.keep_alive_seconds``, no WebSocket (the
+    API has none), no X-Forwarded-For rewriting, uvicorn's log lines through the
+    process's own JSON handler, and 30 s of graceful shutdown."""
+    return {
+        "ws": "none",
+        # X-Forwarded-For is read by the download audit, from trusted proxies only.
+        "proxy_headers": False,
+        "log_config": None,
+        # uvicorn's 5 s equals httpx's pool expiry: a request sent at 5 s of idleness
+        # met the server closing the connection ("Server disconnected").
+        "timeout_keep_alive": api.keep_alive_seconds,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 30,
+    }
 
-    h11 with the limits of ``api`` (:class:`BoundedH11Protocol`), idle connections kept
-    ``api.keep_alive_seconds``, no WebSocket (the API has none), uvicorn's log lines
-    through the process's own JSON handler, and 30 s of graceful shutdown.
-    """
+
+def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicorn.Config:
+    """uvicorn's configuration of ``serve`` (and of the embedded test servers): h11 with
+    the limits of ``api`` (:class:`BoundedH11Protocol`) and :func:`server_options`."""
     return uvicorn.Config(
         app,
         host=host,
@@ -240,13 +254,5 @@ def server_config(app: Any, *, host: str, port: int, api: ApiSettings) -> uvicor
             max_connections=api.max_connections,
             send_timeout=api.send_timeout_seconds,
         ),
-        ws="none",
-        # X-Forwarded-For is read by the download audit, from trusted proxies only.
-        proxy_headers=False,
-        log_config=None,
-        # uvicorn's 5 s equals httpx's pool expiry: a request sent at 5 s of idleness
-        # met the server closing the connection ("Server disconnected").
-        timeout_keep_alive=api.keep_alive_seconds,
-        lifespan="on",
-        timeout_graceful_shutdown=30,
+        **server_options(api),
     )

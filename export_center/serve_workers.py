@@ -43,7 +43,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors.multiprocess import Multiprocess
 
-from export_center.http_server import bounded_protocol
+from export_center.http_server import bounded_protocol, server_options
 from export_center.metrics import MetricsServer, start_metrics_server
 from export_center.registry import RegistryError
 from export_center.runtime import Runtime
@@ -268,12 +268,7 @@ def run(
         port=port,
         workers=workers,
         http="export_center.serve_workers:ApiProtocol",
-        ws="none",
-        proxy_headers=False,  # X-Forwarded-For is read by the download audit, from trusted proxies
-        log_config=None,
-        lifespan="on",
-        timeout_keep_alive=settings.api.keep_alive_seconds,  # as serve (server_config)
-        timeout_graceful_shutdown=30,
+        **server_options(settings.api),
         # How long the supervisor waits for a new API process to answer (SIGHUP
         # replacement) and for a ping of a running one before it kills it: starting one
         # imports the app and builds the registry, seconds on a busy host (uvicorn's

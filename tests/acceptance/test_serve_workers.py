@@ -6,7 +6,6 @@ SIGTERM stops the whole tree."""
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import subprocess
@@ -27,7 +26,13 @@ from export_center.embedded import free_port
 from export_center.healthz import wait_healthy
 from export_center.registry_source import default_registry_path
 from tests.conftest import _fresh_mariadb, sample_url
-from tests.support.helpers import ORDERS_PERMISSION, create, free_port_block, wait_state
+from tests.support.helpers import (
+    ORDERS_PERMISSION,
+    create,
+    free_port_block,
+    idle_connection_reused,
+    wait_state,
+)
 
 pytestmark = [pytest.mark.second_process, pytest.mark.timeout(600)]
 
@@ -179,17 +184,7 @@ def test_two_api_processes_share_the_port_and_the_loops_run_once(tree: Tree) -> 
     assert tree.counter(1, done) == tree.counter(2, done) == 0
     # An API process keeps an idle connection past httpx's 5 s pool expiry
     # (api.keep_alive_seconds, 20 s), so a client never reuses one it is closing.
-    conn = http.client.HTTPConnection("127.0.0.1", int(tree.base.rsplit(":", 1)[1]), timeout=10)
-    try:
-        conn.request("GET", "/healthz")
-        assert conn.getresponse().read() and conn.sock is not None
-        first = conn.sock
-        time.sleep(5.5)
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        assert answer.status == 200 and answer.read() and conn.sock is first
-    finally:
-        conn.close()
+    idle_connection_reused(int(tree.base.rsplit(":", 1)[1]), 5.5).close()
 
 
 def test_a_killed_api_process_is_replaced_and_sighup_replaces_both_only_if_valid(

@@ -8,7 +8,6 @@ SQLite only: the limits act before the app (and its database) sees a request.
 
 from __future__ import annotations
 
-import http.client
 import socket
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.support.helpers import Stack
+from tests.support.helpers import Stack, idle_connection_reused
 from tests.support.slowloris import hold
 
 DEADLINE = 2.0
@@ -112,21 +111,14 @@ def test_an_idle_connection_outlives_a_client_pools_expiry_then_is_closed(make_s
     # (api.keep_alive_seconds), so a request sent at 5 s of idleness never meets a
     # server that is closing it ("Server disconnected without sending a response").
     stack = make_stack(api={"keep_alive_seconds": 7})
-    conn = http.client.HTTPConnection("127.0.0.1", port_of(stack), timeout=10)
+    # Past the pool expiry of httpx, before the server's 7 s: the same connection.
+    first = idle_connection_reused(port_of(stack), 5.5)
     try:
-        conn.request("GET", "/healthz")
-        assert conn.getresponse().read() and conn.sock is not None
-        first = conn.sock
-        time.sleep(5.5)  # past the pool expiry of httpx, before the server's 7 s
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        assert answer.status == 200 and answer.read()
-        assert conn.sock is first  # the same connection, not a new one
         time.sleep(8)  # past the server's keep-alive: it closed the connection
         first.settimeout(2)
         assert first.recv(1) == b""
     finally:
-        conn.close()
+        first.close()
 
 
 def test_beyond_the_connection_limit_a_request_gets_a_json_503_at_once(make_stack):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import bisect
 import csv
 import datetime as dt
+import http.client
 import io
 import re
+import socket
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -209,6 +211,22 @@ def assert_same_workbook_but_its_mark(a: bytes, b: bytes, task_a: str, task_b: s
             norm_a = _MARK_TIME.sub(b"T", ea.replace(task_a.encode(), b"ID"))
             norm_b = _MARK_TIME.sub(b"T", eb.replace(task_b.encode(), b"ID"))
             assert norm_a == norm_b, name
+
+
+def idle_connection_reused(port: int, idle_seconds: float) -> socket.socket:
+    """Ask ``GET /healthz`` on 127.0.0.1:``port``, stay idle ``idle_seconds``, ask again:
+    asserts both answers are 200 on one and the same connection, and returns its socket
+    (open; the caller closes it)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().read() and conn.sock is not None
+    first = conn.sock
+    time.sleep(idle_seconds)
+    conn.request("GET", "/healthz")
+    answer = conn.getresponse()
+    assert answer.status == 200 and answer.read()
+    assert conn.sock is first  # the same connection, not a new one
+    return first
 
 
 def free_port_block(count: int) -> int:
